@@ -1,0 +1,38 @@
+# gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
+EXTENSION = gpumf
+MODULE_big = gpumf
+DATA = src/gpumf--0.1.sql
+OBJS = src/pg/gpumf.o src/pg/train.o src/pg/recommend.o src/pg/synth.o \
+       src/core/csr.o src/core/als.o src/core/topk.o src/core/keymap.o \
+       src/core/synth.o src/core/backend_cuda.o
+
+REGRESS = setup train_basic keys bad_input recommend privileges precision device
+REGRESS_OPTS = --load-extension=gpumf
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/src/pg -fopenmp -O3 \
+	-I/usr/include/x86_64-linux-gnu/openblas-pthread
+SHLIB_LINK = -fopenmp -lopenblas -ldl -lm
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# bitcode for the C files only (the CUDA module is not JIT-able)
+ifeq ($(NVCC),)
+all: ; @echo "nvcc not found: CPU-only build"
+else
+all: cuda/gpumf_cuda.so
+cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/*.h)
+	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
+install: install-cuda
+install-cuda: cuda/gpumf_cuda.so
+	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
+endif
+
+.PHONY: unit test
+unit:
+	$(MAKE) -C test/unit check
+test:
+	bash test/run_all.sh

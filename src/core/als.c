@@ -1,0 +1,507 @@
+/*
+ * als.c: implicit-feedback ALS (Hu, Koren, Volinsky 2008) with the
+ * conjugate-gradient solver, on the CPU, and the training loop that drives
+ * either backend (cpu or cuda) through one interface.
+ */
+#include "gm_core.h"
+#include "gm_backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifndef GM_NO_CBLAS
+#include <cblas.h>
+#endif
+
+double
+gm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int
+gm_default_threads(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int) n : 1;
+}
+
+static int
+resolve_threads(int threads)
+{
+	return threads > 0 ? threads : gm_default_threads();
+}
+
+/* splitmix64: a small, well-mixed, seekable generator. */
+static inline uint64_t
+splitmix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+void
+gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
+{
+	/* keyed by (seed, side, row, f): independent of threads and of n */
+	for (int64_t r = 0; r < n; r++)
+	{
+		uint64_t	base = splitmix64(seed ^ ((uint64_t) side << 62)) ^
+			splitmix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+
+		for (int f = 0; f < k; f++)
+		{
+			uint64_t	z = splitmix64(base + (uint64_t) f);
+
+			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
+		}
+	}
+}
+
+int
+gm_confidence(const gm_csr *a, float alpha, gm_csr *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	out->indptr = malloc(((size_t) a->n_rows + 1) * sizeof(int64_t));
+	out->indices = malloc((size_t) (a->nnz > 0 ? a->nnz : 1) * sizeof(int32_t));
+	out->data = malloc((size_t) (a->nnz > 0 ? a->nnz : 1) * sizeof(float));
+	if (!out->indptr || !out->indices || !out->data)
+	{
+		gm_csr_free(out);
+		snprintf(err, errlen, "out of memory for the confidence matrix");
+		return GM_ENOMEM;
+	}
+	out->n_rows = a->n_rows;
+	out->n_cols = a->n_cols;
+	out->nnz = a->nnz;
+	memcpy(out->indptr, a->indptr, ((size_t) a->n_rows + 1) * sizeof(int64_t));
+	memcpy(out->indices, a->indices, (size_t) a->nnz * sizeof(int32_t));
+	for (int64_t e = 0; e < a->nnz; e++)
+		out->data[e] = 1.0f + alpha * a->data[e];
+	return GM_OK;
+}
+
+void
+gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
+{
+	int			nt = resolve_threads(threads);
+
+#ifndef GM_NO_CBLAS
+	(void) nt;
+	cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, k, (int) n, 1.0f,
+				Y, k, 0.0f, G, k);
+#else
+	memset(G, 0, sizeof(float) * k * k);
+#pragma omp parallel num_threads(nt)
+	{
+		float	   *acc = calloc((size_t) k * k, sizeof(float));
+
+#pragma omp for schedule(static)
+		for (int64_t r = 0; r < n; r++)
+		{
+			const float *y = Y + r * k;
+
+			for (int i = 0; i < k; i++)
+			{
+				float		yi = y[i];
+				float	   *row = acc + (size_t) i * k;
+
+				for (int j = i; j < k; j++)
+					row[j] += yi * y[j];
+			}
+		}
+#pragma omp critical
+		for (int i = 0; i < k * k; i++)
+			G[i] += acc[i];
+		free(acc);
+	}
+#endif
+	/* mirror the upper triangle and add the ridge */
+	for (int i = 0; i < k; i++)
+	{
+		for (int j = 0; j < i; j++)
+			G[i * k + j] = G[j * k + i];
+		G[i * k + i] += reg;
+	}
+}
+
+static inline float
+dot(const float *a, const float *b, int k)
+{
+	float		s = 0.0f;
+
+	for (int f = 0; f < k; f++)
+		s += a[f] * b[f];
+	return s;
+}
+
+/* out = G v (G symmetric k x k). */
+static inline void
+symv(const float *G, const float *v, float *out, int k)
+{
+	for (int i = 0; i < k; i++)
+		out[i] = dot(G + (size_t) i * k, v, k);
+}
+
+/*
+ * One row's CG refinement: A = G + sum_i (c_i - 1) y_i y_i^T,
+ * b = sum_i c_i y_i (preference 1 on observed entries), warm start x.
+ */
+static void
+cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
+			 const float *Y, const float *G, int k, int cg_steps,
+			 float *r, float *p, float *Ap)
+{
+	float		rsold,
+				rsnew;
+
+	symv(G, x, r, k);
+	for (int f = 0; f < k; f++)
+		r[f] = -r[f];
+	for (int64_t e = 0; e < n; e++)
+	{
+		const float *y = Y + (size_t) idx[e] * k;
+		float		c = conf[e];
+		float		w = c - (c - 1.0f) * dot(y, x, k);
+
+		for (int f = 0; f < k; f++)
+			r[f] += w * y[f];
+	}
+	memcpy(p, r, sizeof(float) * k);
+	rsold = dot(r, r, k);
+
+	for (int it = 0; it < cg_steps; it++)
+	{
+		float		a;
+
+		if (rsold < 1e-20f)
+			break;
+		symv(G, p, Ap, k);
+		for (int64_t e = 0; e < n; e++)
+		{
+			const float *y = Y + (size_t) idx[e] * k;
+			float		w = (conf[e] - 1.0f) * dot(y, p, k);
+
+			for (int f = 0; f < k; f++)
+				Ap[f] += w * y[f];
+		}
+		a = rsold / dot(p, Ap, k);
+		for (int f = 0; f < k; f++)
+		{
+			x[f] += a * p[f];
+			r[f] -= a * Ap[f];
+		}
+		rsnew = dot(r, r, k);
+		if (rsnew < 1e-20f)
+			break;
+		for (int f = 0; f < k; f++)
+			p[f] = r[f] + (rsnew / rsold) * p[f];
+		rsold = rsnew;
+	}
+}
+
+void
+gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y, const float *G,
+					 int k, int cg_steps, int32_t begin, int32_t end,
+					 int threads)
+{
+	int			nt = resolve_threads(threads);
+
+#pragma omp parallel num_threads(nt)
+	{
+		float	   *buf = malloc(sizeof(float) * 3 * (size_t) k);
+
+#pragma omp for schedule(dynamic, 16)
+		for (int32_t u = begin; u < end; u++)
+		{
+			int64_t		b = C->indptr[u];
+
+			cg_solve_row(C->indices + b, C->data + b, C->indptr[u + 1] - b,
+						 X + (size_t) u * k, Y, G, k, cg_steps,
+						 buf, buf + k, buf + 2 * k);
+		}
+		free(buf);
+	}
+}
+
+double
+gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
+			int threads)
+{
+	int			nt = resolve_threads(threads);
+	float	   *G0 = malloc(sizeof(float) * (size_t) k * k);
+	double		loss = 0.0,
+				total_conf = 0.0,
+				normx = 0.0,
+				normy = 0.0;
+
+	gm_gram(Y, C->n_cols, k, 0.0f, G0, threads);
+#pragma omp parallel num_threads(nt) reduction(+:loss,total_conf,normx)
+	{
+		float	   *r = malloc(sizeof(float) * (size_t) k);
+
+#pragma omp for schedule(dynamic, 64)
+		for (int32_t u = 0; u < C->n_rows; u++)
+		{
+			const float *x = X + (size_t) u * k;
+
+			symv(G0, x, r, k);
+			loss += dot(x, r, k);
+			for (int64_t e = C->indptr[u]; e < C->indptr[u + 1]; e++)
+			{
+				double		c = C->data[e];
+				double		s = dot(x, Y + (size_t) C->indices[e] * k, k);
+
+				loss += c * (1.0 - s) * (1.0 - s) - s * s;
+				total_conf += c;
+			}
+			normx += dot(x, x, k);
+		}
+		free(r);
+	}
+	for (int64_t i = 0; i < (int64_t) C->n_cols * k; i++)
+		normy += (double) Y[i] * Y[i];
+	free(G0);
+	loss += reg * (normx + normy);
+	return loss / (total_conf + (double) C->n_rows * C->n_cols - (double) C->nnz);
+}
+
+/* ------------------------------------------------------ the CPU backend */
+
+typedef struct cpu_state
+{
+	const gm_csr *C;
+	const gm_csr *Ct;
+	float	   *X;
+	float	   *Y;
+	float	   *G;
+	int			k;
+	int			threads;
+} cpu_state;
+
+static int
+cpu_prepare(void *h, int side, float reg, char *err, size_t errlen)
+{
+	cpu_state  *s = h;
+
+	(void) err;
+	(void) errlen;
+	if (side == 0)
+		gm_gram(s->Y, s->C->n_cols, s->k, reg, s->G, s->threads);
+	else
+		gm_gram(s->X, s->C->n_rows, s->k, reg, s->G, s->threads);
+	return GM_OK;
+}
+
+static int
+cpu_solve(void *h, int side, int cg_steps, int32_t begin, int32_t end,
+		  char *err, size_t errlen)
+{
+	cpu_state  *s = h;
+
+	(void) err;
+	(void) errlen;
+	if (side == 0)
+		gm_als_cg_solve_rows(s->C, s->X, s->Y, s->G, s->k, cg_steps,
+							 begin, end, s->threads);
+	else
+		gm_als_cg_solve_rows(s->Ct, s->Y, s->X, s->G, s->k, cg_steps,
+							 begin, end, s->threads);
+	return GM_OK;
+}
+
+static int
+cpu_sync(void *h, char *err, size_t errlen)
+{
+	(void) h;
+	(void) err;
+	(void) errlen;
+	return GM_OK;
+}
+
+static int
+cpu_loss(void *h, float reg, double *loss, char *err, size_t errlen)
+{
+	cpu_state  *s = h;
+
+	(void) err;
+	(void) errlen;
+	*loss = gm_als_loss(s->C, s->X, s->Y, s->k, reg, s->threads);
+	return GM_OK;
+}
+
+static int
+cpu_get(void *h, float *X, float *Y, char *err, size_t errlen)
+{
+	(void) h;
+	(void) X;
+	(void) Y;
+	(void) err;
+	(void) errlen;
+	return GM_OK;				/* trained in place */
+}
+
+static void
+cpu_destroy(void *h)
+{
+	cpu_state  *s = h;
+
+	if (s)
+		free(s->G);
+	free(s);
+}
+
+static const gm_backend_ops cpu_ops = {
+	"cpu", cpu_prepare, cpu_solve, cpu_sync, cpu_loss, cpu_get, cpu_destroy
+};
+
+/* ------------------------------------------------------ training loop */
+
+/*
+ * Rows [begin, end) whose work stays under budget (so cancellation is
+ * polled often), at least one row.
+ */
+static int32_t
+slice_end(const gm_csr *A, int32_t begin, int k, double budget)
+{
+	double		work = 0.0;
+	int32_t		end = begin;
+
+	while (end < A->n_rows && (end == begin || work < budget))
+	{
+		work += ((double) (A->indptr[end + 1] - A->indptr[end]) + k) * k;
+		end++;
+	}
+	return end;
+}
+
+static int
+half_step(const gm_backend_ops *ops, void *h, int side, const gm_csr *A,
+		  const gm_als_params *p, double budget, const gm_callbacks *cb,
+		  char *err, size_t errlen)
+{
+	int			rc;
+
+	if ((rc = ops->prepare(h, side, p->regularization, err, errlen)) != GM_OK)
+		return rc;
+	for (int32_t b = 0; b < A->n_rows;)
+	{
+		int32_t		e = slice_end(A, b, p->factors, budget);
+
+		if ((rc = ops->solve(h, side, p->cg_steps, b, e, err, errlen)) != GM_OK)
+			return rc;
+		b = e;
+		if (cb && cb->should_stop && cb->should_stop(cb->arg))
+		{
+			ops->sync(h, err, errlen);
+			snprintf(err, errlen, "training canceled");
+			return GM_ECANCELED;
+		}
+	}
+	return ops->sync(h, err, errlen);
+}
+
+int
+gm_als_train(const gm_als_params *p, const gm_csr *C, const gm_csr *Ct,
+			 float *X, float *Y, const gm_callbacks *cb, gm_als_result *res,
+			 char *err, size_t errlen)
+{
+	const gm_backend_ops *ops;
+	void	   *h = NULL;
+	int			rc;
+	double		t0,
+				t1,
+				budget;
+	double		loss = NAN;
+
+	memset(res, 0, sizeof(*res));
+	if (p->factors < 1 || p->iterations < 1 || p->cg_steps < 1)
+	{
+		snprintf(err, errlen, "invalid ALS parameters");
+		return GM_EINVAL;
+	}
+
+	t0 = gm_now();
+	if (p->backend == GM_BACKEND_CUDA)
+	{
+		ops = gm_cuda_backend_ops();
+		if (ops == NULL)
+		{
+			snprintf(err, errlen, "the CUDA module is not loaded");
+			return GM_ENODEVICE;
+		}
+		rc = gm_cuda_backend_create(&h, C, Ct, X, Y, p->factors,
+									res->device_name, sizeof(res->device_name),
+									err, errlen);
+		if (rc != GM_OK)
+			return rc;
+		/* a GPU slice of ~2^28 multiply-adds is well under a millisecond */
+		budget = 268435456.0 / p->cg_steps;
+	}
+	else
+	{
+		cpu_state  *s = calloc(1, sizeof(cpu_state));
+
+		ops = &cpu_ops;
+		if (s)
+			s->G = malloc(sizeof(float) * (size_t) p->factors * p->factors);
+		if (!s || !s->G)
+		{
+			cpu_destroy(s);
+			snprintf(err, errlen, "out of memory");
+			return GM_ENOMEM;
+		}
+		s->C = C;
+		s->Ct = Ct;
+		s->X = X;
+		s->Y = Y;
+		s->k = p->factors;
+		s->threads = resolve_threads(p->threads);
+		h = s;
+		snprintf(res->device_name, sizeof(res->device_name), "cpu (%d threads)",
+				 s->threads);
+		/* ~2^24 multiply-adds per thread per slice: a few ms */
+		budget = 16777216.0 * s->threads / p->cg_steps;
+	}
+	t1 = gm_now();
+	res->transfer_seconds = t1 - t0;
+
+	for (int it = 0; it < p->iterations; it++)
+	{
+		if ((rc = half_step(ops, h, 0, C, p, budget, cb, err, errlen)) != GM_OK)
+			goto done;
+		if ((rc = half_step(ops, h, 1, Ct, p, budget, cb, err, errlen)) != GM_OK)
+			goto done;
+		if ((rc = ops->loss(h, p->regularization, &loss, err, errlen)) != GM_OK)
+			goto done;
+		if (cb && cb->on_iteration)
+			cb->on_iteration(cb->arg, it + 1, loss, gm_now() - t1);
+		if (cb && cb->should_stop && cb->should_stop(cb->arg))
+		{
+			snprintf(err, errlen, "training canceled");
+			rc = GM_ECANCELED;
+			goto done;
+		}
+	}
+	res->train_seconds = gm_now() - t1;
+	t0 = gm_now();
+	rc = ops->get(h, X, Y, err, errlen);
+	res->transfer_seconds += gm_now() - t0;
+	res->final_loss = loss;
+
+done:
+	ops->destroy(h);
+	return rc;
+}

@@ -1,0 +1,212 @@
+/*
+ * gm_core.h: the pure-C core of gpumf (no PostgreSQL headers).
+ *
+ * Sparse matrices, implicit-feedback ALS with a conjugate-gradient solver,
+ * top-k selection and the backend interface (cpu | cuda) the solvers run
+ * behind.  Every function that can fail returns GM_OK or an error code and
+ * writes a message into a caller-supplied buffer; nothing here longjmps.
+ */
+#ifndef GM_CORE_H
+#define GM_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GM_OK			0
+#define GM_ENOMEM		1
+#define GM_EINVAL		2
+#define GM_ECANCELED	3
+#define GM_EDEVICE		4	/* a CUDA / cuBLAS call failed */
+#define GM_ENODEVICE	5	/* no usable GPU */
+
+#define GM_ERRLEN		512
+
+/* Compressed sparse rows; columns sorted and unique within each row. */
+typedef struct gm_csr
+{
+	int32_t		n_rows;
+	int32_t		n_cols;
+	int64_t		nnz;
+	int64_t    *indptr;			/* n_rows + 1 */
+	int32_t    *indices;		/* nnz */
+	float	   *data;			/* nnz */
+} gm_csr;
+
+/* Build CSR from coordinates, summing duplicate (row, col) entries. */
+int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
+							const int32_t *rows, const int32_t *cols,
+							const float *vals, gm_csr *out,
+							char *err, size_t errlen);
+/* out = transpose(a) (CSR of the transpose, i.e. CSC of a). */
+int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
+							 char *err, size_t errlen);
+void		gm_csr_free(gm_csr *a);
+
+/* ---------------------------------------------------------------- ALS */
+
+typedef enum gm_backend_kind
+{
+	GM_BACKEND_CPU = 0,
+	GM_BACKEND_CUDA = 1
+} gm_backend_kind;
+
+typedef struct gm_als_params
+{
+	int			factors;
+	int			iterations;
+	int			cg_steps;
+	float		regularization;
+	float		alpha;
+	uint64_t	seed;
+	int			threads;		/* CPU threads; <= 0 means all cores */
+	gm_backend_kind backend;
+} gm_als_params;
+
+/*
+ * Hooks the caller (the PostgreSQL layer) gives the trainer.  should_stop is
+ * polled between slices of work (at least every few milliseconds); when it
+ * returns non-zero the trainer frees what it holds and returns GM_ECANCELED.
+ */
+typedef struct gm_callbacks
+{
+	int			(*should_stop) (void *arg);
+	void		(*on_iteration) (void *arg, int iteration, double loss,
+								 double seconds);
+	void	   *arg;
+} gm_callbacks;
+
+typedef struct gm_als_result
+{
+	double		final_loss;
+	double		train_seconds;
+	double		transfer_seconds;	/* host <-> device, GPU only */
+	char		device_name[128];
+} gm_als_result;
+
+/* Deterministic initial factors: uniform [0, 0.01) keyed by (seed, side, row). */
+void		gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side);
+
+/* Confidence matrix c = 1 + alpha * v (same pattern as a). */
+int			gm_confidence(const gm_csr *a, float alpha, gm_csr *out,
+						  char *err, size_t errlen);
+
+/* G = Y^T Y + reg * I (k x k, row-major, full), Y is n x k row-major. */
+void		gm_gram(const float *Y, int64_t n, int k, float reg, float *G,
+					int threads);
+
+/*
+ * For rows [begin, end) of C (confidences), refine X[u] with cg_steps
+ * conjugate-gradient steps on (Y^T C_u Y + reg I) x = Y^T C_u p(u), warm
+ * started from X[u].  G = Y^T Y + reg I.
+ */
+void		gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y,
+								 const float *G, int k, int cg_steps,
+								 int32_t begin, int32_t end, int threads);
+
+/*
+ * The implicit-ALS training loss, as the implicit library defines it:
+ * [sum_ui c_ui (p_ui - x_u.y_i)^2 + reg (|X|^2 + |Y|^2)] /
+ * (sum c_ui over observed + n_users * n_items - nnz).
+ */
+double		gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k,
+						float reg, int threads);
+
+/*
+ * Train: X (n_rows x k) and Y (n_cols x k) must be initialised by the caller
+ * (gm_factors_init).  C is the confidence matrix, Ct its transpose.
+ */
+int			gm_als_train(const gm_als_params *p, const gm_csr *C,
+						 const gm_csr *Ct, float *X, float *Y,
+						 const gm_callbacks *cb, gm_als_result *res,
+						 char *err, size_t errlen);
+
+/* ----------------------------------------------------------- backends */
+
+/*
+ * Load the CUDA module (a shared object built from cuda/) and probe for a
+ * device.  Returns GM_OK and the device name, GM_ENODEVICE when the module
+ * or a GPU is missing (err says which).  Safe to call repeatedly.
+ */
+int			gm_cuda_available(const char *module_path, char *name,
+							  size_t namelen, char *err, size_t errlen);
+
+/* ----------------------------------------------------------- serving */
+
+/* Indices of the n largest scores, best first; ties broken by lower index.
+ * skip (may be NULL) is a sorted list of nskip indices to leave out.
+ * Returns the number written (<= n). */
+int			gm_topk(const float *scores, int32_t m, int n,
+					const int32_t *skip, int32_t nskip,
+					int32_t *out_idx, float *out_score);
+
+
+
+/* ------------------------------------------------------------ key maps */
+
+/*
+ * Maps arbitrary keys (64-bit integers or byte strings) to dense indices in
+ * order of first appearance; gm_keymap_sort renumbers them in key order
+ * (integers ascending, byte strings by memcmp then length) so that indices,
+ * and so seeded initial factors, do not depend on the scan order.
+ */
+typedef struct gm_keymap gm_keymap;
+
+gm_keymap  *gm_keymap_create(int byte_keys);
+/* index of key, adding it if new; -1 when out of memory */
+int32_t		gm_keymap_int(gm_keymap *m, int64_t key);
+int32_t		gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len);
+int32_t		gm_keymap_size(const gm_keymap *m);
+/* renumber in key order; old_to_new has gm_keymap_size entries */
+int			gm_keymap_sort(gm_keymap *m, int32_t *old_to_new);
+int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);
+const void *gm_keymap_bytes_at(const gm_keymap *m, int32_t idx, uint32_t *len);
+void		gm_keymap_free(gm_keymap *m);
+
+/* ---------------------------------------------------------- synthetic data */
+
+/*
+ * An implicit-feedback dataset shaped like MovieLens: lognormal user
+ * activity (at least min_per_user distinct items per user), power-law item
+ * popularity, and a planted structure: items fall into `clusters` groups,
+ * each user prefers one, and draws from it with probability `affinity`.
+ * Values are ratings 0.5 .. 5.0.  About one row in five is marked holdout.
+ * Deterministic in seed; rows of user u depend only on (seed, u).
+ */
+typedef struct gm_synth
+{
+	int32_t		n_users;
+	int32_t		n_items;
+	int64_t		n_rows;
+	int			min_per_user;
+	int			clusters;
+	double		affinity;
+	uint64_t	seed;
+	/* derived by gm_synth_init */
+	int32_t    *counts;			/* rows per user */
+	int32_t    *rank_item;		/* popularity rank -> item id */
+	double	   *cdf;			/* global popularity CDF over ranks */
+	int32_t    *cl_start;		/* cluster c's ranks: cl_rank[cl_start[c] ..] */
+	int32_t    *cl_rank;
+	double	   *cl_cdf;
+	int32_t		max_count;
+} gm_synth;
+
+int			gm_synth_init(gm_synth *g, char *err, size_t errlen);
+/* Rows of user u (distinct items); returns the count written. */
+int32_t		gm_synth_user(const gm_synth *g, int32_t u, int32_t *items,
+						  float *values, uint8_t *holdout, uint8_t *scratch);
+void		gm_synth_free(gm_synth *g);
+
+/* Monotonic seconds. */
+double		gm_now(void);
+int			gm_default_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* GM_CORE_H */

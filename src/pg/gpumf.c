@@ -1,0 +1,97 @@
+/*
+ * gpumf.c: module entry point, GUCs and helpers shared by the SQL functions.
+ *
+ * _PG_init only defines GUCs: CUDA does not survive fork(), so nothing here
+ * (which may run in the postmaster) touches the GPU; the CUDA module is
+ * loaded lazily by the backend that trains.
+ */
+#include "gpumf_pg.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "access/table.h"
+#include "access/genam.h"
+#include "catalog/indexing.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+
+PG_MODULE_MAGIC;
+
+int			gpumf_device = GPUMF_DEVICE_AUTO;
+int			gpumf_threads = 0;
+bool		gpumf_progress = true;
+
+static const struct config_enum_entry device_options[] = {
+	{"auto", GPUMF_DEVICE_AUTO, false},
+	{"cpu", GPUMF_DEVICE_CPU, false},
+	{"gpu", GPUMF_DEVICE_GPU, false},
+	{NULL, 0, false}
+};
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomEnumVariable("gpumf.device",
+							 "Where gpumf trains: auto (GPU if one works, else CPU), cpu or gpu.",
+							 NULL, &gpumf_device, GPUMF_DEVICE_AUTO, device_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.threads",
+							"CPU threads gpumf trains with; 0 means one per core.",
+							NULL, &gpumf_threads, 0, 0, 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.progress",
+							 "Report each training iteration's loss and time in a NOTICE.",
+							 NULL, &gpumf_progress, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("gpumf");
+}
+
+Oid
+gpumf_schema(void)
+{
+	/* gpumf.control fixes the schema (the extension is not relocatable) */
+	return get_namespace_oid("gpumf", false);
+}
+
+/* The owner of the extension: model tables belong to it. */
+Oid
+gpumf_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+	Oid			ext = get_extension_oid("gpumf", false);
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(owner))
+		elog(ERROR, "could not find the owner of extension gpumf");
+	return owner;
+}
+
+const char *
+gpumf_cuda_module_path(void)
+{
+	static char path[MAXPGPATH];
+
+	if (path[0] == '\0')
+		snprintf(path, sizeof(path), "%s/gpumf_cuda.so", pkglib_path);
+	return path;
+}

@@ -1,0 +1,33 @@
+# Source this: makes sure a PostgreSQL 15 server is reachable and exports
+# PATH, PG_CONFIG, PGHOST, PGPORT, PGUSER, PGDATABASE for it.
+#  - If PGHOST (and PGPORT/PGUSER) already point at a running server, use it.
+#  - Otherwise start a throw-away cluster in $GPUMF_PGDATA (default
+#    /tmp/gpumf-pgdata) on port ${GPUMF_PGPORT:-5499}, owned by the non-root
+#    user 'postgres' (created by Debian's postgresql package), socket in /tmp.
+export PATH=/usr/lib/postgresql/15/bin:$PATH
+export PG_CONFIG=${PG_CONFIG:-$(command -v pg_config)}
+if [ -n "${PGHOST:-}" ] && pg_isready -q; then
+  return 0 2>/dev/null || exit 0
+fi
+GPUMF_PGDATA=${GPUMF_PGDATA:-/tmp/gpumf-pgdata}
+export PGHOST=/tmp PGPORT=${GPUMF_PGPORT:-5499} PGDATABASE=postgres
+if [ "$(id -u)" = 0 ]; then
+  owner=postgres
+  id "$owner" >/dev/null 2>&1 || useradd -m "$owner"
+  as_owner() { su "$owner" -s /bin/bash -c "PATH=$PATH $*"; }
+else
+  owner=$(id -un)
+  as_owner() { bash -c "$*"; }
+fi
+export PGUSER=postgres
+if ! pg_isready -q; then
+  preload=""
+  [ -f /usr/lib/postgresql/15/lib/pg_cron.so ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres"
+  if [ ! -f "$GPUMF_PGDATA/PG_VERSION" ]; then
+    rm -rf "$GPUMF_PGDATA"; mkdir -p "$GPUMF_PGDATA"; chown "$owner" "$GPUMF_PGDATA"
+    as_owner "initdb -D $GPUMF_PGDATA -A trust -U postgres >$GPUMF_PGDATA.initdb.log 2>&1" \
+      || { cat "$GPUMF_PGDATA.initdb.log"; return 1 2>/dev/null || exit 1; }
+  fi
+  as_owner "pg_ctl -D $GPUMF_PGDATA -l $GPUMF_PGDATA.log -w -o \"-p $PGPORT -k /tmp -c listen_addresses='' -c max_connections=50 $preload\" start >/dev/null" \
+    || { cat "$GPUMF_PGDATA.log"; return 1 2>/dev/null || exit 1; }
+fi
