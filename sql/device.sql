@@ -1,0 +1,17 @@
+-- device choice: cpu always works; auto falls back with a NOTICE; gpu without one is an ERROR
+SET gpumf.progress = off;
+CREATE TABLE d (u int, i int);
+INSERT INTO d SELECT u, i FROM generate_series(1, 10) u, generate_series(1, 10) i WHERE (u + i) % 3 = 0;
+SET gpumf.device = cpu;
+SELECT backend, device FROM gpumf_device_info();
+SELECT backend, device LIKE 'cpu (% threads)' AS cpu FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
+SET gpumf.threads = 1;
+SELECT device FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
+RESET gpumf.threads;
+-- the DETAIL names the reason (no module, no driver, no device): left out here
+\set VERBOSITY terse
+SET gpumf.device = auto;
+SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
+SET gpumf.device = gpu;
+SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
+SELECT backend FROM gpumf.models WHERE name = 'd';
