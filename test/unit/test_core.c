@@ -1,0 +1,1549 @@
+/*
+ * test_core.c: unit tests of the pure-C core (src/core).
+ *
+ * Random inputs are fresh on every run: the seed comes from the time and the
+ * pid (or from GM_TEST_SEED to replay a run) and is printed first.  Output is
+ * one line per test, "ok N - name" or "not ok N - name: detail", then
+ * "N passed, M failed"; the exit status is non-zero when any test failed.
+ */
+#include "gm_core.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ harness */
+
+static char detail[1024];
+
+#define FAIL(...) \
+	do { snprintf(detail, sizeof(detail), __VA_ARGS__); goto fail; } while (0)
+#define CHECK(cond, ...) \
+	do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
+
+static uint64_t rng_state;
+
+static uint64_t
+rnext(void)
+{
+	uint64_t	z = (rng_state += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* uniform [0, 1) */
+static double
+runif(void)
+{
+	return (rnext() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* uniform integer in [lo, hi] */
+static int64_t
+rint_range(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t) (rnext() % (uint64_t) (hi - lo + 1));
+}
+
+/* a rating 0.5 .. 5.0: sums of these are exact in float */
+static float
+rrating(void)
+{
+	return 0.5f * (float) rint_range(1, 10);
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void	   *p = malloc(n > 0 ? n : 1);
+
+	if (!p)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static void *
+xcalloc(size_t n, size_t s)
+{
+	void	   *p = calloc(n > 0 ? n : 1, s > 0 ? s : 1);
+
+	if (!p)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+/* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
+typedef struct
+{
+	int32_t		n_rows,
+				n_cols;
+	int64_t		nnz;
+	int32_t    *r,
+			   *c;
+	float	   *v;
+} coo;
+
+static void
+coo_random(coo *m, int32_t n_rows, int32_t n_cols, int64_t nnz)
+{
+	uint8_t    *empty = xcalloc(n_rows, 1);
+
+	m->n_rows = n_rows;
+	m->n_cols = n_cols;
+	m->nnz = nnz;
+	m->r = xmalloc(sizeof(int32_t) * nnz);
+	m->c = xmalloc(sizeof(int32_t) * nnz);
+	m->v = xmalloc(sizeof(float) * nnz);
+	/* about a quarter of the rows stay empty (never row 0 if only one row) */
+	for (int32_t i = 0; i < n_rows; i++)
+		empty[i] = n_rows > 1 && runif() < 0.25;
+	empty[0] = 0;
+	for (int64_t e = 0; e < nnz; e++)
+	{
+		int32_t		row;
+
+		do
+			row = (int32_t) rint_range(0, n_rows - 1);
+		while (empty[row]);
+		m->r[e] = row;
+		m->c[e] = (int32_t) rint_range(0, n_cols - 1);
+		m->v[e] = rrating();
+		/* force some exact duplicates */
+		if (e > 0 && runif() < 0.2)
+		{
+			int64_t		o = rint_range(0, e - 1);
+
+			m->r[e] = m->r[o];
+			m->c[e] = m->c[o];
+		}
+	}
+	free(empty);
+}
+
+static void
+coo_free(coo *m)
+{
+	free(m->r);
+	free(m->c);
+	free(m->v);
+}
+
+/* structural checks of a CSR; returns NULL or a description of the defect */
+static const char *
+csr_valid(const gm_csr *a)
+{
+	static char buf[256];
+
+	if (a->indptr == NULL)
+		return "indptr is NULL";
+	if (a->indptr[0] != 0)
+		return "indptr[0] != 0";
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		if (a->indptr[r + 1] < a->indptr[r])
+		{
+			snprintf(buf, sizeof(buf), "indptr not monotone at row %d", r);
+			return buf;
+		}
+		for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+		{
+			if (a->indices[e] < 0 || a->indices[e] >= a->n_cols)
+			{
+				snprintf(buf, sizeof(buf), "column %d out of range in row %d",
+						 a->indices[e], r);
+				return buf;
+			}
+			if (e > a->indptr[r] && a->indices[e] <= a->indices[e - 1])
+			{
+				snprintf(buf, sizeof(buf),
+						 "columns not sorted/unique in row %d (%d after %d)",
+						 r, a->indices[e], a->indices[e - 1]);
+				return buf;
+			}
+		}
+	}
+	if (a->indptr[a->n_rows] != a->nnz)
+	{
+		snprintf(buf, sizeof(buf), "indptr[n_rows] = %lld but nnz = %lld",
+				 (long long) a->indptr[a->n_rows], (long long) a->nnz);
+		return buf;
+	}
+	return NULL;
+}
+
+/* dense (double) copy of a CSR, plus a presence mask */
+static double *
+csr_dense(const gm_csr *a, uint8_t **mask)
+{
+	double	   *d = xcalloc((size_t) a->n_rows * a->n_cols, sizeof(double));
+
+	if (mask)
+		*mask = xcalloc((size_t) a->n_rows * a->n_cols, 1);
+	for (int32_t r = 0; r < a->n_rows; r++)
+		for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+		{
+			d[(size_t) r * a->n_cols + a->indices[e]] += a->data[e];
+			if (mask)
+				(*mask)[(size_t) r * a->n_cols + a->indices[e]] = 1;
+		}
+	return d;
+}
+
+/* random CSR of ratings (via gm_csr_from_coo) */
+static void
+csr_random(gm_csr *a, int32_t n_rows, int32_t n_cols, double density)
+{
+	coo			m;
+	char		err[GM_ERRLEN];
+	int64_t		nnz = (int64_t) (density * n_rows * n_cols) + 1;
+
+	coo_random(&m, n_rows, n_cols, nnz);
+	if (gm_csr_from_coo(n_rows, n_cols, nnz, m.r, m.c, m.v, a, err,
+						sizeof(err)) != GM_OK)
+	{
+		fprintf(stderr, "gm_csr_from_coo: %s\n", err);
+		exit(2);
+	}
+	coo_free(&m);
+}
+
+static void
+fill_uniform(float *x, int64_t n, double lo, double hi)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float) (lo + (hi - lo) * runif());
+}
+
+/* ------------------------------------------------------------ 1. csr */
+
+static int
+test_csr_from_coo(void)
+{
+	gm_csr		a = {0};
+	coo			m = {0};
+	double	   *ref = NULL,
+			   *got = NULL;
+	uint8_t    *present = NULL,
+			   *mask = NULL;
+	char		err[GM_ERRLEN];
+	const char *why;
+
+	for (int trial = 0; trial < 30; trial++)
+	{
+		int32_t		R = (int32_t) rint_range(1, 60),
+					Cn = (int32_t) rint_range(1, 50);
+		int64_t		nnz = rint_range(0, 3 * (int64_t) R * Cn);
+		int64_t		distinct = 0;
+
+		if (trial == 0)
+			nnz = 0;
+		coo_random(&m, R, Cn, nnz);
+		ref = xcalloc((size_t) R * Cn, sizeof(double));
+		present = xcalloc((size_t) R * Cn, 1);
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			ref[(size_t) m.r[e] * Cn + m.c[e]] += m.v[e];
+			if (!present[(size_t) m.r[e] * Cn + m.c[e]])
+				distinct++;
+			present[(size_t) m.r[e] * Cn + m.c[e]] = 1;
+		}
+		CHECK(gm_csr_from_coo(R, Cn, nnz, m.r, m.c, m.v, &a, err, sizeof(err)) == GM_OK,
+			  "gm_csr_from_coo failed: %s", err);
+		CHECK(a.n_rows == R && a.n_cols == Cn, "dimensions %dx%d, expected %dx%d",
+			  a.n_rows, a.n_cols, R, Cn);
+		CHECK((why = csr_valid(&a)) == NULL, "%s (trial %d)", why, trial);
+		CHECK(a.nnz == distinct, "nnz %lld, expected %lld distinct coordinates",
+			  (long long) a.nnz, (long long) distinct);
+		got = csr_dense(&a, &mask);
+		for (size_t i = 0; i < (size_t) R * Cn; i++)
+		{
+			CHECK(mask[i] == present[i], "pattern differs at (%zu, %zu)",
+				  i / Cn, i % Cn);
+			CHECK(got[i] == ref[i], "value at (%zu, %zu) is %g, expected %g",
+				  i / Cn, i % Cn, got[i], ref[i]);
+		}
+		free(ref);
+		free(got);
+		free(present);
+		free(mask);
+		ref = got = NULL;
+		present = mask = NULL;
+		gm_csr_free(&a);
+		coo_free(&m);
+		memset(&m, 0, sizeof(m));
+	}
+
+	/* nnz 0, including zero rows and zero columns */
+	{
+		int32_t		dims[][2] = {{5, 3}, {0, 4}, {4, 0}, {0, 0}};
+
+		for (int i = 0; i < 4; i++)
+		{
+			CHECK(gm_csr_from_coo(dims[i][0], dims[i][1], 0, NULL, NULL, NULL,
+								  &a, err, sizeof(err)) == GM_OK,
+				  "nnz 0 (%dx%d) failed: %s", dims[i][0], dims[i][1], err);
+			CHECK(a.nnz == 0 && a.n_rows == dims[i][0] && a.n_cols == dims[i][1],
+				  "nnz 0 (%dx%d): got nnz %lld, %dx%d", dims[i][0], dims[i][1],
+				  (long long) a.nnz, a.n_rows, a.n_cols);
+			CHECK((why = csr_valid(&a)) == NULL, "nnz 0: %s", why);
+			gm_csr_free(&a);
+		}
+	}
+
+	/* a row that comes only from duplicates, and a long row (qsort path) */
+	{
+		int32_t		n = 200;
+		int32_t    *r = xmalloc(sizeof(int32_t) * n),
+				   *c = xmalloc(sizeof(int32_t) * n);
+		float	   *v = xmalloc(sizeof(float) * n);
+		double		sum0 = 0;
+
+		for (int32_t i = 0; i < n; i++)
+		{
+			r[i] = i % 2 ? 2 : 0;
+			c[i] = r[i] == 0 ? 7 : (n - i) % 97;	/* row 0: one column; row 2: many */
+			v[i] = rrating();
+			if (r[i] == 0)
+				sum0 += v[i];
+		}
+		CHECK(gm_csr_from_coo(3, 100, n, r, c, v, &a, err, sizeof(err)) == GM_OK,
+			  "long row: %s", err);
+		free(r);
+		free(c);
+		free(v);
+		CHECK((why = csr_valid(&a)) == NULL, "long row: %s", why);
+		CHECK(a.indptr[1] == 1 && a.indices[0] == 7 && a.data[0] == (float) sum0,
+			  "all-duplicate row: %lld entries, value %g, expected 1 entry %g",
+			  (long long) a.indptr[1], a.indptr[1] ? a.data[0] : 0.0, sum0);
+		CHECK(a.indptr[2] == a.indptr[1], "row 1 should be empty");
+		CHECK(a.indptr[3] - a.indptr[2] == 97, "long row has %lld entries, expected 97",
+			  (long long) (a.indptr[3] - a.indptr[2]));
+		gm_csr_free(&a);
+	}
+	return 0;
+fail:
+	free(ref);
+	free(got);
+	free(present);
+	free(mask);
+	gm_csr_free(&a);
+	coo_free(&m);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 2. csr errors */
+
+static int
+test_csr_rejects(void)
+{
+	gm_csr		a;
+	char		err[GM_ERRLEN];
+	int32_t		R = (int32_t) rint_range(2, 20),
+				Cn = (int32_t) rint_range(2, 20);
+	int32_t		bad[][2] = {{R, 0}, {0, Cn}, {-1, 0}, {0, -1},
+	{R + 1000, Cn + 1000}, {INT32_MAX, 0}, {INT32_MIN, 0}};
+
+	for (size_t t = 0; t < sizeof(bad) / sizeof(bad[0]); t++)
+	{
+		int64_t		nnz = rint_range(2, 50);
+		int64_t		at = rint_range(0, nnz - 1);
+		int32_t    *r = xmalloc(sizeof(int32_t) * nnz),
+				   *c = xmalloc(sizeof(int32_t) * nnz);
+		float	   *v = xmalloc(sizeof(float) * nnz);
+		int			rc;
+
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			r[e] = (int32_t) rint_range(0, R - 1);
+			c[e] = (int32_t) rint_range(0, Cn - 1);
+			v[e] = 1.0f;
+		}
+		r[at] = bad[t][0];
+		c[at] = bad[t][1];
+		err[0] = '\0';
+		rc = gm_csr_from_coo(R, Cn, nnz, r, c, v, &a, err, sizeof(err));
+		free(r);
+		free(c);
+		free(v);
+		if (rc == GM_OK)
+			gm_csr_free(&a);
+		CHECK(rc == GM_EINVAL, "coordinate (%d, %d) in %dx%d: rc %d, expected GM_EINVAL",
+			  bad[t][0], bad[t][1], R, Cn, rc);
+		CHECK(err[0] != '\0', "coordinate (%d, %d): empty error message",
+			  bad[t][0], bad[t][1]);
+		CHECK(a.indptr == NULL && a.indices == NULL && a.data == NULL,
+			  "output not cleared on error");
+	}
+	/* negative dimensions */
+	err[0] = '\0';
+	CHECK(gm_csr_from_coo(-1, 3, 0, NULL, NULL, NULL, &a, err, sizeof(err)) == GM_EINVAL,
+		  "negative n_rows accepted");
+	CHECK(err[0] != '\0', "negative n_rows: empty error message");
+	return 0;
+fail:
+	return 1;
+}
+
+/* ------------------------------------------------------------ 3. transpose */
+
+static int
+test_csr_transpose(void)
+{
+	gm_csr		a = {0},
+				t = {0},
+				tt = {0};
+	double	   *da = NULL,
+			   *dt = NULL;
+	uint8_t    *ma = NULL,
+			   *mt = NULL;
+	char		err[GM_ERRLEN];
+	const char *why;
+
+	for (int trial = 0; trial < 30; trial++)
+	{
+		int32_t		R = (int32_t) rint_range(1, 70),
+					Cn = (int32_t) rint_range(1, 70);
+
+		if (trial == 0)
+			CHECK(gm_csr_from_coo(R, Cn, 0, NULL, NULL, NULL, &a, err,
+								  sizeof(err)) == GM_OK, "%s", err);
+		else
+			csr_random(&a, R, Cn, runif() * 0.5);
+		CHECK(gm_csr_transpose(&a, &t, err, sizeof(err)) == GM_OK, "transpose: %s", err);
+		CHECK(t.n_rows == Cn && t.n_cols == R && t.nnz == a.nnz,
+			  "transpose is %dx%d nnz %lld, expected %dx%d nnz %lld",
+			  t.n_rows, t.n_cols, (long long) t.nnz, Cn, R, (long long) a.nnz);
+		CHECK((why = csr_valid(&t)) == NULL, "transpose: %s", why);
+		da = csr_dense(&a, &ma);
+		dt = csr_dense(&t, &mt);
+		for (int32_t i = 0; i < R; i++)
+			for (int32_t j = 0; j < Cn; j++)
+			{
+				CHECK(ma[(size_t) i * Cn + j] == mt[(size_t) j * R + i],
+					  "pattern of (%d, %d) differs from the transpose", i, j);
+				CHECK(da[(size_t) i * Cn + j] == dt[(size_t) j * R + i],
+					  "a[%d][%d] = %g but t[%d][%d] = %g", i, j,
+					  da[(size_t) i * Cn + j], j, i, dt[(size_t) j * R + i]);
+			}
+		CHECK(gm_csr_transpose(&t, &tt, err, sizeof(err)) == GM_OK, "transpose 2: %s", err);
+		CHECK(tt.n_rows == a.n_rows && tt.n_cols == a.n_cols && tt.nnz == a.nnz,
+			  "transpose twice changed the shape");
+		CHECK(memcmp(tt.indptr, a.indptr, sizeof(int64_t) * (a.n_rows + 1)) == 0,
+			  "transpose twice: indptr differs");
+		CHECK(memcmp(tt.indices, a.indices, sizeof(int32_t) * a.nnz) == 0,
+			  "transpose twice: indices differ");
+		CHECK(memcmp(tt.data, a.data, sizeof(float) * a.nnz) == 0,
+			  "transpose twice: data differs");
+		free(da);
+		free(dt);
+		free(ma);
+		free(mt);
+		da = dt = NULL;
+		ma = mt = NULL;
+		gm_csr_free(&a);
+		gm_csr_free(&t);
+		gm_csr_free(&tt);
+	}
+	return 0;
+fail:
+	free(da);
+	free(dt);
+	free(ma);
+	free(mt);
+	gm_csr_free(&a);
+	gm_csr_free(&t);
+	gm_csr_free(&tt);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 4. confidence */
+
+static int
+test_confidence(void)
+{
+	gm_csr		a = {0},
+				c = {0};
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 10; trial++)
+	{
+		float		alpha = trial == 0 ? 0.0f : (float) (runif() * 50.0);
+
+		csr_random(&a, (int32_t) rint_range(1, 50), (int32_t) rint_range(1, 50),
+				   runif() * 0.3);
+		CHECK(gm_confidence(&a, alpha, &c, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(c.n_rows == a.n_rows && c.n_cols == a.n_cols && c.nnz == a.nnz,
+			  "shape changed");
+		CHECK(memcmp(c.indptr, a.indptr, sizeof(int64_t) * (a.n_rows + 1)) == 0,
+			  "indptr differs");
+		CHECK(memcmp(c.indices, a.indices, sizeof(int32_t) * a.nnz) == 0,
+			  "indices differ");
+		for (int64_t e = 0; e < a.nnz; e++)
+		{
+			double		want = 1.0 + (double) alpha * a.data[e];
+
+			CHECK(fabs(c.data[e] - want) <= 1e-6 * want,
+				  "alpha %g, v %g: c = %.9g, expected %.9g", alpha, a.data[e],
+				  c.data[e], want);
+		}
+		gm_csr_free(&a);
+		gm_csr_free(&c);
+	}
+	return 0;
+fail:
+	gm_csr_free(&a);
+	gm_csr_free(&c);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 5. gram */
+
+static int
+test_gram(void)
+{
+	int			ks[] = {1, 3, 8, 17, 32, 64};
+	float	   *Y = NULL,
+			   *G = NULL;
+	double	   *ref = NULL;
+
+	for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++)
+		for (int threads = 0; threads <= 2; threads++)
+		{
+			int			k = ks[ki];
+			int64_t		n = rint_range(1, 500);
+			float		reg = (float) (runif() * 2.0);
+			double		maxref = 0,
+						maxerr = 0;
+
+			Y = xmalloc(sizeof(float) * n * k);
+			G = xmalloc(sizeof(float) * k * k);
+			ref = xcalloc((size_t) k * k, sizeof(double));
+			fill_uniform(Y, n * k, -1.0, 1.0);
+			for (int i = 0; i < k * k; i++)
+				G[i] = NAN;		/* must be fully overwritten */
+			for (int64_t r = 0; r < n; r++)
+				for (int i = 0; i < k; i++)
+					for (int j = 0; j < k; j++)
+						ref[i * k + j] += (double) Y[r * k + i] * Y[r * k + j];
+			for (int i = 0; i < k; i++)
+				ref[i * k + i] += reg;
+			for (int i = 0; i < k * k; i++)
+			{
+				if (fabs(ref[i]) > maxref)
+					maxref = fabs(ref[i]);
+			}
+			gm_gram(Y, n, k, reg, G, threads);
+			for (int i = 0; i < k; i++)
+				for (int j = 0; j < k; j++)
+				{
+					double		d = fabs(G[i * k + j] - ref[i * k + j]);
+
+					CHECK(G[i * k + j] == G[i * k + j], "G[%d][%d] is NaN (k %d)", i, j, k);
+					CHECK(G[i * k + j] == G[j * k + i],
+						  "G not symmetric at (%d, %d), k %d", i, j, k);
+					if (d > maxerr)
+						maxerr = d;
+				}
+			CHECK(maxerr <= 1e-5 * maxref,
+				  "k %d, n %lld: max error %.3g relative to max |G| %.3g", k,
+				  (long long) n, maxerr, maxref);
+			free(Y);
+			free(G);
+			free(ref);
+			Y = G = NULL;
+			ref = NULL;
+		}
+	return 0;
+fail:
+	free(Y);
+	free(G);
+	free(ref);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 6. CG solve */
+
+/* Solve A x = b in place (A k x k SPD, row-major, double) by Cholesky. */
+static int
+cholesky_solve(double *A, double *b, int k)
+{
+	for (int j = 0; j < k; j++)
+	{
+		double		s = A[j * k + j];
+
+		for (int p = 0; p < j; p++)
+			s -= A[j * k + p] * A[j * k + p];
+		if (s <= 0)
+			return -1;
+		A[j * k + j] = sqrt(s);
+		for (int i = j + 1; i < k; i++)
+		{
+			double		t = A[i * k + j];
+
+			for (int p = 0; p < j; p++)
+				t -= A[i * k + p] * A[j * k + p];
+			A[i * k + j] = t / A[j * k + j];
+		}
+	}
+	for (int i = 0; i < k; i++)		/* L z = b */
+	{
+		for (int p = 0; p < i; p++)
+			b[i] -= A[i * k + p] * b[p];
+		b[i] /= A[i * k + i];
+	}
+	for (int i = k - 1; i >= 0; i--)	/* L^T x = z */
+	{
+		for (int p = i + 1; p < k; p++)
+			b[i] -= A[p * k + i] * b[p];
+		b[i] /= A[i * k + i];
+	}
+	return 0;
+}
+
+static int
+test_cg_solve(void)
+{
+	int			ks[] = {8, 16, 32};
+	gm_csr		R = {0},
+				C = {0};
+	float	   *X = NULL,
+			   *X0 = NULL,
+			   *Y = NULL,
+			   *G = NULL;
+	double	   *A = NULL,
+			   *b = NULL;
+	char		err[GM_ERRLEN];
+
+	for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++)
+		for (int trial = 0; trial < 4; trial++)
+		{
+			int			k = ks[ki];
+			int32_t		U = 6,
+						I = (int32_t) rint_range(150, 300);
+			int32_t		u = (int32_t) rint_range(0, U - 1);
+			float		reg = 0.1f,
+						alpha = (float) (0.5 + runif() * 3.0);
+			double		num = 0,
+						den = 0;
+
+			csr_random(&R, U, I, 0.1);
+			/* row 0 is never empty; trial 3 solves an empty row (x -> 0) */
+			if (trial < 3)
+				while (R.indptr[u + 1] == R.indptr[u])
+					u = (u + 1) % U;
+			else
+			{
+				/* shift later rows' entries down over row u's */
+				{
+					int64_t		gone = R.indptr[u + 1] - R.indptr[u];
+
+					for (int64_t e = R.indptr[u + 1]; e < R.nnz; e++)
+					{
+						R.indices[e - gone] = R.indices[e];
+						R.data[e - gone] = R.data[e];
+					}
+					for (int32_t v = u + 1; v <= U; v++)
+						R.indptr[v] -= gone;
+					R.nnz -= gone;
+				}
+			}
+			CHECK(gm_confidence(&R, alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
+			Y = xmalloc(sizeof(float) * I * k);
+			X = xmalloc(sizeof(float) * U * k);
+			X0 = xmalloc(sizeof(float) * U * k);
+			G = xmalloc(sizeof(float) * k * k);
+			A = xcalloc((size_t) k * k, sizeof(double));
+			b = xcalloc(k, sizeof(double));
+			/* zero-mean factors: Y^T Y ~ (I / 12k) I, well conditioned */
+			fill_uniform(Y, (int64_t) I * k, -0.5 / sqrt(k), 0.5 / sqrt(k));
+			fill_uniform(X, (int64_t) U * k, -1.0, 1.0);
+			memcpy(X0, X, sizeof(float) * U * k);
+			gm_gram(Y, I, k, reg, G, 1);
+
+			/* reference: (Y^T C_u Y + reg I) x = Y^T C_u p_u, in double */
+			for (int32_t i = 0; i < I; i++)
+				for (int p = 0; p < k; p++)
+					for (int q = 0; q < k; q++)
+						A[p * k + q] += (double) Y[i * k + p] * Y[i * k + q];
+			for (int p = 0; p < k; p++)
+				A[p * k + p] += reg;
+			for (int64_t e = C.indptr[u]; e < C.indptr[u + 1]; e++)
+			{
+				const float *y = Y + (size_t) C.indices[e] * k;
+				double		c = C.data[e];
+
+				for (int p = 0; p < k; p++)
+				{
+					b[p] += c * y[p];
+					for (int q = 0; q < k; q++)
+						A[p * k + q] += (c - 1.0) * y[p] * y[q];
+				}
+			}
+			CHECK(cholesky_solve(A, b, k) == 0, "reference system not SPD (k %d)", k);
+
+			gm_als_cg_solve_rows(&C, X, Y, G, k, k, u, u + 1, 1);
+			for (int p = 0; p < k; p++)
+			{
+				double		d = X[u * k + p] - b[p];
+
+				num += d * d;
+				den += b[p] * b[p];
+			}
+			if (C.indptr[u + 1] == C.indptr[u])
+			{
+				/* exact answer 0: measure against the warm start's size */
+				den = 0;
+				for (int p = 0; p < k; p++)
+					den += (double) X0[u * k + p] * X0[u * k + p];
+			}
+			CHECK(sqrt(num) <= 1e-4 * sqrt(den),
+				  "k %d, %lld items: relative error %.3g (|x| %.3g)", k,
+				  (long long) (C.indptr[u + 1] - C.indptr[u]), sqrt(num / den),
+				  sqrt(den));
+			for (int32_t v = 0; v < U; v++)
+				if (v != u)
+					CHECK(memcmp(X + v * k, X0 + v * k, sizeof(float) * k) == 0,
+						  "row %d changed though only row %d was solved", v, u);
+			free(X);
+			free(X0);
+			free(Y);
+			free(G);
+			free(A);
+			free(b);
+			X = X0 = Y = G = NULL;
+			A = b = NULL;
+			gm_csr_free(&R);
+			gm_csr_free(&C);
+		}
+	return 0;
+fail:
+	free(X);
+	free(X0);
+	free(Y);
+	free(G);
+	free(A);
+	free(b);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 7. loss */
+
+static double
+brute_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg)
+{
+	int32_t		U = C->n_rows,
+				I = C->n_cols;
+	double	   *cm = xcalloc((size_t) U * I, sizeof(double));
+	double		loss = 0,
+				conf = 0,
+				nx = 0,
+				ny = 0;
+
+	for (int32_t u = 0; u < U; u++)
+		for (int64_t e = C->indptr[u]; e < C->indptr[u + 1]; e++)
+		{
+			cm[(size_t) u * I + C->indices[e]] = C->data[e];
+			conf += C->data[e];
+		}
+	for (int32_t u = 0; u < U; u++)
+		for (int32_t i = 0; i < I; i++)
+		{
+			double		s = 0,
+						c = cm[(size_t) u * I + i],
+						p = c != 0 ? 1.0 : 0.0;
+
+			for (int f = 0; f < k; f++)
+				s += (double) X[u * k + f] * Y[i * k + f];
+			if (c == 0)
+				c = 1.0;
+			loss += c * (p - s) * (p - s);
+		}
+	for (int64_t i = 0; i < (int64_t) U * k; i++)
+		nx += (double) X[i] * X[i];
+	for (int64_t i = 0; i < (int64_t) I * k; i++)
+		ny += (double) Y[i] * Y[i];
+	free(cm);
+	return (loss + reg * (nx + ny)) / (conf + (double) U * I - C->nnz);
+}
+
+static int
+test_loss(void)
+{
+	gm_csr		R = {0},
+				C = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 12; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(1, 60),
+					I = (int32_t) rint_range(1, 60);
+		int			k = (int) rint_range(1, 20);
+		float		reg = (float) (runif() * 1.0),
+					alpha = (float) (runif() * 40.0);
+		double		want,
+					got;
+		double		scale = trial % 2 ? 1.0 : 0.2;
+
+		csr_random(&R, U, I, runif() * 0.4);
+		CHECK(gm_confidence(&R, alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
+		X = xmalloc(sizeof(float) * U * k);
+		Y = xmalloc(sizeof(float) * I * k);
+		fill_uniform(X, (int64_t) U * k, -scale, scale);
+		fill_uniform(Y, (int64_t) I * k, -scale, scale);
+		want = brute_loss(&C, X, Y, k, reg);
+		for (int threads = 0; threads <= 3; threads++)
+		{
+			got = gm_als_loss(&C, X, Y, k, reg, threads);
+			CHECK(fabs(got - want) <= 1e-5 * fabs(want),
+				  "%dx%d k %d nnz %lld threads %d: loss %.10g, expected %.10g (rel %.3g)",
+				  U, I, k, (long long) C.nnz, threads, got, want,
+				  fabs(got - want) / fabs(want));
+		}
+		free(X);
+		free(Y);
+		X = Y = NULL;
+		gm_csr_free(&R);
+		gm_csr_free(&C);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 8. training */
+
+typedef struct
+{
+	int			n;
+	double		loss[64];
+	int			iters[64];
+	int			stop_after;		/* should_stop returns 1 on this call; 0: never */
+	int			stop_calls;
+} train_log;
+
+static void
+log_iteration(void *arg, int iteration, double loss, double seconds)
+{
+	train_log  *l = arg;
+
+	(void) seconds;
+	if (l->n < 64)
+	{
+		l->iters[l->n] = iteration;
+		l->loss[l->n] = loss;
+	}
+	l->n++;
+}
+
+static int
+stop_after_n(void *arg)
+{
+	train_log  *l = arg;
+
+	l->stop_calls++;
+	return l->stop_after > 0 && l->stop_calls >= l->stop_after;
+}
+
+static int
+test_train_monotone(void)
+{
+	struct
+	{
+		int			factors,
+					cg_steps;
+		float		reg,
+					alpha;
+	}			cfg[] = {{8, 3, 0.1f, 2.0f}, {32, 3, 0.1f, 2.0f},
+	{8, 3, 0.01f, 40.0f}, {32, 3, 1.0f, 10.0f}, {16, 16, 0.1f, 5.0f}};
+	gm_csr		R = {0},
+				C = {0},
+				Ct = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+
+	for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
+	{
+		int32_t		U = (int32_t) rint_range(100, 400),
+					I = (int32_t) rint_range(80, 300);
+		gm_als_params p = {0};
+		gm_als_result res;
+		train_log	log = {0};
+		gm_callbacks cb = {stop_after_n, log_iteration, &log};
+		double		prev;
+		int			rc;
+
+		p.factors = cfg[ci].factors;
+		p.cg_steps = cfg[ci].cg_steps;
+		p.regularization = cfg[ci].reg;
+		p.alpha = cfg[ci].alpha;
+		p.iterations = 10;
+		p.seed = rnext();
+		p.threads = (int) rint_range(0, 4);
+		p.backend = GM_BACKEND_CPU;
+
+		csr_random(&R, U, I, 0.02 + runif() * 0.05);
+		CHECK(gm_confidence(&R, p.alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(gm_csr_transpose(&C, &Ct, err, sizeof(err)) == GM_OK, "%s", err);
+		X = xmalloc(sizeof(float) * U * p.factors);
+		Y = xmalloc(sizeof(float) * I * p.factors);
+		gm_factors_init(X, U, p.factors, p.seed, 0);
+		gm_factors_init(Y, I, p.factors, p.seed, 1);
+		prev = gm_als_loss(&C, X, Y, p.factors, p.regularization, 0);
+
+		rc = gm_als_train(&p, &C, &Ct, X, Y, &cb, &res, err, sizeof(err));
+		CHECK(rc == GM_OK, "config %zu: rc %d: %s", ci, rc, err);
+		CHECK(log.n == p.iterations, "config %zu: %d iteration callbacks, expected %d",
+			  ci, log.n, p.iterations);
+		for (int i = 0; i < log.n; i++)
+		{
+			CHECK(log.iters[i] == i + 1, "config %zu: callback %d reported iteration %d",
+				  ci, i, log.iters[i]);
+			CHECK(isfinite(log.loss[i]), "config %zu: loss %d not finite", ci, i + 1);
+			CHECK(log.loss[i] <= prev * (1.0 + 1e-6),
+				  "config %zu (k %d, cg %d, reg %g, alpha %g, %dx%d): loss rose at iteration %d: %.10g -> %.10g",
+				  ci, p.factors, p.cg_steps, p.regularization, p.alpha, U, I,
+				  i + 1, prev, log.loss[i]);
+			prev = log.loss[i];
+		}
+		CHECK(log.loss[log.n - 1] < log.loss[0],
+			  "config %zu: loss did not decrease over training (%.10g -> %.10g)",
+			  ci, log.loss[0], log.loss[log.n - 1]);
+		CHECK(res.final_loss == log.loss[log.n - 1],
+			  "config %zu: final_loss %.10g, last reported %.10g", ci,
+			  res.final_loss, log.loss[log.n - 1]);
+		{
+			double		again = gm_als_loss(&C, X, Y, p.factors, p.regularization, 0);
+
+			CHECK(fabs(again - res.final_loss) <= 1e-6 * fabs(again),
+				  "config %zu: loss of the returned factors %.10g, final_loss %.10g",
+				  ci, again, res.final_loss);
+		}
+		free(X);
+		free(Y);
+		X = Y = NULL;
+		gm_csr_free(&R);
+		gm_csr_free(&C);
+		gm_csr_free(&Ct);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	gm_csr_free(&Ct);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 9. cancel */
+
+static int
+test_train_cancel(void)
+{
+	gm_csr		R = {0},
+				C = {0},
+				Ct = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+	int32_t		U = 300,
+				I = 200;
+	int			k = 8;
+
+	csr_random(&R, U, I, 0.05);
+	CHECK(gm_confidence(&R, 2.0f, &C, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(gm_csr_transpose(&C, &Ct, err, sizeof(err)) == GM_OK, "%s", err);
+	X = xmalloc(sizeof(float) * U * k);
+	Y = xmalloc(sizeof(float) * I * k);
+
+	for (int trial = 0; trial < 6; trial++)
+	{
+		gm_als_params p = {0};
+		gm_als_result res;
+		train_log	log = {0};
+		gm_callbacks cb = {stop_after_n, log_iteration, &log};
+		int			rc;
+
+		p.factors = k;
+		p.cg_steps = 3;
+		p.regularization = 0.1f;
+		p.alpha = 2.0f;
+		p.iterations = 50;
+		p.seed = rnext();
+		p.threads = 2;
+		p.backend = GM_BACKEND_CPU;
+		log.stop_after = trial == 0 ? 1 : (int) rint_range(1, 8);
+		gm_factors_init(X, U, k, p.seed, 0);
+		gm_factors_init(Y, I, k, p.seed, 1);
+		err[0] = '\0';
+		rc = gm_als_train(&p, &C, &Ct, X, Y, &cb, &res, err, sizeof(err));
+		CHECK(rc == GM_ECANCELED, "stop after %d polls: rc %d, expected GM_ECANCELED",
+			  log.stop_after, rc);
+		CHECK(err[0] != '\0', "stop after %d polls: empty error message", log.stop_after);
+		CHECK(log.stop_calls == log.stop_after,
+			  "should_stop polled %d times, but it asked to stop on poll %d",
+			  log.stop_calls, log.stop_after);
+		CHECK(log.n < p.iterations, "all %d iterations ran despite cancellation", log.n);
+	}
+
+	/* invalid parameters */
+	{
+		gm_als_params p = {8, 5, 3, 0.1f, 1.0f, 1, 1, GM_BACKEND_CPU};
+		gm_als_result res;
+		gm_als_params bad[3];
+
+		bad[0] = p;
+		bad[0].factors = 0;
+		bad[1] = p;
+		bad[1].iterations = 0;
+		bad[2] = p;
+		bad[2].cg_steps = 0;
+		for (int i = 0; i < 3; i++)
+		{
+			err[0] = '\0';
+			CHECK(gm_als_train(&bad[i], &C, &Ct, X, Y, NULL, &res, err,
+							   sizeof(err)) == GM_EINVAL,
+				  "invalid parameters %d accepted", i);
+			CHECK(err[0] != '\0', "invalid parameters %d: empty message", i);
+		}
+		/* and no callbacks at all is fine */
+		CHECK(gm_als_train(&p, &C, &Ct, X, Y, NULL, &res, err, sizeof(err)) == GM_OK,
+			  "training without callbacks failed: %s", err);
+	}
+	free(X);
+	free(Y);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	gm_csr_free(&Ct);
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	gm_csr_free(&Ct);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 10. threads */
+
+static int
+test_threads(void)
+{
+	gm_csr		R = {0},
+				C = {0};
+	float	   *X1 = NULL,
+			   *X2 = NULL,
+			   *X4 = NULL,
+			   *Y = NULL,
+			   *G = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 3; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(200, 1000),
+					I = (int32_t) rint_range(100, 400);
+		int			k = (int) rint_range(4, 40);
+		int			cg = (int) rint_range(1, 6);
+		int32_t		b = (int32_t) rint_range(0, U / 4),
+					e = (int32_t) rint_range(U / 2, U);
+
+		csr_random(&R, U, I, 0.03);
+		CHECK(gm_confidence(&R, 5.0f, &C, err, sizeof(err)) == GM_OK, "%s", err);
+		X1 = xmalloc(sizeof(float) * U * k);
+		X2 = xmalloc(sizeof(float) * U * k);
+		X4 = xmalloc(sizeof(float) * U * k);
+		Y = xmalloc(sizeof(float) * I * k);
+		G = xmalloc(sizeof(float) * k * k);
+		fill_uniform(X1, (int64_t) U * k, -0.1, 0.1);
+		fill_uniform(Y, (int64_t) I * k, -0.1, 0.1);
+		memcpy(X2, X1, sizeof(float) * U * k);
+		memcpy(X4, X1, sizeof(float) * U * k);
+		gm_gram(Y, I, k, 0.1f, G, 1);
+		gm_als_cg_solve_rows(&C, X1, Y, G, k, cg, b, e, 1);
+		gm_als_cg_solve_rows(&C, X2, Y, G, k, cg, b, e, 2);
+		gm_als_cg_solve_rows(&C, X4, Y, G, k, cg, b, e, 4);
+		for (int64_t i = 0; i < (int64_t) U * k; i++)
+		{
+			CHECK(memcmp(&X1[i], &X2[i], sizeof(float)) == 0,
+				  "k %d: X[%lld][%lld] threads=1 %.9g, threads=2 %.9g", k,
+				  (long long) (i / k), (long long) (i % k), X1[i], X2[i]);
+			CHECK(memcmp(&X1[i], &X4[i], sizeof(float)) == 0,
+				  "k %d: X[%lld][%lld] threads=1 %.9g, threads=4 %.9g", k,
+				  (long long) (i / k), (long long) (i % k), X1[i], X4[i]);
+		}
+		free(X1);
+		free(X2);
+		free(X4);
+		free(Y);
+		free(G);
+		X1 = X2 = X4 = Y = G = NULL;
+		gm_csr_free(&R);
+		gm_csr_free(&C);
+	}
+	return 0;
+fail:
+	free(X1);
+	free(X2);
+	free(X4);
+	free(Y);
+	free(G);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 11. top-k */
+
+static const float *cmp_scores;
+
+static int
+ref_cmp(const void *a, const void *b)
+{
+	int32_t		i = *(const int32_t *) a,
+				j = *(const int32_t *) b;
+
+	if (cmp_scores[i] > cmp_scores[j])
+		return -1;
+	if (cmp_scores[i] < cmp_scores[j])
+		return 1;
+	return (i > j) - (i < j);
+}
+
+static int
+test_topk(void)
+{
+	float	   *s = NULL,
+			   *os = NULL;
+	int32_t    *skip = NULL,
+			   *oi = NULL,
+			   *ref = NULL;
+
+	for (int trial = 0; trial < 300; trial++)
+	{
+		int32_t		m = (int32_t) rint_range(0, 300);
+		int			n = (int) rint_range(0, m + 20);
+		int32_t		nskip = 0,
+					nref = 0;
+		int			use_skip = rint_range(0, 3) != 0;
+		int			levels = (int) rint_range(1, 20);	/* few levels: many ties */
+		int			got;
+
+		if (trial == 0)
+			n = 0;
+		s = xmalloc(sizeof(float) * m);
+		skip = xmalloc(sizeof(int32_t) * (m + 1));
+		oi = xmalloc(sizeof(int32_t) * (n + 1));
+		os = xmalloc(sizeof(float) * (n + 1));
+		ref = xmalloc(sizeof(int32_t) * (m + 1));
+		for (int32_t i = 0; i < m; i++)
+		{
+			double		x = runif();
+
+			if (x < 0.05)
+				s[i] = NAN;
+			else if (x < 0.07)
+				s[i] = (x < 0.06 ? 1 : -1) * INFINITY;
+			else
+				s[i] = (float) rint_range(-levels, levels) / (float) levels;
+			if (use_skip && runif() < 0.2)
+				skip[nskip++] = i;
+		}
+		/* occasionally skip past the end */
+		if (use_skip && runif() < 0.3)
+			skip[nskip++] = m + 5;
+		for (int32_t i = 0, sp = 0; i < m; i++)
+		{
+			while (use_skip && sp < nskip && skip[sp] < i)
+				sp++;
+			if (use_skip && sp < nskip && skip[sp] == i)
+				continue;
+			if (isnan(s[i]))
+				continue;
+			ref[nref++] = i;
+		}
+		cmp_scores = s;
+		qsort(ref, nref, sizeof(int32_t), ref_cmp);
+		for (int i = 0; i < n + 1; i++)
+			oi[i] = -7;
+		got = gm_topk(s, m, n, use_skip ? skip : NULL, nskip, oi, os);
+		CHECK(got == (n < nref ? n : nref), "m %d n %d: returned %d, expected %d",
+			  m, n, got, n < nref ? n : nref);
+		for (int i = 0; i < got; i++)
+		{
+			CHECK(oi[i] == ref[i], "m %d n %d: position %d is index %d (%g), expected %d (%g)",
+				  m, n, i, oi[i], oi[i] >= 0 && oi[i] < m ? s[oi[i]] : NAN,
+				  ref[i], s[ref[i]]);
+			CHECK(memcmp(&os[i], &s[ref[i]], sizeof(float)) == 0,
+				  "m %d n %d: position %d score %g, expected %g", m, n, i, os[i],
+				  s[ref[i]]);
+		}
+		CHECK(oi[n] == -7, "wrote past n");
+		free(s);
+		free(skip);
+		free(oi);
+		free(os);
+		free(ref);
+		s = os = NULL;
+		skip = oi = ref = NULL;
+	}
+	return 0;
+fail:
+	free(s);
+	free(skip);
+	free(oi);
+	free(os);
+	free(ref);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 12. synth */
+
+typedef struct
+{
+	int64_t		rows;
+	int32_t    *items;
+	float	   *values;
+	uint8_t    *holdout;
+	int32_t    *start;			/* per user, n_users + 1 */
+} synth_out;
+
+static void
+synth_out_free(synth_out *o)
+{
+	free(o->items);
+	free(o->values);
+	free(o->holdout);
+	free(o->start);
+	memset(o, 0, sizeof(*o));
+}
+
+/* generate all users (in the given order: +1 or -1), return 0 or set detail */
+static int
+synth_all(const gm_synth *g, synth_out *o, int order)
+{
+	uint8_t    *seen = xcalloc(g->n_items, 1);
+
+	o->items = xmalloc(sizeof(int32_t) * g->n_rows);
+	o->values = xmalloc(sizeof(float) * g->n_rows);
+	o->holdout = xmalloc(g->n_rows);
+	o->start = xmalloc(sizeof(int32_t) * (g->n_users + 1));
+	o->start[0] = 0;
+	for (int32_t u = 0; u < g->n_users; u++)
+	{
+		o->start[u + 1] = o->start[u] + g->counts[u];
+		if (o->start[u + 1] > g->n_rows)
+		{
+			snprintf(detail, sizeof(detail), "counts sum past n_rows at user %d", u);
+			free(seen);
+			return 1;
+		}
+	}
+	for (int32_t j = 0; j < g->n_users; j++)
+	{
+		int32_t		u = order > 0 ? j : g->n_users - 1 - j;
+		int32_t		n = gm_synth_user(g, u, o->items + o->start[u],
+									  o->values + o->start[u],
+									  o->holdout + o->start[u], seen);
+
+		if (n != g->counts[u])
+		{
+			snprintf(detail, sizeof(detail), "user %d: %d rows, counts says %d",
+					 u, n, g->counts[u]);
+			free(seen);
+			return 1;
+		}
+		for (int32_t i = 0; i < g->n_items; i++)
+			if (seen[i])
+			{
+				snprintf(detail, sizeof(detail),
+						 "user %d: scratch not all zero on return (item %d)", u, i);
+				free(seen);
+				return 1;
+			}
+	}
+	o->rows = o->start[g->n_users];
+	free(seen);
+	return 0;
+}
+
+static int
+test_synth(void)
+{
+	gm_synth	g = {0},
+				h = {0};
+	synth_out	a = {0},
+				b = {0};
+	uint8_t    *mark = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 4; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(200, 800),
+					I = (int32_t) rint_range(100, 1000);
+		int			minpu = (int) rint_range(1, 20);
+		int32_t		cap = I / 2 > minpu ? I / 2 : minpu;
+		int64_t		lo = (int64_t) U * minpu,
+					hi = (int64_t) U * cap;
+		int64_t		hold = 0;
+		double		frac;
+
+		memset(&g, 0, sizeof(g));
+		g.n_users = U;
+		g.n_items = I;
+		g.min_per_user = minpu;
+		/* mostly ~30 per user, sometimes at the bounds */
+		g.n_rows = trial == 1 ? lo : trial == 2 ? hi :
+			(lo + 30 * (int64_t) U < hi ? lo + 30 * (int64_t) U : hi);
+		g.clusters = (int) rint_range(1, 20);
+		g.affinity = runif();
+		g.seed = rnext();
+		h = g;
+		CHECK(gm_synth_init(&g, err, sizeof(err)) == GM_OK,
+			  "init %dx%d rows %lld min %d: %s", U, I, (long long) g.n_rows, minpu, err);
+		CHECK(gm_synth_init(&h, err, sizeof(err)) == GM_OK, "init 2: %s", err);
+		CHECK(memcmp(g.counts, h.counts, sizeof(int32_t) * U) == 0,
+			  "counts differ between two inits with one seed");
+		if (synth_all(&g, &a, 1) || synth_all(&h, &b, -1))
+			goto fail;
+		CHECK(a.rows == g.n_rows, "total rows %lld, expected %lld",
+			  (long long) a.rows, (long long) g.n_rows);
+		CHECK(memcmp(a.items, b.items, sizeof(int32_t) * a.rows) == 0 &&
+			  memcmp(a.values, b.values, sizeof(float) * a.rows) == 0 &&
+			  memcmp(a.holdout, b.holdout, a.rows) == 0,
+			  "not deterministic for seed %llu (or depends on the user order)",
+			  (unsigned long long) g.seed);
+		mark = xcalloc(I, 1);
+		for (int32_t u = 0; u < U; u++)
+		{
+			CHECK(g.counts[u] >= minpu, "user %d has %d rows < min_per_user %d",
+				  u, g.counts[u], minpu);
+			CHECK(g.counts[u] <= cap, "user %d has %d rows > cap %d", u, g.counts[u], cap);
+			for (int32_t r = a.start[u]; r < a.start[u + 1]; r++)
+			{
+				float		v = a.values[r];
+				int32_t		it = a.items[r];
+
+				CHECK(it >= 0 && it < I, "user %d: item %d out of range", u, it);
+				CHECK(!mark[it], "user %d: item %d repeated", u, it);
+				mark[it] = 1;
+				CHECK(v >= 0.5f && v <= 5.0f && v * 2.0f == floorf(v * 2.0f),
+					  "user %d: value %g not in {0.5, 1.0, .., 5.0}", u, v);
+				CHECK(a.holdout[r] <= 1, "holdout flag %d", a.holdout[r]);
+				hold += a.holdout[r];
+			}
+			for (int32_t r = a.start[u]; r < a.start[u + 1]; r++)
+				mark[a.items[r]] = 0;
+		}
+		free(mark);
+		mark = NULL;
+		frac = (double) hold / a.rows;
+		if (a.rows >= 2000)
+			CHECK(frac >= 0.15 && frac <= 0.25, "holdout fraction %.4f over %lld rows",
+				  frac, (long long) a.rows);
+		/* another seed gives another dataset */
+		{
+			gm_synth	o = g;
+			synth_out	c = {0};
+
+			o.counts = NULL;
+			o.seed = g.seed + 1;
+			CHECK(gm_synth_init(&o, err, sizeof(err)) == GM_OK, "init 3: %s", err);
+			if (synth_all(&o, &c, 1))
+			{
+				gm_synth_free(&o);
+				goto fail;
+			}
+			{
+				int			same = c.rows == a.rows &&
+					memcmp(c.items, a.items, sizeof(int32_t) * a.rows) == 0 &&
+					memcmp(c.values, a.values, sizeof(float) * a.rows) == 0;
+
+				synth_out_free(&c);
+				gm_synth_free(&o);
+				CHECK(!same, "seeds %llu and %llu give the same dataset",
+					  (unsigned long long) g.seed, (unsigned long long) g.seed + 1);
+			}
+		}
+		synth_out_free(&a);
+		synth_out_free(&b);
+		gm_synth_free(&g);
+		gm_synth_free(&h);
+	}
+
+	/* a tiny one where every user takes every item */
+	{
+		memset(&g, 0, sizeof(g));
+		g.n_users = 3;
+		g.n_items = 4;
+		g.min_per_user = 4;
+		g.n_rows = 12;
+		g.clusters = 2;
+		g.affinity = 0.5;
+		g.seed = rnext();
+		CHECK(gm_synth_init(&g, err, sizeof(err)) == GM_OK, "tiny: %s", err);
+		if (synth_all(&g, &a, 1))
+			goto fail;
+		for (int32_t u = 0; u < 3; u++)
+		{
+			int			sum = 0;
+
+			for (int r = a.start[u]; r < a.start[u + 1]; r++)
+				sum += a.items[r];
+			CHECK(g.counts[u] == 4 && sum == 0 + 1 + 2 + 3,
+				  "tiny: user %d does not hold all four items", u);
+		}
+		synth_out_free(&a);
+		gm_synth_free(&g);
+	}
+
+	/* invalid parameters */
+	{
+		gm_synth	ok = {0};
+
+		ok.n_users = 100;
+		ok.n_items = 50;
+		ok.min_per_user = 5;
+		ok.n_rows = 1000;
+		ok.clusters = 5;
+		ok.affinity = 0.7;
+		ok.seed = 1;
+		for (int t = 0; t < 11; t++)
+		{
+			gm_synth	bad = ok;
+			int			rc;
+
+			switch (t)
+			{
+				case 0: bad.n_users = 0; break;
+				case 1: bad.n_items = 0; break;
+				case 2: bad.clusters = 0; break;
+				case 3: bad.clusters = 51; break;
+				case 4: bad.min_per_user = 0; break;
+				case 5: bad.affinity = -0.1; break;
+				case 6: bad.affinity = 1.1; break;
+				case 7: bad.min_per_user = 51; break;
+				case 8: bad.n_rows = 499; break;		/* < users * min */
+				case 9: bad.n_rows = 2501; break;		/* > users * items/2 */
+				case 10: bad.n_users = -5; break;
+			}
+			err[0] = '\0';
+			rc = gm_synth_init(&bad, err, sizeof(err));
+			if (rc == GM_OK)
+				gm_synth_free(&bad);
+			CHECK(rc == GM_EINVAL, "invalid parameter set %d: rc %d, expected GM_EINVAL",
+				  t, rc);
+			CHECK(err[0] != '\0', "invalid parameter set %d: empty message", t);
+		}
+		/* the bounds themselves are valid */
+		{
+			gm_synth	edge = ok;
+
+			edge.n_rows = 500;
+			CHECK(gm_synth_init(&edge, err, sizeof(err)) == GM_OK,
+				  "n_rows = users * min rejected: %s", err);
+			gm_synth_free(&edge);
+			edge = ok;
+			edge.n_rows = 2500;
+			CHECK(gm_synth_init(&edge, err, sizeof(err)) == GM_OK,
+				  "n_rows = users * items/2 rejected: %s", err);
+			gm_synth_free(&edge);
+		}
+	}
+	return 0;
+fail:
+	free(mark);
+	synth_out_free(&a);
+	synth_out_free(&b);
+	gm_synth_free(&g);
+	gm_synth_free(&h);
+	return 1;
+}
+
+/* ------------------------------------------------------------ main */
+
+typedef struct
+{
+	const char *name;
+	int			(*fn) (void);
+} test_case;
+
+static const test_case tests[] = {
+	{"csr_from_coo matches a dense reference", test_csr_from_coo},
+	{"csr_from_coo rejects bad coordinates", test_csr_rejects},
+	{"csr_transpose", test_csr_transpose},
+	{"confidence = 1 + alpha * v", test_confidence},
+	{"gram = Y^T Y + reg I", test_gram},
+	{"cg solve of one row vs Cholesky", test_cg_solve},
+	{"als_loss vs dense brute force", test_loss},
+	{"als_train loss non-increasing", test_train_monotone},
+	{"als_train cancellation", test_train_cancel},
+	{"cg_solve_rows independent of threads", test_threads},
+	{"topk vs full sort", test_topk},
+	{"synth dataset", test_synth},
+};
+
+int
+main(void)
+{
+	const char *env = getenv("GM_TEST_SEED");
+	uint64_t	seed;
+	int			passed = 0,
+				failed = 0;
+	int			ntests = (int) (sizeof(tests) / sizeof(tests[0]));
+
+	if (env && *env)
+		seed = strtoull(env, NULL, 10);
+	else
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed = ((uint64_t) ts.tv_sec * 1000000007ULL) ^ (uint64_t) ts.tv_nsec ^
+			((uint64_t) getpid() << 32);
+	}
+	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
+		   (unsigned long long) seed, (unsigned long long) seed);
+	fflush(stdout);
+
+	for (int i = 0; i < ntests; i++)
+	{
+		/* each test its own stream, so one test's draws don't shift another's */
+		rng_state = seed ^ (0xD1B54A32D192ED03ULL * (uint64_t) (i + 1));
+		detail[0] = '\0';
+		if (tests[i].fn() == 0)
+		{
+			printf("ok %d - %s\n", i + 1, tests[i].name);
+			passed++;
+		}
+		else
+		{
+			printf("not ok %d - %s: %s\n", i + 1, tests[i].name, detail);
+			failed++;
+		}
+		fflush(stdout);
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
