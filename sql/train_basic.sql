@@ -35,14 +35,18 @@ SELECT bool_and(a.score >= b.score) AS ordered FROM r a JOIN r b ON b.pos = a.po
 SELECT (SELECT array_agg(item) FROM gpumf_recommend('ratings', 7, 10)) =
        (SELECT array_agg(item) FROM gpumf_recommend('ratings', 7, 10)) AS same;
 
--- retraining replaces the model: new version, old tables gone
+-- retraining replaces the model: new version; the old tables are retired,
+-- and dropped by a later training once no reader holds them
 SELECT version, user_table, iterations FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 3);
-SELECT count(*) AS old_tables FROM pg_tables WHERE schemaname = 'gpumf' AND tablename LIKE 'm1_v1_%';
+SELECT name FROM gpumf.retired_tables ORDER BY name;
 SELECT count(*) FROM gpumf_recommend('ratings', 3, 5);
 
 -- without a value column every row counts 1; model name given
 SELECT name, value_col IS NULL AS no_value, nnz
   FROM gpumf_train('ratings', 'user_id', 'item_id', model => 'plain', factors => 4, iterations => 2);
+
+SELECT count(*) AS old_tables FROM pg_tables WHERE schemaname = 'gpumf' AND tablename LIKE 'm1_v1_%';
+SELECT count(*) AS retired FROM gpumf.retired_tables;
 
 -- views and materialized views
 CREATE VIEW recent AS SELECT * FROM ratings WHERE user_id <= 20;

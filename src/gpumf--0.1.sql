@@ -44,6 +44,16 @@ COMMENT ON COLUMN gpumf.models.n_rows IS 'rows read from the source, NULL keys a
 COMMENT ON COLUMN gpumf.models.nnz IS 'distinct (user, item) pairs trained on, duplicates summed';
 SELECT pg_catalog.pg_extension_config_dump('gpumf.models', '');
 SELECT pg_catalog.pg_extension_config_dump('gpumf.models_id_seq', '');
+-- Factor tables of replaced model versions.  A retraining does not drop the
+-- tables it replaces (readers that looked up the old version a moment before
+-- the commit would wait for it): a later training drops them once no reader
+-- holds them.
+CREATE TABLE gpumf.retired_tables (
+	name				text PRIMARY KEY,
+	retired_by			xid8 NOT NULL DEFAULT pg_current_xact_id(),
+	retired_at			timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('gpumf.retired_tables', '');
 GRANT USAGE ON SCHEMA gpumf TO PUBLIC;
 COMMENT ON SCHEMA gpumf IS 'gpumf models: the catalog gpumf.models and one pair of factor tables per model version';
 GRANT SELECT ON gpumf.models TO PUBLIC;
@@ -100,6 +110,21 @@ RETURNS TABLE (item uuid, score real)
 AS 'MODULE_PATHNAME', 'gpumf_recommend'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
 COMMENT ON FUNCTION gpumf_recommend_uuid(text, anyelement, integer, boolean) IS 'Top-n items for a user, for models with uuid item keys.';
+
+-- Text overloads: a quoted literal ('alice', '42', a uuid) reaches these, and
+-- is converted to the model's user key type.
+CREATE FUNCTION gpumf_recommend(model text, "user" text, n integer DEFAULT 10, exclude_seen boolean DEFAULT true)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
+CREATE FUNCTION gpumf_recommend_text(model text, "user" text, n integer DEFAULT 10, exclude_seen boolean DEFAULT true)
+RETURNS TABLE (item text, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
+CREATE FUNCTION gpumf_recommend_uuid(model text, "user" text, n integer DEFAULT 10, exclude_seen boolean DEFAULT true)
+RETURNS TABLE (item uuid, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
 
 CREATE FUNCTION gpumf_synthetic(
 	users integer,

@@ -123,7 +123,7 @@ load_items(ServedModel *m, const char *item_table, const char *user_table)
 								   ALLOCSET_DEFAULT_SIZES);
 	initStringInfo(&q);
 	appendStringInfo(&q, "SELECT idx, key, factors FROM %s ORDER BY idx", item_table);
-	rc = SPI_execute(q.data, true, 0);
+	rc = SPI_execute(q.data, false, 0);	/* a fresh snapshot: see a just-committed version */
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "gpumf: reading %s failed", item_table);
 	old = MemoryContextSwitchTo(m->cxt);
@@ -357,7 +357,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 		float	   *sc;
 		int			got;
 
-		if (!ok || SPI_execute_plan(m->user_plan, &key, NULL, true, 1) != SPI_OK_SELECT)
+		if (!ok || SPI_execute_plan(m->user_plan, &key, NULL, false, 1) != SPI_OK_SELECT)
 		{
 			SPI_finish();
 			return (Datum) 0;

@@ -562,6 +562,44 @@ lock_model(const char *model)
 						hash_any((const unsigned char *) model, strlen(model)));
 }
 
+/*
+ * Drop factor tables retired by earlier, committed trainings that no reader
+ * holds now (the rest wait for a later training).  Runs as the owner.
+ */
+static void
+drop_retired_tables(void)
+{
+	int			rc;
+	uint64		n;
+	char	  **names;
+
+	rc = SPI_execute("SELECT name FROM gpumf.retired_tables WHERE retired_by <> pg_current_xact_id() ORDER BY name",
+					 false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "gpumf: reading retired tables failed");
+	n = SPI_processed;
+	names = palloc(sizeof(char *) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+		names[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	for (uint64 i = 0; i < n; i++)
+	{
+		Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(names[i])),
+											 NoLock, true);
+		Oid			t1[1] = {TEXTOID};
+		Datum		a1[1] = {CStringGetTextDatum(names[i])};
+
+		if (OidIsValid(relid))
+		{
+			if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+				continue;		/* a reader still has it */
+			spi_exec(psprintf("DROP TABLE IF EXISTS %s", names[i]), SPI_OK_UTILITY);
+		}
+		if (SPI_execute_with_args("DELETE FROM gpumf.retired_tables WHERE name = $1",
+								  1, t1, a1, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "gpumf: forgetting a retired table failed");
+	}
+}
+
 static double
 elapsed(double *t)
 {
@@ -938,7 +976,16 @@ gpumf_train(PG_FUNCTION_ARGS)
 			elog(ERROR, "gpumf: writing the model catalog failed: %s", SPI_result_code_string(rc));
 	}
 	if (exists)
-		spi_exec(psprintf("DROP TABLE IF EXISTS %s, %s", old_users, old_items), SPI_OK_UTILITY);
+	{
+		Oid			t2[2] = {TEXTOID, TEXTOID};
+		Datum		a2[2] = {CStringGetTextDatum(old_users), CStringGetTextDatum(old_items)};
+
+		rc = SPI_execute_with_args("INSERT INTO gpumf.retired_tables (name) VALUES ($1), ($2) ON CONFLICT DO NOTHING",
+								   2, t2, a2, NULL, false, 0);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "gpumf: retiring the old factor tables failed");
+	}
+	drop_retired_tables();
 	SetUserIdAndSecContext(save_user, save_sec);
 
 	args[0] = Int64GetDatum(model_id);
@@ -996,6 +1043,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "gpumf: deleting the model failed");
 	spi_exec(psprintf("DROP TABLE IF EXISTS %s, %s", users_tab, items_tab), SPI_OK_UTILITY);
+	drop_retired_tables();
 	SetUserIdAndSecContext(save_user, save_sec);
 	SPI_finish();
 	PG_RETURN_BOOL(true);

@@ -1,0 +1,114 @@
+#!/bin/bash
+# Multi-session tests: atomic retraining, cancel and statement_timeout within
+# 1 s leaving the model as it was, concurrent retraining serialised, progress
+# NOTICEs, pg_dump/restore of models.  Needs a server (source test/pgenv.sh)
+# with gpumf installed.  Prints "ok N - ..." lines and "N passed, M failed".
+set -u
+DB=gpumf_multisession
+DEV=${GPUMF_TEST_DEVICE:-cpu}
+export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off"
+pass=0; fail=0; n=0
+ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "expected '$3', got '$2'"; fi; }
+q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+now() { date +%s.%N; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+dropdb --if-exists "$DB" >/dev/null 2>&1; createdb "$DB" || exit 1
+q "CREATE EXTENSION gpumf" >/dev/null
+# small model for visibility tests; a large table that trains for a long time
+q "CREATE TABLE small AS SELECT user_id, item_id, value FROM gpumf_synthetic(300, 200, 6000, seed => 3)"
+q "CREATE TABLE big AS SELECT user_id, item_id, value FROM gpumf_synthetic(20000, 4000, 600000, seed => 5)"
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'm')" >/dev/null
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'bigm')" >/dev/null
+state() { q "SELECT version || ':' || final_loss || ':' || user_table FROM gpumf.models WHERE name = '$1'"; }
+recs() { q "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10)"; }
+
+# 1. readers see the old model until the retraining commits
+before_state=$(state m); before_recs=$(recs)
+psql -X -qAt -d "$DB" >"$tmp/a.out" 2>&1 <<SQL &
+BEGIN;
+SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 7, model => 'm');
+SELECT pg_sleep(3);
+COMMIT;
+SQL
+apid=$!
+sleep 1.5
+during_state=$(state m); during_recs=$(recs 2>&1)
+check "readers see the old catalog row during retraining" "$during_state" "$before_state"
+check "readers get the old recommendations during retraining" "$during_recs" "$before_recs"
+wait $apid
+after_version=$(q "SELECT version FROM gpumf.models WHERE name = 'm'")
+check "the retraining commits a new version" "$after_version" "2"
+after_recs=$(recs 2>&1)
+if [ -n "$after_recs" ] && [ "$after_recs" != "$before_recs" ]; then ok "readers see the new model after commit"; else bad "readers see the new model after commit" "$after_recs"; fi
+check "the replaced tables are retired" "$(q "SELECT count(*) FROM gpumf.retired_tables WHERE name LIKE 'gpumf.m1_v1_%'")" "2"
+
+# 2. pg_cancel_backend stops a training within 1 s; the model is unchanged
+cancel_test() {  # $1: label, $2: extra SQL before training
+  local before pid t0 t1 dt out
+  before=$(state bigm)
+  psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/c.out" 2>&1 <<SQL &
+SET application_name = 'gpumf_cancel';
+$2
+SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => 64, iterations => 100000, model => 'bigm');
+SQL
+  pid=$!
+  # wait until the backend is past reading (training runs for minutes)
+  sleep 4
+  t0=$(now)
+  q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'gpumf_cancel'" >/dev/null
+  wait $pid
+  t1=$(now)
+  dt=$(echo "$t1 - $t0" | bc)
+  out=$(cat "$tmp/c.out")
+  if grep -q "canceling statement due to user request" <<<"$out"; then ok "$1: canceled"; else bad "$1: canceled" "$out"; fi
+  if [ "$(echo "$dt < 1.0" | bc)" = 1 ]; then ok "$1: stopped within 1 s (${dt}s)"; else bad "$1: stopped within 1 s" "${dt}s"; fi
+  check "$1: model unchanged" "$(state bigm)" "$before"
+}
+cancel_test "cancel while training" ""
+
+# 3. statement_timeout ends a training the same way
+before=$(state bigm)
+t0=$(now)
+out=$(q "SET statement_timeout = '5s'; SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => 64, iterations => 100000, model => 'bigm')" 2>&1)
+dt=$(echo "$(now) - $t0" | bc)
+if grep -q "statement timeout" <<<"$out"; then ok "statement_timeout: canceled"; else bad "statement_timeout: canceled" "$out"; fi
+if [ "$(echo "$dt < 6.0" | bc)" = 1 ]; then ok "statement_timeout: stopped within 1 s of the timeout (${dt}s for 5s)"; else bad "statement_timeout: stopped within 1 s of the timeout" "${dt}s"; fi
+check "statement_timeout: model unchanged" "$(state bigm)" "$before"
+
+# 4. two sessions retraining one model are serialised; both succeed
+v0=$(q "SELECT version FROM gpumf.models WHERE name = 'm'")
+for s in 1 2; do
+  q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 20, model => 'm')" >"$tmp/r$s.out" 2>&1 &
+  eval "rp$s=\$!"
+done
+wait $rp1; r1=$?; wait $rp2; r2=$?
+check "concurrent retrainings both succeed" "$r1$r2" "00"
+check "concurrent retrainings give two new versions" "$(sort -n "$tmp/r1.out" "$tmp/r2.out" | tr '\n' ' ')" "$((v0+1)) $((v0+2)) "
+check "retired tables are dropped by later trainings" "$(q "SELECT count(*) FROM pg_tables WHERE schemaname = 'gpumf' AND tablename LIKE 'm1_v%'")" "4"
+check "the catalog names the newest tables" "$(q "SELECT user_table FROM gpumf.models WHERE name = 'm'")" "gpumf.m1_v$((v0+2))_users"
+
+# 5. a NOTICE per iteration shows progress (turned off by gpumf.progress)
+out=$(PGOPTIONS="-c gpumf.device=$DEV" psql -X -qAt -d "$DB" -c "SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', factors => 4, iterations => 3, model => 'p')" 2>&1)
+check "progress NOTICEs, one per iteration" "$(grep -cE 'NOTICE:  iteration [0-9]+/3: loss [0-9.e+-]+, [0-9.]+ s' <<<"$out")" "3"
+
+# 6. models survive pg_dump / restore
+pg_dump -Fc -d "$DB" -f "$tmp/dump" 2>"$tmp/dump.err" || cat "$tmp/dump.err"
+dropdb --if-exists "${DB}_restored" >/dev/null 2>&1; createdb "${DB}_restored"
+pg_restore -d "${DB}_restored" "$tmp/dump" 2>"$tmp/restore.err"; rc=$?
+check "pg_restore succeeds" "$rc" "0"
+[ $rc = 0 ] || cat "$tmp/restore.err"
+src=$(q "SELECT string_agg(name || ':' || version || ':' || final_loss, ',' ORDER BY name) FROM gpumf.models")
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(name || ':' || version || ':' || final_loss, ',' ORDER BY name) FROM gpumf.models")
+check "the model catalog is restored" "$dst" "$src"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10)" 2>&1)
+check "restored models serve the same recommendations" "$dst" "$(recs)"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT nextval('gpumf.models_id_seq') > (SELECT max(id) FROM gpumf.models)")
+check "the model id sequence is restored" "$dst" "t"
+dropdb "${DB}_restored"
+
+dropdb "$DB"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
