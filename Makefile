@@ -7,12 +7,13 @@ OBJS = src/pg/gpumf.o src/pg/train.o src/pg/recommend.o src/pg/synth.o \
        src/core/synth.o src/core/backend_cuda.o
 
 REGRESS = setup train_basic keys bad_input recommend privileges precision device
-REGRESS_OPTS = --load-extension=gpumf
+REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/src/pg -fopenmp -O3 \
-	-I/usr/include/x86_64-linux-gnu/openblas-pthread
-SHLIB_LINK = -fopenmp -lopenblas -ldl -lm
+# OpenBLAS for Y^T Y and serving (sgemv) when present; plain C loops otherwise
+HAVE_OPENBLAS := $(and $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so),$(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h))
+PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/src/pg -fopenmp -O3 $(if $(HAVE_OPENBLAS),,-DGM_NO_CBLAS)
+SHLIB_LINK = -fopenmp $(if $(HAVE_OPENBLAS),-lopenblas) -ldl -lm
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 

@@ -1,0 +1,27 @@
+#!/bin/bash
+# One command from a fresh Debian 12 machine (as root) to recommendations:
+# installs PostgreSQL 15 and build tools, builds and installs gpumf (with the
+# CUDA module when nvcc is present), starts a throw-away cluster if none runs,
+# loads a generated sample, trains a model and prints recommendations.
+set -e
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+source test/pgenv.sh
+make -s && make -s install
+echo "PostgreSQL at PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=$PGUSER"
+psql -X -v ON_ERROR_STOP=1 <<'SQL'
+CREATE EXTENSION IF NOT EXISTS gpumf;
+DROP TABLE IF EXISTS sample_ratings, sample_items;
+-- 5,000 users, 2,000 items, 200,000 interactions with planted taste clusters
+CREATE TABLE sample_ratings AS
+  SELECT user_id, item_id, value FROM gpumf_synthetic(5000, 2000, 200000, seed => 1);
+CREATE TABLE sample_items AS
+  SELECT i AS item_id, 'item #' || i AS title FROM generate_series(1, 2000) i;
+SET gpumf.progress = off;
+SELECT name, n_users, n_items, nnz, backend, device, round(final_loss::numeric, 5) AS loss,
+       round(train_seconds::numeric, 2) AS train_s
+  FROM gpumf_train('sample_ratings', 'user_id', 'item_id', 'value', factors => 32, iterations => 10,
+                   regularization => 0.1, model => 'sample');
+SELECT r.item, i.title, r.score
+  FROM gpumf_recommend('sample', 42, 5) r JOIN sample_items i ON i.item_id = r.item;
+SQL

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Runs every test of gpumf and ends with "N passed, M failed":
+#   1. C unit tests of the core (test/unit)
+#   2. the pg_regress suite (sql/, expected/) with gpumf.device = $GPUMF_TEST_DEVICE
+#   3. the multi-session tests (test/multisession/run.sh)
+#   4. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
+#      of test/bench/gpu (--quick: correctness only)
+# Builds and installs the extension first (run as root, or as a user who can
+# write PostgreSQL's lib and extension directories).  Uses the server that
+# PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+DEV=${GPUMF_TEST_DEVICE:-cpu}
+source test/pgenv.sh || { echo "0 passed, 1 failed"; exit 1; }
+P=0; F=0
+tally() {  # $1: suite, $2: passed, $3: failed
+  echo "== $1: $2 passed, $3 failed"
+  P=$((P + $2)); F=$((F + $3))
+}
+
+echo "== build and install"
+if ! { make -s PG_CONFIG="$PG_CONFIG" >/tmp/gpumf-build.log 2>&1 && make -s PG_CONFIG="$PG_CONFIG" install >>/tmp/gpumf-build.log 2>&1; }; then
+  tail -40 /tmp/gpumf-build.log
+  tally build 0 1
+  echo "$P passed, $F failed"; exit 1
+fi
+
+echo "== C unit tests"
+out=$(make -s -C test/unit check 2>&1); echo "$out" | grep -v '^ok'
+line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+if [ -n "$line" ]; then tally unit "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally unit 0 1; fi
+
+echo "== pg_regress (gpumf.device=$DEV)"
+rm -rf results regression.diffs regression.out
+out=$(make -s PG_CONFIG="$PG_CONFIG" installcheck PGOPTIONS="-c gpumf.device=$DEV" 2>&1); echo "$out" | grep -E '^(test|ok|not ok| All|.*failed)'
+ntests=$(echo "$out" | grep -cE '^(test |ok |not ok )')
+nfail=$(echo "$out" | grep -cE '(FAILED|failed \(ignored\)|^not ok )')
+[ -f regression.diffs ] && head -60 regression.diffs
+[ "$ntests" -gt 0 ] || nfail=1
+tally regress $((ntests - nfail)) "$nfail"
+
+echo "== multi-session"
+out=$(GPUMF_TEST_DEVICE=$DEV bash test/multisession/run.sh 2>&1); echo "$out"
+line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+if [ -n "$line" ]; then tally multisession "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally multisession 0 1; fi
+
+if [ "$DEV" = gpu ]; then
+  echo "== GPU vs CPU comparisons"
+  out=$(bash test/bench/gpu/run.sh --quick 2>&1); echo "$out" | tail -30
+  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+  if [ -n "$line" ]; then tally gpu "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu 0 1; fi
+fi
+
+echo "$P passed, $F failed"
+[ "$F" = 0 ]
