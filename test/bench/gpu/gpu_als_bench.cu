@@ -826,7 +826,8 @@ struct result
 	int			k;
 	double		base_ms,
 				gm_ms,
-				gm_sliced_ms,
+				phase[4],
+				sliced_ms[3],
 				floor_ms,
 				flop_ms,
 				byte_ms;
@@ -835,6 +836,7 @@ struct result
 				gm_loss_gpu;
 	double		base_p10,
 				gm_p10;
+	int			nslices[3];
 };
 
 static void
@@ -949,15 +951,57 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 		if (bad)
 			failures++;
 
-		/* a few more iterations in the slices gm_als_train uses (cancel checks) */
+		/* where the time goes: gram and solve of each side (events between) */
 		{
-			double		budget = 268435456.0 / cg;
-			const gm_csr *m[2] = {&d->C, &d->Ct};
+			std::vector<double> ph[4];
+			cudaEvent_t ev[5];
 
+			for (int j = 0; j < 5; j++)
+				CK(cudaEventCreate(&ev[j]));
 			for (int it = 0; it < 5; it++)
+			{
+				CK(cudaEventRecord(ev[0]));
+				GM(gm_cuda_als_prepare(h, 0, reg, err, sizeof(err)));
+				CK(cudaEventRecord(ev[1]));
+				GM(gm_cuda_als_solve(h, 0, cg, 0, nu, err, sizeof(err)));
+				CK(cudaEventRecord(ev[2]));
+				GM(gm_cuda_als_prepare(h, 1, reg, err, sizeof(err)));
+				CK(cudaEventRecord(ev[3]));
+				GM(gm_cuda_als_solve(h, 1, cg, 0, ni, err, sizeof(err)));
+				CK(cudaEventRecord(ev[4]));
+				CK(cudaEventSynchronize(ev[4]));
+				for (int j = 0; j < 4; j++)
+				{
+					float		ms;
+
+					CK(cudaEventElapsedTime(&ms, ev[j], ev[j + 1]));
+					ph[j].push_back(ms);
+				}
+			}
+			res->phase[0] = median(ph[0]);
+			res->phase[1] = median(ph[1]);
+			res->phase[2] = median(ph[2]);
+			res->phase[3] = median(ph[3]);
+			fprintf(log, "k=%d gpumf phases (median of 5): gram for users %.3f ms, user solve %.3f ms, "
+					"gram for items %.3f ms, item solve %.3f ms\n", k, res->phase[0], res->phase[1],
+					res->phase[2], res->phase[3]);
+			for (int j = 0; j < 5; j++)
+				cudaEventDestroy(ev[j]);
+		}
+
+		/* iterations in the slices gm_als_train makes (budget multiply-adds per slice) */
+		for (int bi = 0; bi < 3; bi++)
+		{
+			double		budget = (bi == 0 ? 268435456.0 : bi == 1 ? 1073741824.0 : 4294967296.0) / cg;
+			const gm_csr *m[2] = {&d->C, &d->Ct};
+			int			nslices = 0;
+
+			ts.clear();
+			for (int it = 0; it < 4; it++)
 			{
 				float		ms;
 
+				nslices = 0;
 				CK(cudaEventRecord(e0));
 				for (int side = 0; side < 2; side++)
 				{
@@ -973,24 +1017,26 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 							e++;
 						}
 						GM(gm_cuda_als_solve(h, side, cg, b, e, err, sizeof(err)));
+						nslices++;
 						b = e;
 					}
 				}
 				CK(cudaEventRecord(e1));
 				CK(cudaEventSynchronize(e1));
 				CK(cudaEventElapsedTime(&ms, e0, e1));
-				fprintf(log, "k=%d gpumf sliced iteration: %.3f ms\n", k, ms);
 				if (it >= 1)
 					ts.push_back(ms);
 			}
+			res->sliced_ms[bi] = median(ts);
+			res->nslices[bi] = nslices;
+			fprintf(log, "k=%d gpumf sliced, budget 2^%d/cg_steps multiply-adds: %d slices, %.3f ms\n",
+					k, 28 + 2 * bi, nslices, res->sliced_ms[bi]);
 		}
 		gm_cuda_als_destroy(h);
 	}
 	res->base_ms = median(tb);
 	res->gm_ms = median(tg);
-	res->gm_sliced_ms = median(ts);
-	fprintf(log, "k=%d median ms: baseline %.3f gpumf %.3f (sliced %.3f)\n", k, res->base_ms,
-			res->gm_ms, res->gm_sliced_ms);
+	fprintf(log, "k=%d median ms: baseline %.3f gpumf %.3f\n", k, res->base_ms, res->gm_ms);
 	fflush(log);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
@@ -1034,9 +1080,12 @@ main(int argc, char **argv)
 	test_exact(50);
 	test_exact(64);
 	test_exact(128);
+	test_exact(200);
+	test_exact(300);
 	test_vs_cpu(64, 4, 15);
 	test_vs_cpu(50, 3, 15);
 	test_vs_cpu(128, 3, 15);
+	test_vs_cpu(256, 2, 15);
 	test_train_backend(module, 32);
 	{
 		/* errors are reported, not crashes */
@@ -1090,19 +1139,26 @@ main(int argc, char **argv)
 	printf("\n## ALS iteration time (both half-steps, YtY included), ML-20M shape, cg_steps=%d, "
 		   "median of iterations 3..%d; loss after %d iterations; p@10 on %zu held-out users\n\n",
 		   cg, iters, iters, sample.size());
-	printf("| k | baseline ms | gpumf ms | speedup | gpumf sliced ms | floor ms (flop / bytes) | gpumf / floor | loss baseline | loss gpumf | loss rel diff | p@10 baseline | p@10 gpumf |\n");
-	printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| k | baseline ms | gpumf ms | speedup | floor ms (flop / bytes) | gpumf / floor | loss baseline | loss gpumf | loss rel diff | p@10 baseline | p@10 gpumf |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
 	for (auto &r : res)
 	{
 		double		rel = fabs(r.gm_loss - r.base_loss) / fabs(r.base_loss);
 
-		printf("| %d | %.2f | %.2f | %.1fx | %.2f | %.2f (%.2f / %.2f) | %.1fx | %.6f | %.6f | %.1e | %.4f | %.4f |\n",
-			   r.k, r.base_ms, r.gm_ms, r.base_ms / r.gm_ms, r.gm_sliced_ms, r.floor_ms,
+		printf("| %d | %.2f | %.2f | %.1fx | %.2f (%.2f / %.2f) | %.1fx | %.6f | %.6f | %.1e | %.4f | %.4f |\n",
+			   r.k, r.base_ms, r.gm_ms, r.base_ms / r.gm_ms, r.floor_ms,
 			   r.flop_ms, r.byte_ms, r.gm_ms / r.floor_ms, r.base_loss, r.gm_loss, rel,
 			   r.base_p10, r.gm_p10);
-		if (!(rel < 0.01) || !(fabs(r.base_p10 - r.gm_p10) < 0.005))
+		if (!(rel < 0.01) || !(fabs(r.base_p10 - r.gm_p10) < 0.005) || !(r.base_ms / r.gm_ms >= 5.0))
 			failures++;
 	}
+	printf("\n## gpumf phases (ms, median of 5) and iterations in host slices (budget = multiply-adds per slice / cg_steps)\n\n");
+	printf("| k | gram(Y) | user solve | gram(X) | item solve | sliced 2^28 (slices) | sliced 2^30 | sliced 2^32 |\n");
+	printf("|---|---|---|---|---|---|---|---|\n");
+	for (auto &r : res)
+		printf("| %d | %.3f | %.3f | %.3f | %.3f | %.2f (%d) | %.2f (%d) | %.2f (%d) |\n", r.k,
+			   r.phase[0], r.phase[1], r.phase[2], r.phase[3], r.sliced_ms[0], r.nslices[0],
+			   r.sliced_ms[1], r.nslices[1], r.sliced_ms[2], r.nslices[2]);
 	printf("\n%s\n", failures ? "SOME CHECKS FAILED" : "all checks passed");
 	return failures ? 1 : 0;
 }
