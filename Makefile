@@ -17,10 +17,15 @@ SHLIB_LINK = -fopenmp $(if $(HAVE_OPENBLAS),-lopenblas) -ldl -lm
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
+# JIT bitcode needs the clang PostgreSQL was built with; skip it where absent
+ifeq ($(shell command -v clang-14 2>/dev/null),)
+override with_llvm = no
+endif
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# bitcode for the C files only (the CUDA module is not JIT-able)
+# the CUDA module (not JIT-able, so not in OBJS)
 ifeq ($(NVCC),)
 all: ; @echo "nvcc not found: CPU-only build"
 else

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs what gpumf needs to build and test on Debian 12 (run as root).
 set -e
-pkgs="postgresql-15 postgresql-server-dev-15 postgresql-15-cron libopenblas-dev make gcc bc"
+pkgs="postgresql-15 postgresql-server-dev-15 postgresql-15-cron libopenblas-dev make gcc python3"
 missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -49,12 +49,14 @@
 
 static char err[GM_ERRLEN];
 static int	failures = 0;
+static int	checks = 0;		/* for the closing "N passed, M failed" line */
 
 #define CHECK(cond, ...) \
 	do { \
 		printf("  [%s] ", (cond) ? "ok" : "FAIL"); \
 		printf(__VA_ARGS__); \
 		printf("\n"); \
+		checks++; \
 		if (!(cond)) failures++; \
 	} while (0)
 
@@ -948,6 +950,7 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 		res->gm_p10 = precision10(d, sample, rec);
 		fprintf(log, "k=%d gpumf: loss (cpu fn) %.8f (gpu fn) %.8f p@10 %.4f (%zu nonfinite)\n", k,
 				res->gm_loss, res->gm_loss_gpu, res->gm_p10, bad);
+		checks++;
 		if (bad)
 			failures++;
 
@@ -1100,6 +1103,7 @@ main(int argc, char **argv)
 	if (quick)
 	{
 		printf("%s\n", failures ? "CORRECTNESS FAILED" : "correctness ok");
+		printf("%d passed, %d failed\n", checks - failures, failures);
 		return failures ? 1 : 0;
 	}
 
@@ -1149,6 +1153,7 @@ main(int argc, char **argv)
 			   r.k, r.base_ms, r.gm_ms, r.base_ms / r.gm_ms, r.floor_ms,
 			   r.flop_ms, r.byte_ms, r.gm_ms / r.floor_ms, r.base_loss, r.gm_loss, rel,
 			   r.base_p10, r.gm_p10);
+		checks++;
 		if (!(rel < 0.01) || !(fabs(r.base_p10 - r.gm_p10) < 0.005) || !(r.base_ms / r.gm_ms >= 5.0))
 			failures++;
 	}
@@ -1160,5 +1165,6 @@ main(int argc, char **argv)
 			   r.phase[0], r.phase[1], r.phase[2], r.phase[3], r.sliced_ms[0], r.nslices[0],
 			   r.sliced_ms[1], r.nslices[1], r.sliced_ms[2], r.nslices[2]);
 	printf("\n%s\n", failures ? "SOME CHECKS FAILED" : "all checks passed");
+	printf("%d passed, %d failed\n", checks - failures, failures);
 	return failures ? 1 : 0;
 }

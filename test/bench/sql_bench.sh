@@ -1,0 +1,108 @@
+#!/bin/bash
+# The SQL benchmark: an ML-20M-shaped table (138,493 users, 26,744 items,
+# 20,000,263 rows; lognormal user activity >= 20 rows, power-law items) and
+#   1. reading it into CSR (rows/s) against COPY (SELECT ...) TO '/dev/null' (FORMAT binary)
+#   2. ALS seconds per iteration for each (factors, threads) configuration
+#   3. storing the factors
+#   4. gpumf_recommend latency p50/p99 with pgbench, 1 and 2 clients
+# Prints markdown tables.  Needs a server (source test/pgenv.sh) with gpumf
+# installed, superuser (server-side COPY), pgbench.
+#   DEVICE=cpu|gpu (gpumf.device)   SCALE=1 (fraction of the ML-20M size)
+#   CONFIGS="64:1 64:2 128:1 128:2" (factors:threads; threads 0 = all cores)
+#   ITERS=2   SERVE_K=128   PGBENCH_SECONDS=10   KEEP=1 (reuse the table)
+set -eu
+DEVICE=${DEVICE:-cpu}
+SCALE=${SCALE:-1}
+CONFIGS=${CONFIGS:-"64:1 64:2 128:1 128:2"}
+ITERS=${ITERS:-2}
+SERVE_K=${SERVE_K:-128}
+PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
+DB=${BENCH_DB:-gpumf_bench}
+q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+users=$(python3 -c "print(max(1000, int(138493 * $SCALE)))")
+items=$(python3 -c "print(max(200, int(26744 * $SCALE)))")
+rows=$(python3 -c "print(max(20000, int(20000263 * $SCALE)))")
+export PGOPTIONS="-c gpumf.device=$DEVICE -c gpumf.progress=off"
+
+psql -X -qAt -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$DB'" | grep -q 1 || createdb "$DB"
+q "CREATE EXTENSION IF NOT EXISTS gpumf"
+have=$(q "SELECT count(*) FROM pg_class WHERE relname = 'ml20m'")
+if [ "$have" = 0 ] || [ -z "${KEEP:-}" ]; then
+  t0=$(date +%s.%N)
+  q "DROP TABLE IF EXISTS ml20m"
+  q "CREATE TABLE ml20m AS SELECT user_id, item_id, value FROM gpumf_synthetic($users, $items, $rows, seed => 20)"
+  q "VACUUM ANALYZE ml20m"
+  echo "generated ml20m ($users users, $items items, $rows rows) in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s" >&2
+fi
+nrows=$(q "SELECT count(*) FROM ml20m")
+echo "## gpumf SQL benchmark: $(q "SELECT count(DISTINCT user_id) || ' users, ' || count(DISTINCT item_id) || ' items, ' FROM ml20m")$nrows rows, device=$DEVICE"
+echo "machine: $(nproc) cores, $(uname -m); $(q "SELECT device FROM gpumf_device_info()")"
+echo
+
+# 1. COPY (binary) vs gpumf's read, warm cache for both (one run of each first)
+copy_s() { psql -X -qAt -d "$DB" -c "\\timing on" -c "COPY (SELECT user_id, item_id, value FROM ml20m) TO '/dev/null' (FORMAT binary)" | grep -oP 'Time: \K[0-9.]+' | awk '{print $1/1000}'; }
+copy_s >/dev/null
+c1=$(copy_s); c2=$(copy_s)
+copy=$(python3 -c "print(min($c1, $c2))")
+
+results=()
+for cfg in $CONFIGS; do
+  k=${cfg%%:*}; th=${cfg##*:}
+  line=$(psql -X -qAt -F' ' -v ON_ERROR_STOP=1 -d "$DB" -c "SET gpumf.threads = $th" -c \
+    "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, final_loss, backend, device
+       FROM gpumf_train('ml20m', 'user_id', 'item_id', 'value', factors => $k, iterations => $ITERS, model => 'bench_k${k}_t${th}')")
+  results+=("$k $th $line")
+done
+
+echo "### Reading the table into CSR"
+echo
+echo "| what | seconds | rows/s | vs COPY |"
+echo "|---|---|---|---|"
+printf '| COPY (SELECT ...) TO /dev/null (FORMAT binary) | %.2f | %.0f | 1.00x |\n' "$copy" "$(python3 -c "print($nrows/$copy)")"
+set -- ${results[0]}
+python3 - "$nrows" "$copy" "$3" "$4" <<'PY'
+import sys
+n, copy, rd, build = map(float, sys.argv[1:])
+print(f"| gpumf read (executor -> key maps -> COO) | {rd:.2f} | {n/rd:.0f} | {copy/rd:.2f}x |")
+print(f"| gpumf read + CSR/CSC build | {rd+build:.2f} | {n/(rd+build):.0f} | {copy/(rd+build):.2f}x |")
+PY
+echo
+echo "### Training ($ITERS iterations, cg_steps 3; time per iteration includes the loss)"
+echo
+echo "| factors | threads | backend / device | s per iteration | transfer s | store s | final loss |"
+echo "|---|---|---|---|---|---|---|"
+for r in "${results[@]}"; do
+  set -- $r
+  k=$1 th=$2 rd=$3 build=$4 xfer=$5 train=$6 store=$7 loss=$8 backend=$9; shift 9; dev="$*"
+  printf '| %s | %s | %s / %s | %.3f | %.2f | %.2f | %.6f |\n' "$k" "$th" "$backend" "$dev" "$(python3 -c "print($train/$ITERS)")" "$xfer" "$store" "$loss"
+done
+echo
+
+# 4. serving latency: typical users (at least 20 rows), factors SERVE_K, exclude_seen
+model="bench_k${SERVE_K}_t0"
+if [ "$(q "SELECT count(*) FROM gpumf.models WHERE name = '$model'")" = 0 ]; then
+  model=$(q "SELECT name FROM gpumf.models WHERE factors = $SERVE_K AND name LIKE 'bench_%' ORDER BY name LIMIT 1")
+fi
+if [ -n "$model" ]; then
+  tmpd=$(mktemp -d)
+  cat >"$tmpd/rec.sql" <<SQL
+\\set u random(1, $users)
+SELECT item, score FROM gpumf_recommend('$model', :u, 10, true);
+SQL
+  echo "### gpumf_recommend latency (model $model, factors $SERVE_K, n = 10, exclude_seen, random users, ${PGBENCH_SECONDS}s each)"
+  echo
+  echo "| clients | transactions | p50 ms | p99 ms | mean ms |"
+  echo "|---|---|---|---|---|"
+  for c in 1 2; do
+    rm -f "$tmpd"/pgbench_log.*
+    (cd "$tmpd" && pgbench -n -M prepared -c "$c" -j "$c" -T 1 -f rec.sql "$DB" >/dev/null 2>&1)   # warm the caches
+    rm -f "$tmpd"/pgbench_log.*
+    (cd "$tmpd" && pgbench -n -M prepared -c "$c" -j "$c" -T "$PGBENCH_SECONDS" -l -f rec.sql "$DB" >/dev/null 2>"$tmpd/err") || cat "$tmpd/err"
+    cat "$tmpd"/pgbench_log.* | awk '{print $3}' | python3 -c "
+import sys
+v = sorted(float(x) / 1000 for x in sys.stdin if x.strip())
+p = lambda q: v[min(len(v) - 1, int(q * len(v)))]
+print(f'| $c | {len(v)} | {p(0.5):.3f} | {p(0.99):.3f} | {sum(v)/len(v):.3f} |')"
+  done
+  rm -rf "$tmpd"
+fi
