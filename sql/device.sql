@@ -3,7 +3,7 @@ SET gpumf.progress = off;
 CREATE TABLE d (u int, i int);
 INSERT INTO d SELECT u, i FROM generate_series(1, 10) u, generate_series(1, 10) i WHERE (u + i) % 3 = 0;
 SET gpumf.device = cpu;
-SELECT backend, device FROM gpumf_device_info();
+SELECT backend, device LIKE 'cpu (% threads)' AS cpu FROM gpumf_device_info();
 SELECT backend, device LIKE 'cpu (% threads)' AS cpu FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SET gpumf.threads = 1;
 SELECT device FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);

@@ -53,3 +53,18 @@ DROP TABLE secret, cols;
 REVOKE ALL ON SCHEMA public FROM regress_gpumf_alice, regress_gpumf_bob;
 DROP ROLE regress_gpumf_alice;
 DROP ROLE regress_gpumf_bob;
+
+-- objects of the caller's that shadow built-ins never run with the owner's rights
+CREATE SCHEMA shadow;
+CREATE FUNCTION shadow.format(text, text, bigint, integer) RETURNS text LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'shadow function called'; END $$;
+CREATE FUNCTION shadow.pg_current_xact_id() RETURNS xid8 LANGUAGE plpgsql AS
+  $$ BEGIN RAISE EXCEPTION 'shadow function called'; END $$;
+CREATE TABLE shadowed (u int, i int);
+INSERT INTO shadowed VALUES (1, 1), (1, 2), (2, 2);
+SET search_path = shadow, public, pg_catalog;
+SELECT name, version FROM gpumf_train('shadowed', 'u', 'i', factors => 2, iterations => 1);
+SELECT name, version FROM gpumf_train('shadowed', 'u', 'i', factors => 2, iterations => 1);
+SELECT gpumf_drop_model('shadowed');
+RESET search_path;
+DROP SCHEMA shadow CASCADE;

@@ -81,7 +81,6 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	int64_t    *fill = NULL;
 	int32_t    *ind = NULL;
 	float	   *dat = NULL;
-	gm_pair    *scratch = NULL;
 	int64_t		maxrow = 0;
 	int64_t		w;
 
@@ -130,32 +129,61 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	free(fill);
 	fill = NULL;
 
-	/* sort each row by column, then sum duplicates in place (compacting) */
-	scratch = malloc((size_t) (maxrow > 0 ? maxrow : 1) * sizeof(gm_pair));
-	if (!scratch)
+	/*
+	 * Sort each row by column and sum duplicates within the row (rows in
+	 * parallel); fill[r] becomes the row's deduplicated length.  Then
+	 * compact the rows in order.
+	 */
+	fill = malloc(((size_t) n_rows + 1) * sizeof(int64_t));
+	if (!fill)
 		goto oom;
+#pragma omp parallel
+	{
+		gm_pair    *scratch = malloc((size_t) (maxrow > 0 ? maxrow : 1) * sizeof(gm_pair));
+
+#pragma omp for schedule(dynamic, 256)
+		for (int32_t r = 0; r < n_rows; r++)
+		{
+			int64_t		b = ptr[r],
+						e = ptr[r + 1],
+						w = b;
+
+			if (scratch)
+				sort_row(ind + b, dat + b, e - b, scratch);
+			for (int64_t i = b; i < e; i++)
+			{
+				if (w > b && ind[w - 1] == ind[i])
+					dat[w - 1] += dat[i];
+				else
+				{
+					ind[w] = ind[i];
+					dat[w] = dat[i];
+					w++;
+				}
+			}
+			fill[r] = scratch ? w - b : -1;
+		}
+		free(scratch);
+	}
 	w = 0;
 	for (int32_t r = 0; r < n_rows; r++)
 	{
 		int64_t		b = ptr[r],
-					e = ptr[r + 1];
+					len = fill[r];
 
-		sort_row(ind + b, dat + b, e - b, scratch);
-		ptr[r] = w;
-		for (int64_t i = b; i < e; i++)
+		if (len < 0)
+			goto oom;
+		if (b != w && len > 0)
 		{
-			if (w > ptr[r] && ind[w - 1] == ind[i])
-				dat[w - 1] += dat[i];
-			else
-			{
-				ind[w] = ind[i];
-				dat[w] = dat[i];
-				w++;
-			}
+			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
+			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
 		}
+		ptr[r] = w;
+		w += len;
 	}
 	ptr[n_rows] = w;
-	free(scratch);
+	free(fill);
+	fill = NULL;
 
 	out->n_rows = n_rows;
 	out->n_cols = n_cols;
@@ -170,7 +198,6 @@ oom:
 	free(fill);
 	free(ind);
 	free(dat);
-	free(scratch);
 	snprintf(err, errlen, "out of memory building a CSR of %lld entries",
 			 (long long) nnz);
 	return GM_ENOMEM;

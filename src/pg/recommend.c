@@ -378,6 +378,8 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 			skip = (const int32 *) ARR_DATA_PTR(seen);
 		}
 #ifndef GM_NO_CBLAS
+		/* one thread: serving backends must not spin up BLAS thread pools */
+		openblas_set_num_threads(1);
 		cblas_sgemv(CblasRowMajor, CblasNoTrans, m->n_items, m->k, 1.0f, m->Y, m->k,
 					(const float *) ARR_DATA_PTR(xf), 1, 0.0f, m->scores, 1);
 #else

@@ -27,6 +27,7 @@
 #include "storage/lock.h"
 #include "tcop/dest.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -600,6 +601,31 @@ drop_retired_tables(void)
 	}
 }
 
+/*
+ * Run what follows as the extension's owner with a safe search_path, so that
+ * no object of the caller's (a function or type shadowing a built-in one)
+ * runs with the owner's rights.  Returns the GUC nest level to pop.
+ */
+static int
+become_owner(Oid *save_user, int *save_sec)
+{
+	int			nest;
+
+	GetUserIdAndSecContext(save_user, save_sec);
+	SetUserIdAndSecContext(gpumf_owner(), *save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+static void
+become_caller(Oid save_user, int save_sec, int nest)
+{
+	AtEOXact_GUC(true, nest);
+	SetUserIdAndSecContext(save_user, save_sec);
+}
+
 static double
 elapsed(double *t)
 {
@@ -644,6 +670,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 	Oid			save_user;
 	int			save_sec;
+	int			nest;
 	int64		model_id = 0,
 				version = 1;
 	char	   *old_users = NULL,
@@ -858,8 +885,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	t = gm_now();
 
 	/* ---- store, as the extension's owner */
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(gpumf_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nest = become_owner(&save_user, &save_sec);
 	schema = quote_identifier(get_namespace_name(gpumf_schema()));
 	if (!exists)
 	{
@@ -986,7 +1012,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 			elog(ERROR, "gpumf: retiring the old factor tables failed");
 	}
 	drop_retired_tables();
-	SetUserIdAndSecContext(save_user, save_sec);
+	become_caller(save_user, save_sec, nest);
 
 	args[0] = Int64GetDatum(model_id);
 	argtypes[0] = INT8OID;
@@ -1009,6 +1035,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	int			rc;
 	Oid			save_user;
 	int			save_sec;
+	int			nest;
 	char	   *users_tab,
 			   *items_tab,
 			   *owner_name;
@@ -1036,15 +1063,14 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to drop model \"%s\"", model),
 				 errdetail("The model belongs to role \"%s\".", owner_name)));
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(gpumf_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	nest = become_owner(&save_user, &save_sec);
 	rc = SPI_execute_with_args("DELETE FROM gpumf.models WHERE name = $1", 1, argtypes, args,
 							   NULL, false, 0);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "gpumf: deleting the model failed");
 	spi_exec(psprintf("DROP TABLE IF EXISTS %s, %s", users_tab, items_tab), SPI_OK_UTILITY);
 	drop_retired_tables();
-	SetUserIdAndSecContext(save_user, save_sec);
+	become_caller(save_user, save_sec, nest);
 	SPI_finish();
 	PG_RETURN_BOOL(true);
 }

@@ -67,14 +67,16 @@ print(f"| gpumf read (executor -> key maps -> COO) | {rd:.2f} | {n/rd:.0f} | {co
 print(f"| gpumf read + CSR/CSC build | {rd+build:.2f} | {n/(rd+build):.0f} | {copy/(rd+build):.2f}x |")
 PY
 echo
-echo "### Training ($ITERS iterations, cg_steps 3; time per iteration includes the loss)"
+echo "### Training: gpumf_train by phase ($ITERS iterations, cg_steps 3; an iteration includes computing the loss)"
 echo
-echo "| factors | threads | backend / device | s per iteration | transfer s | store s | final loss |"
-echo "|---|---|---|---|---|---|---|"
+echo "| factors | threads | backend / device | read s | CSR s | transfer s | train s | s per iteration | store s | total s | final loss |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${results[@]}"; do
   set -- $r
   k=$1 th=$2 rd=$3 build=$4 xfer=$5 train=$6 store=$7 loss=$8 backend=$9; shift 9; dev="$*"
-  printf '| %s | %s | %s / %s | %.3f | %.2f | %.2f | %.6f |\n' "$k" "$th" "$backend" "$dev" "$(python3 -c "print($train/$ITERS)")" "$xfer" "$store" "$loss"
+  python3 -c "
+rd, b, x, t, st = $rd, $build, $xfer, $train, $store
+print(f'| $k | $th | $backend / $dev | {rd:.2f} | {b:.2f} | {x:.2f} | {t:.2f} | {t/$ITERS:.3f} | {st:.2f} | {rd+b+x+t+st:.2f} | {$loss:.6f} |')"
 done
 echo
 
