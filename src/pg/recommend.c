@@ -3,8 +3,9 @@
  *
  * Item factors are read once per backend and model version and kept in
  * memory; each call reads the model's catalog row (to notice retraining),
- * the user's row by primary key, scores every item with one sgemv and keeps
- * the exact top n.
+ * the user's row by primary key, and scores every item: an int8 first pass
+ * with error bounds, then float32 rescoring of the few items that can reach
+ * the top n (gm_topk_dot), so the result is the exact float32 top n.
  */
 #include "gpumf_pg.h"
 
@@ -28,9 +29,6 @@
 #include "utils/datum.h"
 #include "parser/parse_type.h"
 
-#ifndef GM_NO_CBLAS
-#include <cblas.h>
-#endif
 
 PG_FUNCTION_INFO_V1(gpumf_recommend);
 PG_FUNCTION_INFO_V1(gpumf_device_info);
@@ -52,7 +50,8 @@ typedef struct ServedModel
 	MemoryContext cxt;
 	float	   *Y;				/* n_items x k */
 	Datum	   *item_keys;		/* in item_type */
-	float	   *scores;			/* scratch, n_items */
+	gm_qmat		Q;				/* int8 copy of Y for the first pass */
+	float	   *scratch;		/* 2 * n_items */
 	SPIPlanPtr	user_plan;		/* SELECT factors, seen FROM users WHERE key = $1 */
 } ServedModel;
 
@@ -77,6 +76,7 @@ served_release(ServedModel *m)
 {
 	if (m->cxt)
 		MemoryContextDelete(m->cxt);
+	gm_qmat_free(&m->Q);
 	if (m->user_plan)
 		SPI_freeplan(m->user_plan);
 	m->cxt = NULL;
@@ -129,7 +129,7 @@ load_items(ServedModel *m, const char *item_table, const char *user_table)
 	old = MemoryContextSwitchTo(m->cxt);
 	m->n_items = (int32) SPI_processed;
 	m->Y = MemoryContextAllocHuge(m->cxt, sizeof(float) * (size_t) m->n_items * m->k);
-	m->scores = MemoryContextAllocHuge(m->cxt, sizeof(float) * (size_t) (m->n_items > 0 ? m->n_items : 1));
+	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * 2 * (size_t) (m->n_items > 0 ? m->n_items : 1));
 	m->item_keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * (size_t) (m->n_items > 0 ? m->n_items : 1));
 	{
 		int16		typlen;
@@ -151,6 +151,8 @@ load_items(ServedModel *m, const char *item_table, const char *user_table)
 		}
 	}
 	MemoryContextSwitchTo(old);
+	if (gm_qmat_build(m->Y, m->n_items, m->k, &m->Q) != GM_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory loading model")));
 	resetStringInfo(&q);
 	appendStringInfo(&q, "SELECT factors, seen FROM %s WHERE key = $1", user_table);
 	ptype[0] = m->user_type;
@@ -314,6 +316,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 		m = hash_search(served, model, HASH_ENTER, &found);
 		if (!found)
 		{
+			memset(&m->Q, 0, sizeof(m->Q));
 			m->cxt = NULL;
 			m->user_plan = NULL;
 			m->id = -1;
@@ -377,28 +380,14 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 			nskip = ArrayGetNItems(ARR_NDIM(seen), ARR_DIMS(seen));
 			skip = (const int32 *) ARR_DATA_PTR(seen);
 		}
-#ifndef GM_NO_CBLAS
-		/* one thread: serving backends must not spin up BLAS thread pools */
-		openblas_set_num_threads(1);
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, m->n_items, m->k, 1.0f, m->Y, m->k,
-					(const float *) ARR_DATA_PTR(xf), 1, 0.0f, m->scores, 1);
-#else
-		for (int32 i = 0; i < m->n_items; i++)
-		{
-			const float *y = m->Y + (size_t) i * m->k;
-			const float *x = (const float *) ARR_DATA_PTR(xf);
-			float		s = 0;
-
-			for (int f = 0; f < m->k; f++)
-				s += x[f] * y[f];
-			m->scores[i] = s;
-		}
-#endif
 		if (n > m->n_items)
 			n = m->n_items;
 		idx = palloc(sizeof(int32) * (n > 0 ? n : 1));
 		sc = palloc(sizeof(float) * (n > 0 ? n : 1));
-		got = gm_topk(m->scores, m->n_items, n, skip, nskip, idx, sc);
+		got = gm_topk_dot(m->Y, &m->Q, (const float *) ARR_DATA_PTR(xf), n, skip, nskip,
+						  m->scratch, idx, sc);
+		elog(DEBUG1, "gpumf: scored %d items, rescored %d exactly", m->n_items,
+			 gm_topk_dot_rescored);
 		for (int r = 0; r < got; r++)
 		{
 			Datum		values[2];

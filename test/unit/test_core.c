@@ -85,6 +85,82 @@ xcalloc(size_t n, size_t s)
 }
 
 /* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
+/*
+ * gm_topk_dot (int8 first pass + exact rescoring) returns the float32 top n:
+ * compared with a float64 reference, position by position, on random factors
+ * with skip lists, duplicated items (exact ties) and n up to m.
+ */
+static int
+test_topk_dot(void)
+{
+	for (int trial = 0; trial < 200; trial++)
+	{
+		int32_t		m = (int32_t) rint_range(1, 3000);
+		int			k = (int) rint_range(1, 160);
+		int			n = (int) rint_range(1, trial % 10 == 0 ? m + 5 : 30);
+		float	   *Y = malloc(sizeof(float) * (size_t) m * k);
+		float	   *x = malloc(sizeof(float) * k);
+		float	   *scratch = malloc(sizeof(float) * 2 * (size_t) m);
+		float	   *ref = malloc(sizeof(float) * m);
+		int32_t    *skip = malloc(sizeof(int32_t) * m);
+		int32_t    *oi = malloc(sizeof(int32_t) * (n + 1)),
+				   *ri = malloc(sizeof(int32_t) * (n + 1));
+		float	   *os = malloc(sizeof(float) * (n + 1)),
+				   *rs = malloc(sizeof(float) * (n + 1));
+		int32_t		nskip = 0;
+		gm_qmat		Q;
+		int			got,
+					want;
+
+		for (int64_t i = 0; i < (int64_t) m * k; i++)
+			Y[i] = (float) (runif() - 0.3) * (trial % 3 == 0 ? 100.0f : 1.0f);
+		for (int32_t i = 1; i < m; i += 7)	/* exact duplicates: ties */
+			memcpy(Y + (size_t) i * k, Y + (size_t) (i - 1) * k, sizeof(float) * k);
+		for (int f = 0; f < k; f++)
+			x[f] = (float) (runif() - 0.5);
+		for (int32_t i = 0; i < m; i++)
+			if (runif() < 0.1)
+				skip[nskip++] = i;
+		for (int32_t i = 0; i < m; i++)
+		{
+			double		d = 0;
+
+			for (int f = 0; f < k; f++)
+				d += (double) x[f] * Y[(size_t) i * k + f];
+			ref[i] = (float) d;
+		}
+		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
+		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os);
+		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
+		gm_qmat_free(&Q);
+		CHECK(got == want, "m %d k %d n %d: %d results, expected %d", m, k, n, got, want);
+		for (int r = 0; r < got; r++)
+		{
+			double		tol = 1e-5 * (1.0 + fabs(rs[r])) * (trial % 3 == 0 ? 100 : 1);
+
+			CHECK(fabs(os[r] - rs[r]) <= tol,
+				  "m %d k %d n %d: position %d score %g, reference %g (item %d vs %d)",
+				  m, k, n, r, os[r], rs[r], oi[r], ri[r]);
+			for (int32_t j = 0; j < nskip; j++)
+				CHECK(skip[j] != oi[r], "skipped item %d returned", oi[r]);
+			CHECK(r == 0 || os[r] < os[r - 1] || (os[r] == os[r - 1] && oi[r] > oi[r - 1]),
+				  "not ordered at %d", r);
+		}
+		free(Y);
+		free(x);
+		free(scratch);
+		free(ref);
+		free(skip);
+		free(oi);
+		free(ri);
+		free(os);
+		free(rs);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 typedef struct
 {
 	int32_t		n_rows,
@@ -1501,6 +1577,7 @@ static const test_case tests[] = {
 	{"als_train cancellation", test_train_cancel},
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
+	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
 	{"synth dataset", test_synth},
 };
 
