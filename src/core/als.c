@@ -5,6 +5,7 @@
  */
 #include "gm_core.h"
 #include "gm_backend.h"
+#include "gm_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,28 +43,18 @@ resolve_threads(int threads)
 	return threads > 0 ? threads : gm_default_threads();
 }
 
-/* splitmix64: a small, well-mixed, seekable generator. */
-static inline uint64_t
-splitmix64(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ULL;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
-}
-
 void
 gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
 {
 	/* keyed by (seed, side, row, f): independent of threads and of n */
 	for (int64_t r = 0; r < n; r++)
 	{
-		uint64_t	base = splitmix64(seed ^ ((uint64_t) side << 62)) ^
-			splitmix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+		uint64_t	base = gm_mix64(seed ^ ((uint64_t) side << 62)) ^
+			gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
 
 		for (int f = 0; f < k; f++)
 		{
-			uint64_t	z = splitmix64(base + (uint64_t) f);
+			uint64_t	z = gm_mix64(base + (uint64_t) f);
 
 			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
 		}
@@ -138,34 +129,12 @@ gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 	}
 }
 
-/*
- * The hot loops are compiled twice (AVX2+FMA and baseline x86-64) and picked
- * at load time; "omp simd" lets the compiler vectorise the dot products'
- * reductions without -ffast-math.
- */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GM_HOT __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define GM_HOT
-#endif
-
-static inline float
-dot(const float *a, const float *b, int k)
-{
-	float		s = 0.0f;
-
-#pragma omp simd reduction(+:s)
-	for (int f = 0; f < k; f++)
-		s += a[f] * b[f];
-	return s;
-}
-
 /* out = G v (G symmetric k x k). */
 static inline void
 symv(const float *G, const float *v, float *out, int k)
 {
 	for (int i = 0; i < k; i++)
-		out[i] = dot(G + (size_t) i * k, v, k);
+		out[i] = gm_dot(G + (size_t) i * k, v, k);
 }
 
 /*
@@ -187,13 +156,13 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 	{
 		const float *y = Y + (size_t) idx[e] * k;
 		float		c = conf[e];
-		float		w = c - (c - 1.0f) * dot(y, x, k);
+		float		w = c - (c - 1.0f) * gm_dot(y, x, k);
 
 		for (int f = 0; f < k; f++)
 			r[f] += w * y[f];
 	}
 	memcpy(p, r, sizeof(float) * k);
-	rsold = dot(r, r, k);
+	rsold = gm_dot(r, r, k);
 
 	for (int it = 0; it < cg_steps; it++)
 	{
@@ -205,18 +174,18 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 		for (int64_t e = 0; e < n; e++)
 		{
 			const float *y = Y + (size_t) idx[e] * k;
-			float		w = (conf[e] - 1.0f) * dot(y, p, k);
+			float		w = (conf[e] - 1.0f) * gm_dot(y, p, k);
 
 			for (int f = 0; f < k; f++)
 				Ap[f] += w * y[f];
 		}
-		a = rsold / dot(p, Ap, k);
+		a = rsold / gm_dot(p, Ap, k);
 		for (int f = 0; f < k; f++)
 		{
 			x[f] += a * p[f];
 			r[f] -= a * Ap[f];
 		}
-		rsnew = dot(r, r, k);
+		rsnew = gm_dot(r, r, k);
 		if (rsnew < 1e-20f)
 			break;
 		for (int f = 0; f < k; f++)
@@ -260,18 +229,18 @@ loss_row(const gm_csr *C, int32_t u, const float *X, const float *Y,
 				tc = 0.0;
 
 	symv(G0, x, r, k);
-	l += dot(x, r, k);
+	l += gm_dot(x, r, k);
 	for (int64_t e = C->indptr[u]; e < C->indptr[u + 1]; e++)
 	{
 		double		c = C->data[e];
-		double		s = dot(x, Y + (size_t) C->indices[e] * k, k);
+		double		s = gm_dot(x, Y + (size_t) C->indices[e] * k, k);
 
 		l += c * (1.0 - s) * (1.0 - s) - s * s;
 		tc += c;
 	}
 	*loss += l;
 	*total_conf += tc;
-	*normx += dot(x, x, k);
+	*normx += gm_dot(x, x, k);
 }
 
 double

@@ -8,16 +8,12 @@
  * in float32.  The result is the float32 top n.
  */
 #include "gm_core.h"
+#include "gm_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GM_HOT __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define GM_HOT
-#endif
 
 int
 gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
@@ -134,12 +130,7 @@ approx_scores(const gm_qmat *Q, const float *x, float *approx)
 GM_HOT static float
 exact_dot(const float *y, const float *x, int k)
 {
-	float		s = 0.0f;
-
-#pragma omp simd reduction(+:s)
-	for (int f = 0; f < k; f++)
-		s += x[f] * y[f];
-	return s;
+	return gm_dot(x, y, k);
 }
 
 int32_t		gm_topk_dot_rescored = 0;	/* candidates of the last call */

@@ -4,20 +4,12 @@
  * benchmarks (the ML-20M shape: 138,493 x 26,744, 20,000,263 rows).
  */
 #include "gm_core.h"
+#include "gm_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static inline uint64_t
-mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ULL;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
-}
 
 typedef struct
 {
@@ -28,7 +20,7 @@ static inline double
 rnd(rng *r)
 {
 	r->s += 0x9E3779B97F4A7C15ULL;
-	return (mix(r->s) >> 11) * (1.0 / 9007199254740992.0);
+	return (gm_mix64(r->s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static inline double
@@ -117,7 +109,7 @@ gm_synth_init(gm_synth *g, char *err, size_t errlen)
 	}
 
 	/* user activity: min + lognormal share of the rest, capped */
-	r.s = mix(g->seed ^ 0x5EED0001ULL);
+	r.s = gm_mix64(g->seed ^ 0x5EED0001ULL);
 	for (int32_t u = 0; u < U; u++)
 	{
 		w[u] = exp(1.2 * rnd_normal(&r));
@@ -148,7 +140,7 @@ gm_synth_init(gm_synth *g, char *err, size_t errlen)
 	/* item popularity: Zipf-like over ranks, ranks shuffled onto ids */
 	for (int32_t i = 0; i < I; i++)
 		g->rank_item[i] = i;
-	r.s = mix(g->seed ^ 0x5EED0002ULL);
+	r.s = gm_mix64(g->seed ^ 0x5EED0002ULL);
 	for (int32_t i = I - 1; i > 0; i--)
 	{
 		int32_t		j = (int32_t) (rnd(&r) * (i + 1));
@@ -212,7 +204,7 @@ gm_synth_user(const gm_synth *g, int32_t u, int32_t *items, float *values,
 	int32_t		cs,
 				cn;
 
-	r.s = mix(g->seed ^ mix(0xABCDEF12345ULL + (uint64_t) u));
+	r.s = gm_mix64(g->seed ^ gm_mix64(0xABCDEF12345ULL + (uint64_t) u));
 	c = (int) (rnd(&r) * g->clusters);
 	cs = g->cl_start[c];
 	cn = g->cl_start[c + 1] - cs;

@@ -451,43 +451,31 @@ spi_exec(const char *sql, int expect)
 		elog(ERROR, "gpumf: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
 }
 
-/* Fill a new factor table with heap inserts (indexes are built afterwards). */
+/* The values of row r of a factor table. */
+typedef void (*RowFormer) (TrainState *ts, Oid keytype, int k, int32 r, Datum *values);
+
 static void
-fill_users(const char *qname, TrainState *ts, Oid utype, int k)
+user_row(TrainState *ts, Oid keytype, int k, int32 u, Datum *values)
 {
-	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
-										 NoLock, false);
-	Relation	rel = table_open(relid, RowExclusiveLock);
-	BulkInsertState bis = GetBulkInsertState();
-	CommandId	cid = GetCurrentCommandId(true);
-	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpumf store",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(tmp);
+	int64		b = ts->C.indptr[u];
 
-	for (int32 u = 0; u < ts->C.n_rows; u++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-		HeapTuple	tup;
-		int64		b = ts->C.indptr[u];
-
-		values[0] = key_datum(ts->users, ts->ukind, utype, u);
-		values[1] = float_array(ts->X + (size_t) u * k, k);
-		values[2] = int_array(ts->C.indices + b, ts->C.indptr[u + 1] - b);
-		tup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-		heap_insert(rel, tup, cid, 0, bis);
-		MemoryContextReset(tmp);
-		if ((u & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(tmp);
-	FreeBulkInsertState(bis);
-	table_close(rel, RowExclusiveLock);
+	values[0] = key_datum(ts->users, ts->ukind, keytype, u);
+	values[1] = float_array(ts->X + (size_t) u * k, k);
+	values[2] = int_array(ts->C.indices + b, ts->C.indptr[u + 1] - b);
 }
 
 static void
-fill_items(const char *qname, TrainState *ts, Oid itype, int k)
+item_row(TrainState *ts, Oid keytype, int k, int32 i, Datum *values)
+{
+	values[0] = Int32GetDatum(i);
+	values[1] = key_datum(ts->items, ts->ikind, keytype, i);
+	values[2] = float_array(ts->Y + (size_t) i * k, k);
+}
+
+/* Fill a new factor table with heap inserts (indexes are built afterwards). */
+static void
+fill_table(const char *qname, TrainState *ts, int32 nrows, RowFormer form,
+		   Oid keytype, int k)
 {
 	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
 										 NoLock, false);
@@ -498,19 +486,16 @@ fill_items(const char *qname, TrainState *ts, Oid itype, int k)
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(tmp);
 
-	for (int32 i = 0; i < ts->Ct.n_rows; i++)
+	for (int32 r = 0; r < nrows; r++)
 	{
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
-		HeapTuple	tup;
 
-		values[0] = Int32GetDatum(i);
-		values[1] = key_datum(ts->items, ts->ikind, itype, i);
-		values[2] = float_array(ts->Y + (size_t) i * k, k);
-		tup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
-		heap_insert(rel, tup, cid, 0, bis);
+		form(ts, keytype, k, r, values);
+		heap_insert(rel, heap_form_tuple(RelationGetDescr(rel), values, nulls),
+					cid, 0, bis);
 		MemoryContextReset(tmp);
-		if ((i & 1023) == 0)
+		if ((r & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
 	MemoryContextSwitchTo(old);
@@ -901,8 +886,8 @@ gpumf_train(PG_FUNCTION_ARGS)
 					  users_tab, format_type_be(ustore)), SPI_OK_UTILITY);
 	spi_exec(psprintf("CREATE TABLE %s (idx integer NOT NULL, key %s NOT NULL, factors real[] NOT NULL)",
 					  items_tab, format_type_be(istore)), SPI_OK_UTILITY);
-	fill_users(users_tab, ts, ustore, factors);
-	fill_items(items_tab, ts, istore, factors);
+	fill_table(users_tab, ts, ts->C.n_rows, user_row, ustore, factors);
+	fill_table(items_tab, ts, ts->Ct.n_rows, item_row, istore, factors);
 	CommandCounterIncrement();
 	spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", users_tab), SPI_OK_UTILITY);
 	spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (idx), ADD UNIQUE (key)", items_tab), SPI_OK_UTILITY);

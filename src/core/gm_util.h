@@ -1,0 +1,41 @@
+/*
+ * gm_util.h: small helpers shared inside the core (not part of its API).
+ */
+#ifndef GM_UTIL_H
+#define GM_UTIL_H
+
+#include <stdint.h>
+
+/*
+ * Hot loops are compiled twice (AVX2+FMA and baseline x86-64) and picked at
+ * load time, so one build runs well on any x86-64 machine.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GM_HOT __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define GM_HOT
+#endif
+
+/* splitmix64's output function: a small, well-mixed, seekable generator. */
+static inline uint64_t
+gm_mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/* a . b; "omp simd" lets the compiler vectorise the sum without -ffast-math */
+static inline float
+gm_dot(const float *a, const float *b, int k)
+{
+	float		s = 0.0f;
+
+#pragma omp simd reduction(+:s)
+	for (int f = 0; f < k; f++)
+		s += a[f] * b[f];
+	return s;
+}
+
+#endif
