@@ -205,7 +205,7 @@ gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y, const float *G,
 	{
 		float	   *buf = malloc(sizeof(float) * 3 * (size_t) k);
 
-#pragma omp for schedule(dynamic, 16)
+#pragma omp for schedule(dynamic, 2)
 		for (int32_t u = begin; u < end; u++)
 		{
 			int64_t		b = C->indptr[u];
