@@ -23,5 +23,6 @@ SELECT name, n_users, n_items, nnz, backend, device, round(final_loss::numeric, 
   FROM gpumf_train('sample_ratings', 'user_id', 'item_id', 'value', factors => 32, iterations => 10,
                    regularization => 0.1, model => 'sample');
 SELECT r.item, i.title, r.score
-  FROM gpumf_recommend('sample', 42, 5) r JOIN sample_items i ON i.item_id = r.item;
+  FROM gpumf_recommend('sample', 42, 5) r JOIN sample_items i ON i.item_id = r.item
+ ORDER BY r.score DESC;
 SQL
