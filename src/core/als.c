@@ -86,6 +86,14 @@ gm_confidence(const gm_csr *a, float alpha, gm_csr *out, char *err, size_t errle
 }
 
 void
+gm_confidence_inplace(gm_csr *a, float alpha)
+{
+#pragma omp parallel for schedule(static)
+	for (int64_t e = 0; e < a->nnz; e++)
+		a->data[e] = 1.0f + alpha * a->data[e];
+}
+
+void
 gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 {
 	int			nt = resolve_threads(threads);

@@ -6,6 +6,59 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/*
+ * Threads for a bucket scatter of nnz entries into nb buckets: each thread
+ * keeps a histogram of nb counters, so use one thread when those would
+ * outweigh the entries.
+ */
+static int
+scatter_threads(int64_t nnz, int64_t nb)
+{
+#ifdef _OPENMP
+	int			nt = omp_get_max_threads();
+
+	if (nt < 1 || nnz < 100000 || (int64_t) nt * nb > 2 * nnz)
+		return 1;
+	return nt;
+#else
+	return 1;
+#endif
+}
+
+/*
+ * cnt holds nt histograms of nb counters (thread-major).  Turn them into
+ * each thread's first destination per bucket (buckets in order, threads in
+ * order within a bucket, so the scatter is stable) and ptr into the bucket
+ * starts.  Returns the largest bucket.
+ */
+static int64_t
+scatter_offsets(int64_t *cnt, int nt, int64_t nb, int64_t *ptr)
+{
+	int64_t		pos = 0,
+				maxb = 0;
+
+	for (int64_t b = 0; b < nb; b++)
+	{
+		int64_t		start = pos;
+
+		ptr[b] = pos;
+		for (int t = 0; t < nt; t++)
+		{
+			int64_t		c = cnt[(size_t) t * nb + b];
+
+			cnt[(size_t) t * nb + b] = pos;
+			pos += c;
+		}
+		if (pos - start > maxb)
+			maxb = pos - start;
+	}
+	ptr[nb] = pos;
+	return maxb;
+}
 
 void
 gm_csr_free(gm_csr *a)
@@ -91,43 +144,54 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		return GM_EINVAL;
 	}
 	ptr = calloc((size_t) n_rows + 1, sizeof(int64_t));
-	fill = malloc(((size_t) n_rows + 1) * sizeof(int64_t));
 	ind = malloc((size_t) (nnz > 0 ? nnz : 1) * sizeof(int32_t));
 	dat = malloc((size_t) (nnz > 0 ? nnz : 1) * sizeof(float));
-	if (!ptr || !fill || !ind || !dat)
+	if (!ptr || !ind || !dat)
 		goto oom;
 
-	/* counting sort by row */
+	/* stable counting sort by row, in parallel over chunks of the input */
 	for (int64_t e = 0; e < nnz; e++)
-	{
 		if (rows[e] < 0 || rows[e] >= n_rows || cols[e] < 0 || cols[e] >= n_cols)
 		{
 			snprintf(err, errlen, "coordinate (%d, %d) outside %d x %d",
 					 rows[e], cols[e], n_rows, n_cols);
 			free(ptr);
-			free(fill);
 			free(ind);
 			free(dat);
 			return GM_EINVAL;
 		}
-		ptr[rows[e] + 1]++;
-	}
-	for (int32_t r = 0; r < n_rows; r++)
 	{
-		if (ptr[r + 1] > maxrow)
-			maxrow = ptr[r + 1];
-		ptr[r + 1] += ptr[r];
-	}
-	memcpy(fill, ptr, ((size_t) n_rows + 1) * sizeof(int64_t));
-	for (int64_t e = 0; e < nnz; e++)
-	{
-		int64_t		d = fill[rows[e]]++;
+		int			nt = scatter_threads(nnz, n_rows);
+		int64_t    *cnt = calloc((size_t) nt * n_rows + 1, sizeof(int64_t));
 
-		ind[d] = cols[e];
-		dat[d] = vals[e];
+		if (!cnt)
+			goto oom;
+#pragma omp parallel num_threads(nt)
+		{
+#ifdef _OPENMP
+			int			t = omp_get_thread_num();
+#else
+			int			t = 0;
+#endif
+			int64_t		b = nnz * t / nt,
+						e = nnz * (t + 1) / nt;
+			int64_t    *c = cnt + (size_t) t * n_rows;
+
+			for (int64_t i = b; i < e; i++)
+				c[rows[i]]++;
+#pragma omp barrier
+#pragma omp single
+			maxrow = scatter_offsets(cnt, nt, n_rows, ptr);
+			for (int64_t i = b; i < e; i++)
+			{
+				int64_t		d = c[rows[i]]++;
+
+				ind[d] = cols[i];
+				dat[d] = vals[i];
+			}
+		}
+		free(cnt);
 	}
-	free(fill);
-	fill = NULL;
 
 	/*
 	 * Sort each row by column and sum duplicates within the row (rows in
@@ -207,40 +271,77 @@ int
 gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 {
 	int64_t    *ptr;
-	int64_t    *fill;
 	int32_t    *ind;
 	float	   *dat;
 
 	memset(out, 0, sizeof(*out));
 	ptr = calloc((size_t) a->n_cols + 1, sizeof(int64_t));
-	fill = malloc(((size_t) a->n_cols + 1) * sizeof(int64_t));
 	ind = malloc((size_t) (a->nnz > 0 ? a->nnz : 1) * sizeof(int32_t));
 	dat = malloc((size_t) (a->nnz > 0 ? a->nnz : 1) * sizeof(float));
-	if (!ptr || !fill || !ind || !dat)
+	if (!ptr || !ind || !dat)
 	{
 		free(ptr);
-		free(fill);
 		free(ind);
 		free(dat);
 		snprintf(err, errlen, "out of memory transposing a CSR of %lld entries",
 				 (long long) a->nnz);
 		return GM_ENOMEM;
 	}
-	for (int64_t e = 0; e < a->nnz; e++)
-		ptr[a->indices[e] + 1]++;
-	for (int32_t c = 0; c < a->n_cols; c++)
-		ptr[c + 1] += ptr[c];
-	memcpy(fill, ptr, ((size_t) a->n_cols + 1) * sizeof(int64_t));
-	/* rows visited in order, so each output row's columns come out sorted */
-	for (int32_t r = 0; r < a->n_rows; r++)
-		for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
-		{
-			int64_t		d = fill[a->indices[e]]++;
+	/*
+	 * Stable bucket scatter by column: threads take consecutive row ranges
+	 * of about equal nnz, so each output row's columns come out sorted.
+	 */
+	{
+		int			nt = scatter_threads(a->nnz, a->n_cols);
+		int64_t    *cnt = calloc((size_t) nt * a->n_cols + 1, sizeof(int64_t));
+		int32_t    *first = malloc(sizeof(int32_t) * (nt + 1));
 
-			ind[d] = r;
-			dat[d] = a->data[e];
+		if (!cnt || !first)
+		{
+			free(cnt);
+			free(first);
+			free(ptr);
+			free(ind);
+			free(dat);
+			snprintf(err, errlen, "out of memory transposing a CSR of %lld entries",
+					 (long long) a->nnz);
+			return GM_ENOMEM;
 		}
-	free(fill);
+		/* first[t]: the first row of thread t */
+		for (int t = 0, r = 0; t <= nt; t++)
+		{
+			int64_t		target = a->nnz * t / nt;
+
+			while (r < a->n_rows && a->indptr[r] < target)
+				r++;
+			first[t] = t == nt ? a->n_rows : r;
+		}
+#pragma omp parallel num_threads(nt)
+		{
+#ifdef _OPENMP
+			int			t = omp_get_thread_num();
+#else
+			int			t = 0;
+#endif
+			int64_t    *c = cnt + (size_t) t * a->n_cols;
+
+			for (int64_t e = a->indptr[first[t]]; e < a->indptr[first[t + 1]]; e++)
+				c[a->indices[e]]++;
+#pragma omp barrier
+#pragma omp single
+			scatter_offsets(cnt, nt, a->n_cols, ptr);
+			for (int32_t r = first[t]; r < first[t + 1]; r++)
+				for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+				{
+					int64_t		d = c[a->indices[e]]++;
+
+					ind[d] = r;
+					dat[d] = a->data[e];
+				}
+		}
+		free(cnt);
+		free(first);
+	}
 	out->n_rows = a->n_cols;
 	out->n_cols = a->n_rows;
 	out->nnz = a->nnz;

@@ -94,6 +94,9 @@ void		gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side);
 int			gm_confidence(const gm_csr *a, float alpha, gm_csr *out,
 						  char *err, size_t errlen);
 
+/* The same, overwriting a's values. */
+void		gm_confidence_inplace(gm_csr *a, float alpha);
+
 /* G = Y^T Y + reg * I (k x k, row-major, full), Y is n x k row-major. */
 void		gm_gram(const float *Y, int64_t n, int k, float reg, float *G,
 					int threads);

@@ -804,10 +804,10 @@ gpumf_train(PG_FUNCTION_ARGS)
 		free_coo(ts);
 		if (rc != GM_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
-		rc = gm_confidence(&R, alpha, &ts->C, err, sizeof(err));
-		gm_csr_free(&R);
-		if (rc == GM_OK)
-			rc = gm_csr_transpose(&ts->C, &ts->Ct, err, sizeof(err));
+		/* confidence c = 1 + alpha * v, in place: R becomes C */
+		gm_confidence_inplace(&R, alpha);
+		ts->C = R;
+		rc = gm_csr_transpose(&ts->C, &ts->Ct, err, sizeof(err));
 		if (rc != GM_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
 	}
