@@ -29,6 +29,16 @@ scatter_threads(int64_t nnz, int64_t nb)
 #endif
 }
 
+static inline int
+thread_num(void)
+{
+#ifdef _OPENMP
+	return omp_get_thread_num();
+#else
+	return 0;
+#endif
+}
+
 /*
  * cnt holds nt histograms of nb counters (thread-major).  Turn them into
  * each thread's first destination per bucket (buckets in order, threads in
@@ -168,11 +178,7 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 			goto oom;
 #pragma omp parallel num_threads(nt)
 		{
-#ifdef _OPENMP
-			int			t = omp_get_thread_num();
-#else
-			int			t = 0;
-#endif
+			int			t = thread_num();
 			int64_t		b = nnz * t / nt,
 						e = nnz * (t + 1) / nt;
 			int64_t    *c = cnt + (size_t) t * n_rows;
@@ -318,11 +324,7 @@ gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 		}
 #pragma omp parallel num_threads(nt)
 		{
-#ifdef _OPENMP
-			int			t = omp_get_thread_num();
-#else
-			int			t = 0;
-#endif
+			int			t = thread_num();
 			int64_t    *c = cnt + (size_t) t * a->n_cols;
 
 			for (int64_t e = a->indptr[first[t]]; e < a->indptr[first[t + 1]]; e++)
