@@ -93,17 +93,25 @@ gm_confidence_inplace(gm_csr *a, float alpha)
 		a->data[e] = 1.0f + alpha * a->data[e];
 }
 
-void
-gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
-{
-	int			nt = resolve_threads(threads);
+static int32_t slice_end(const gm_csr *A, int32_t begin, int k, double budget);
 
+static int
+stop_requested(const gm_callbacks *cb)
+{
+	return cb && cb->should_stop && cb->should_stop(cb->arg);
+}
+
+/* G += Y^T Y over rows [0, n) (upper triangle at least). */
+static void
+gram_add(const float *Y, int64_t n, int k, float *G, int nt, int first)
+{
 #ifndef GM_NO_CBLAS
 	openblas_set_num_threads(nt);
 	cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, k, (int) n, 1.0f,
-				Y, k, 0.0f, G, k);
+				Y, k, first ? 0.0f : 1.0f, G, k);
 #else
-	memset(G, 0, sizeof(float) * k * k);
+	if (first)
+		memset(G, 0, sizeof(float) * k * k);
 #pragma omp parallel num_threads(nt)
 	{
 		float	   *acc = calloc((size_t) k * k, sizeof(float));
@@ -128,6 +136,29 @@ gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 		free(acc);
 	}
 #endif
+}
+
+/*
+ * G = Y^T Y + reg I in chunks of ~2^27 multiply-adds, polling for a cancel
+ * between them (at k = 1024 the whole product takes minutes on a CPU).
+ */
+static int
+gram_polled(const float *Y, int64_t n, int k, float reg, float *G, int threads,
+			const gm_callbacks *cb)
+{
+	int			nt = resolve_threads(threads);
+	int64_t		chunk = 134217728 / ((int64_t) k * k);
+
+	if (chunk < 256)
+		chunk = 256;
+	if (n == 0)
+		memset(G, 0, sizeof(float) * k * k);
+	for (int64_t b = 0; b < n; b += chunk)
+	{
+		gram_add(Y + b * k, n - b < chunk ? n - b : chunk, k, G, nt, b == 0);
+		if (stop_requested(cb))
+			return GM_ECANCELED;
+	}
 	/* mirror the upper triangle and add the ridge */
 	for (int i = 0; i < k; i++)
 	{
@@ -135,6 +166,13 @@ gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 			G[i * k + j] = G[j * k + i];
 		G[i * k + i] += reg;
 	}
+	return GM_OK;
+}
+
+void
+gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
+{
+	(void) gram_polled(Y, n, k, reg, G, threads, NULL);
 }
 
 /* out = G v (G symmetric k x k). */
@@ -251,9 +289,10 @@ loss_row(const gm_csr *C, int32_t u, const float *X, const float *Y,
 	*normx += gm_dot(x, x, k);
 }
 
-double
-gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
-			int threads)
+/* The loss (gm_als_loss) in slices of users, polling for a cancel. */
+static int
+loss_polled(const gm_csr *C, const float *X, const float *Y, int k, float reg,
+			int threads, const gm_callbacks *cb, double *out)
 {
 	int			nt = resolve_threads(threads);
 	float	   *G0 = malloc(sizeof(float) * (size_t) k * k);
@@ -261,22 +300,51 @@ gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 				total_conf = 0.0,
 				normx = 0.0,
 				normy = 0.0;
+	int			rc;
 
-	gm_gram(Y, C->n_cols, k, 0.0f, G0, threads);
-#pragma omp parallel num_threads(nt) reduction(+:loss,total_conf,normx)
+	if (!G0)
+		return GM_ENOMEM;
+	if ((rc = gram_polled(Y, C->n_cols, k, 0.0f, G0, threads, cb)) != GM_OK)
 	{
-		float	   *r = malloc(sizeof(float) * (size_t) k);
+		free(G0);
+		return rc;
+	}
+	for (int32_t b = 0; b < C->n_rows;)
+	{
+		int32_t		e = slice_end(C, b, k, 67108864.0 * nt);
 
-#pragma omp for schedule(dynamic, 64)
-		for (int32_t u = 0; u < C->n_rows; u++)
-			loss_row(C, u, X, Y, G0, k, r, &loss, &total_conf, &normx);
-		free(r);
+#pragma omp parallel num_threads(nt) reduction(+:loss,total_conf,normx)
+		{
+			float	   *r = malloc(sizeof(float) * (size_t) k);
+
+#pragma omp for schedule(dynamic, 16)
+			for (int32_t u = b; u < e; u++)
+				loss_row(C, u, X, Y, G0, k, r, &loss, &total_conf, &normx);
+			free(r);
+		}
+		b = e;
+		if (stop_requested(cb))
+		{
+			free(G0);
+			return GM_ECANCELED;
+		}
 	}
 	for (int64_t i = 0; i < (int64_t) C->n_cols * k; i++)
 		normy += (double) Y[i] * Y[i];
 	free(G0);
 	loss += reg * (normx + normy);
-	return loss / (total_conf + (double) C->n_rows * C->n_cols - (double) C->nnz);
+	*out = loss / (total_conf + (double) C->n_rows * C->n_cols - (double) C->nnz);
+	return GM_OK;
+}
+
+double
+gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
+			int threads)
+{
+	double		loss = NAN;
+
+	(void) loss_polled(C, X, Y, k, reg, threads, NULL, &loss);
+	return loss;
 }
 
 /* ------------------------------------------------------ the CPU backend */
@@ -290,20 +358,22 @@ typedef struct cpu_state
 	float	   *G;
 	int			k;
 	int			threads;
+	const gm_callbacks *cb;		/* polled inside long CPU steps */
 } cpu_state;
 
 static int
 cpu_prepare(void *h, int side, float reg, char *err, size_t errlen)
 {
 	cpu_state  *s = h;
+	int			rc;
 
-	(void) err;
-	(void) errlen;
 	if (side == 0)
-		gm_gram(s->Y, s->C->n_cols, s->k, reg, s->G, s->threads);
+		rc = gram_polled(s->Y, s->C->n_cols, s->k, reg, s->G, s->threads, s->cb);
 	else
-		gm_gram(s->X, s->C->n_rows, s->k, reg, s->G, s->threads);
-	return GM_OK;
+		rc = gram_polled(s->X, s->C->n_rows, s->k, reg, s->G, s->threads, s->cb);
+	if (rc == GM_ECANCELED)
+		snprintf(err, errlen, "training canceled");
+	return rc;
 }
 
 static int
@@ -336,11 +406,13 @@ static int
 cpu_loss(void *h, float reg, double *loss, char *err, size_t errlen)
 {
 	cpu_state  *s = h;
+	int			rc = loss_polled(s->C, s->X, s->Y, s->k, reg, s->threads, s->cb, loss);
 
-	(void) err;
-	(void) errlen;
-	*loss = gm_als_loss(s->C, s->X, s->Y, s->k, reg, s->threads);
-	return GM_OK;
+	if (rc == GM_ECANCELED)
+		snprintf(err, errlen, "training canceled");
+	else if (rc != GM_OK)
+		snprintf(err, errlen, "out of memory computing the loss");
+	return rc;
 }
 
 static int
@@ -477,6 +549,7 @@ gm_als_train(const gm_als_params *p, const gm_csr *C, const gm_csr *Ct,
 		s->Y = Y;
 		s->k = p->factors;
 		s->threads = resolve_threads(p->threads);
+		s->cb = cb;
 		h = s;
 		snprintf(res->device_name, sizeof(res->device_name), "cpu (%d threads)",
 				 s->threads);

@@ -46,13 +46,13 @@ if [ -n "$after_recs" ] && [ "$after_recs" != "$before_recs" ]; then ok "readers
 check "the replaced tables are retired" "$(q "SELECT count(*) FROM gpumf.retired_tables WHERE name LIKE 'gpumf.m1_v1_%'")" "2"
 
 # 2. pg_cancel_backend stops a training within 1 s; the model is unchanged
-cancel_test() {  # $1: label, $2: extra SQL before training
+cancel_test() {  # $1: label, $2: extra SQL before training, $3: factors
   local before pid t0 t1 dt out
   before=$(state bigm)
   psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/c.out" 2>&1 <<SQL &
 SET application_name = 'gpumf_cancel';
 $2
-SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => 64, iterations => 100000, model => 'bigm');
+SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => $3, iterations => 100000, model => 'bigm');
 SQL
   pid=$!
   # wait until the backend is past reading (training runs for minutes)
@@ -67,7 +67,9 @@ SQL
   if awk "BEGIN { exit !($dt < 1.0) }"; then ok "$1: stopped within 1 s (${dt}s)"; else bad "$1: stopped within 1 s" "${dt}s"; fi
   check "$1: model unchanged" "$(state bigm)" "$before"
 }
-cancel_test "cancel while training" ""
+cancel_test "cancel while training" "" 64
+# large factors: long Gram products and loss passes are cut into slices too
+cancel_test "cancel at factors 512" "" 512
 
 # 3. statement_timeout ends a training the same way
 before=$(state bigm)
