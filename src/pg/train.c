@@ -372,23 +372,46 @@ read_source(TrainState *ts, Oid relid, const char *ucol, const char *icol,
 typedef struct ProgressArg
 {
 	int			iterations;
+	ErrorData  *error;			/* an ERROR raised while reporting progress */
 } ProgressArg;
 
 static int
 should_stop(void *arg)
 {
-	return InterruptPending && (QueryCancelPending || ProcDiePending);
+	ProgressArg *pa = arg;
+
+	return pa->error != NULL ||
+		(InterruptPending && (QueryCancelPending || ProcDiePending));
 }
 
+/*
+ * Called by the core between iterations.  The core holds malloc'ed and GPU
+ * memory that only its own exit path frees, so nothing may longjmp out of
+ * here: an ERROR raised while sending the NOTICE (out of memory, say) is
+ * caught, stops the training through should_stop(), and is re-thrown by the
+ * caller once gm_als_train() has returned and freed everything.
+ */
 static void
 on_iteration(void *arg, int it, double loss, double seconds)
 {
 	ProgressArg *pa = arg;
+	MemoryContext mcx = CurrentMemoryContext;
 
-	if (gpumf_progress)
+	if (!gpumf_progress || pa->error)
+		return;
+	PG_TRY();
+	{
 		ereport(NOTICE,
 				(errmsg("iteration %d/%d: loss %.6g, %.3f s", it, pa->iterations,
 						loss, seconds)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		pa->error = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
 }
 
 /* ------------------------------------------------------------ storing */
@@ -852,7 +875,10 @@ gpumf_train(PG_FUNCTION_ARGS)
 	cbs.should_stop = should_stop;
 	cbs.on_iteration = on_iteration;
 	cbs.arg = &pa;
+	pa.error = NULL;
 	rc = gm_als_train(&params, &ts->C, &ts->Ct, ts->X, ts->Y, &cbs, &res, err, sizeof(err));
+	if (pa.error)
+		ReThrowError(pa.error);
 	if (rc == GM_ECANCELED)
 	{
 		CHECK_FOR_INTERRUPTS();
