@@ -175,6 +175,22 @@ gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 	(void) gram_polled(Y, n, k, reg, G, threads, NULL);
 }
 
+/*
+ * The rows of Y that a row's entries touch are scattered; fetch the one
+ * GM_PF_AHEAD entries ahead while the current one is used, so the loops
+ * below wait on memory less (they are latency-bound otherwise).
+ */
+#ifndef GM_PF_AHEAD
+#define GM_PF_AHEAD 6
+#endif
+
+static inline void
+prefetch_row(const float *y, int k)
+{
+	for (int f = 0; f < k; f += 16)
+		__builtin_prefetch(y + f, 0, 3);
+}
+
 /* out = G v (G symmetric k x k). */
 static inline void
 symv(const float *G, const float *v, float *out, int k)
@@ -202,6 +218,9 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 	{
 		const float *y = Y + (size_t) idx[e] * k;
 		float		c = conf[e];
+
+		if (e + GM_PF_AHEAD < n)
+			prefetch_row(Y + (size_t) idx[e + GM_PF_AHEAD] * k, k);
 		float		w = c - (c - 1.0f) * gm_dot(y, x, k);
 
 		for (int f = 0; f < k; f++)
@@ -220,7 +239,11 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 		for (int64_t e = 0; e < n; e++)
 		{
 			const float *y = Y + (size_t) idx[e] * k;
-			float		w = (conf[e] - 1.0f) * gm_dot(y, p, k);
+			float		w;
+
+			if (e + GM_PF_AHEAD < n)
+				prefetch_row(Y + (size_t) idx[e + GM_PF_AHEAD] * k, k);
+			w = (conf[e] - 1.0f) * gm_dot(y, p, k);
 
 			for (int f = 0; f < k; f++)
 				Ap[f] += w * y[f];
@@ -279,6 +302,9 @@ loss_row(const gm_csr *C, int32_t u, const float *X, const float *Y,
 	for (int64_t e = C->indptr[u]; e < C->indptr[u + 1]; e++)
 	{
 		double		c = C->data[e];
+
+		if (e + GM_PF_AHEAD < C->indptr[u + 1])
+			prefetch_row(Y + (size_t) C->indices[e + GM_PF_AHEAD] * k, k);
 		double		s = gm_dot(x, Y + (size_t) C->indices[e] * k, k);
 
 		l += c * (1.0 - s) * (1.0 - s) - s * s;
