@@ -3,12 +3,17 @@
 # installs PostgreSQL 15 and build tools, builds and installs gpumf (with the
 # CUDA module when nvcc is present), starts a throw-away cluster if none runs,
 # loads a generated sample, trains a model and prints recommendations.
-set -e
+# Stops at the first failure with its error.
+set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 source test/pgenv.sh
-make -s && make -s install
-echo "PostgreSQL at PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=$PGUSER"
+if ! make -s PG_CONFIG="$PG_CONFIG" >/tmp/gpumf-setup-build.log 2>&1 ||
+   ! make -s PG_CONFIG="$PG_CONFIG" install >>/tmp/gpumf-setup-build.log 2>&1; then
+  tail -30 /tmp/gpumf-setup-build.log
+  echo "setup.sh: building or installing gpumf failed (full log: /tmp/gpumf-setup-build.log)" >&2
+  exit 1
+fi
 psql -X -v ON_ERROR_STOP=1 <<'SQL'
 CREATE EXTENSION IF NOT EXISTS gpumf;
 DROP TABLE IF EXISTS sample_ratings, sample_items;
@@ -26,3 +31,11 @@ SELECT r.item, i.title, r.score
   FROM gpumf_recommend('sample', 42, 5) r JOIN sample_items i ON i.item_id = r.item
  ORDER BY r.score DESC;
 SQL
+cat <<MSG
+
+gpumf is installed and the model 'sample' is trained.  Connect with:
+
+    psql -h $PGHOST -p $PGPORT -U $PGUSER $PGDATABASE
+
+(the cluster's data directory is ${GPUMF_PGDATA:-/tmp/gpumf-pgdata}, its log ${GPUMF_PGDATA:-/tmp/gpumf-pgdata}.log)
+MSG

@@ -79,6 +79,22 @@ SELECT * FROM gpumf_recommend('m', 1, -5);
 SELECT count(*) FROM gpumf_recommend('m', 12345, 5);   -- unknown user: empty
 SELECT count(*) FROM gpumf_recommend('m', NULL::int, 5);
 SELECT gpumf_drop_model('no such model');
+SELECT gpumf_drop_model('no such model', if_exists => true);
+
+-- gpumf_synthetic: each wrong size argument named, nothing allocated first
+SELECT count(*) FROM gpumf_synthetic(3, 4, 10, seed => 1);
+SELECT count(*) FROM gpumf_synthetic(1, 100000000, 20);
+SELECT count(*) FROM gpumf_synthetic(1, 1500000000, 20);
+SELECT count(*) FROM gpumf_synthetic(0, 10, 100);
+SELECT count(*) FROM gpumf_synthetic(100000000, 10, 100);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 40);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 400, min_per_user => 60);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 3000);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 3000000000);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 300, clusters => 0);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 300, affinity => 1.5);
+SELECT count(*) FROM gpumf_synthetic(10, 50, 300, affinity => 'NaN');
+SELECT count(*) FROM gpumf_synthetic(10, 50, 200);
 
 -- nothing above changed the model
 SELECT model_state() = (SELECT s FROM before) AS unchanged;

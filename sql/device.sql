@@ -12,6 +12,8 @@ RESET gpumf.threads;
 \set VERBOSITY terse
 SET gpumf.device = auto;
 SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
+-- the fallback NOTICE comes once per session, and never from a CPU-only build
+SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SET gpumf.device = gpu;
 SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SELECT backend FROM gpumf.models WHERE name = 'd';

@@ -14,7 +14,7 @@ export PGHOST=/tmp PGPORT=${GPUMF_PGPORT:-5499} PGDATABASE=postgres
 if [ "$(id -u)" = 0 ]; then
   owner=postgres
   id "$owner" >/dev/null 2>&1 || useradd -m "$owner"
-  as_owner() { su "$owner" -s /bin/bash -c "PATH=$PATH $*"; }
+  as_owner() { su "$owner" -s /bin/bash -c "cd / && PATH=$PATH $*"; }
 else
   owner=$(id -un)
   as_owner() { bash -c "$*"; }
@@ -22,7 +22,9 @@ fi
 export PGUSER=postgres
 if ! pg_isready -q; then
   preload=""
-  [ -f /usr/lib/postgresql/15/lib/pg_cron.so ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres"
+  # pg_cron connects to the server over libpq: through the socket directory,
+  # since the cluster listens on no TCP address
+  [ -f "$($PG_CONFIG --pkglibdir)/pg_cron.so" ] && preload="-c shared_preload_libraries=pg_cron -c cron.database_name=postgres -c cron.host=/tmp"
   if [ ! -f "$GPUMF_PGDATA/PG_VERSION" ]; then
     rm -rf "$GPUMF_PGDATA"; mkdir -p "$GPUMF_PGDATA"; chown "$owner" "$GPUMF_PGDATA"
     as_owner "initdb -D $GPUMF_PGDATA -A trust -U postgres >$GPUMF_PGDATA.initdb.log 2>&1" \

@@ -3,7 +3,9 @@
 #   1. C unit tests of the core (test/unit)
 #   2. the pg_regress suite (sql/, expected/) with gpumf.device = $GPUMF_TEST_DEVICE
 #   3. the multi-session tests (test/multisession/run.sh)
-#   4. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
+#   4. the README's pg_cron recipe (test/cron/run.sh; runs in the background
+#      from the start, since pg_cron starts jobs once a minute)
+#   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
 #      of test/bench/gpu (--quick: correctness only)
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
@@ -24,6 +26,10 @@ if ! { make -s PG_CONFIG="$PG_CONFIG" >/tmp/gpumf-build.log 2>&1 && make -s PG_C
   tally build 0 1
   echo "$P passed, $F failed"; exit 1
 fi
+
+# pg_cron runs jobs at minute boundaries: start its test now, collect it last
+bash test/cron/run.sh >/tmp/gpumf-cron-test.out 2>&1 &
+cron_pid=$!
 
 echo "== C unit tests"
 out=$(make -s -C test/unit check 2>&1); echo "$out" | grep -v '^ok'
@@ -50,6 +56,12 @@ if [ "$DEV" = gpu ]; then
   line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
   if [ -n "$line" ]; then tally gpu "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu 0 1; fi
 fi
+
+echo "== pg_cron recipe"
+wait $cron_pid
+out=$(cat /tmp/gpumf-cron-test.out); echo "$out"
+line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+if [ -n "$line" ]; then tally cron "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally cron 0 1; fi
 
 echo "$P passed, $F failed"
 [ "$F" = 0 ]

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct
 {
@@ -41,10 +42,53 @@ sym(const char *name, int *ok)
 	return p;
 }
 
+/*
+ * Is there a GPU the driver can use?  Asks the driver library itself
+ * (libcuda.so.1: cuInit, cuDeviceGetCount), which is small and absent on
+ * machines without a driver, before the CUDA module (which links the CUDA
+ * runtime and cuBLAS, about 95 MB of private memory once initialised) is
+ * loaded at all.  The library is closed again either way.
+ */
+static int
+driver_has_device(char *why, size_t whylen)
+{
+	void	   *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	int			(*init) (unsigned int);
+	int			(*count) (int *);
+	int			n = 0,
+				rc;
+
+	if (drv == NULL)
+	{
+		snprintf(why, whylen, "no NVIDIA driver: libcuda.so.1 cannot be loaded");
+		return 0;
+	}
+	*(void **) &init = dlsym(drv, "cuInit");
+	*(void **) &count = dlsym(drv, "cuDeviceGetCount");
+	if (init == NULL || count == NULL)
+	{
+		snprintf(why, whylen, "the NVIDIA driver library lacks cuInit or cuDeviceGetCount");
+		dlclose(drv);
+		return 0;
+	}
+	rc = init(0);
+	if (rc == 0)
+		rc = count(&n);
+	dlclose(drv);
+	if (rc != 0 || n < 1)
+	{
+		snprintf(why, whylen, rc != 0 ? "the NVIDIA driver found no usable device (CUresult %d)" :
+				 "the NVIDIA driver found no device", rc);
+		return 0;
+	}
+	return 1;
+}
+
 int
 gm_cuda_available(const char *module_path, char *name, size_t namelen,
 				  char *err, size_t errlen)
 {
+	/* probed once per process: the answer does not change while it runs */
 	if (!cu.probed)
 	{
 		int			ok = 1;
@@ -52,6 +96,15 @@ gm_cuda_available(const char *module_path, char *name, size_t namelen,
 
 		cu.probed = 1;
 		cu.status = GM_ENODEVICE;
+		if (access(module_path, F_OK) != 0)
+		{
+			cu.status = GM_ENOMODULE;
+			snprintf(cu.why, sizeof(cu.why), "gpumf was built without its CUDA module (%s)",
+					 module_path);
+			goto out;
+		}
+		if (!driver_has_device(cu.why, sizeof(cu.why)))
+			goto out;
 		cu.lib = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
 		if (cu.lib == NULL)
 		{
@@ -85,6 +138,12 @@ gm_cuda_available(const char *module_path, char *name, size_t namelen,
 		cu.status = GM_OK;
 	}
 out:
+	if (cu.status != GM_OK && cu.lib != NULL)
+	{
+		/* release what a failed probe loaded */
+		dlclose(cu.lib);
+		cu.lib = NULL;
+	}
 	if (name && namelen)
 		snprintf(name, namelen, "%s", cu.status == GM_OK ? cu.name : "");
 	if (cu.status != GM_OK)

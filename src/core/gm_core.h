@@ -22,6 +22,7 @@ extern "C" {
 #define GM_ECANCELED	3
 #define GM_EDEVICE		4	/* a CUDA / cuBLAS call failed */
 #define GM_ENODEVICE	5	/* no usable GPU */
+#define GM_ENOMODULE	6	/* built without the CUDA module */
 
 #define GM_ERRLEN		512
 
@@ -131,8 +132,9 @@ int			gm_als_train(const gm_als_params *p, const gm_csr *C,
 
 /*
  * Load the CUDA module (a shared object built from cuda/) and probe for a
- * device.  Returns GM_OK and the device name, GM_ENODEVICE when the module
- * or a GPU is missing (err says which).  Safe to call repeatedly.
+ * device, once per process.  Returns GM_OK and the device name,
+ * GM_ENOMODULE when gpumf was built without the module, GM_ENODEVICE when
+ * there is no driver or GPU or the module fails to load (err says which).
  */
 int			gm_cuda_available(const char *module_path, char *name,
 							  size_t namelen, char *err, size_t errlen);
@@ -188,6 +190,9 @@ typedef struct gm_synth
 	int			clusters;
 	double		affinity;
 	uint64_t	seed;
+	/* polled during gm_synth_init (may be NULL); non-zero stops it */
+	int			(*should_stop) (void *arg);
+	void	   *stop_arg;
 	/* derived by gm_synth_init */
 	int32_t    *counts;			/* rows per user */
 	int32_t    *rank_item;		/* popularity rank -> item id */
@@ -198,6 +203,10 @@ typedef struct gm_synth
 	int32_t		max_count;
 } gm_synth;
 
+/* Limits gm_synth_init enforces (the SQL layer checks them first, by name). */
+#define GM_SYNTH_MAX_USERS	50000000
+#define GM_SYNTH_MAX_ITEMS	10000000
+#define GM_SYNTH_MAX_ROWS	INT64_C(2000000000)
 int			gm_synth_init(gm_synth *g, char *err, size_t errlen);
 /* Rows of user u (distinct items); returns the count written. */
 int32_t		gm_synth_user(const gm_synth *g, int32_t u, int32_t *items,

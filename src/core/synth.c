@@ -79,8 +79,10 @@ gm_synth_init(gm_synth *g, char *err, size_t errlen)
 				assigned = 0;
 	rng			r;
 
-	if (U < 1 || I < 1 || g->clusters < 1 || g->clusters > I ||
-		g->min_per_user < 1 || g->affinity < 0 || g->affinity > 1)
+	if (U < 1 || I < 1 || U > GM_SYNTH_MAX_USERS || I > GM_SYNTH_MAX_ITEMS ||
+		g->n_rows > GM_SYNTH_MAX_ROWS || I > g->n_rows ||
+		g->clusters < 1 || g->clusters > I ||
+		g->min_per_user < 1 || !(g->affinity >= 0 && g->affinity <= 1))
 	{
 		snprintf(err, errlen, "invalid synthetic dataset parameters");
 		return GM_EINVAL;
@@ -114,6 +116,13 @@ gm_synth_init(gm_synth *g, char *err, size_t errlen)
 	{
 		w[u] = exp(1.2 * rnd_normal(&r));
 		wsum += w[u];
+		if ((u & 0xFFFFF) == 0xFFFFF && g->should_stop && g->should_stop(g->stop_arg))
+		{
+			free(w);
+			gm_synth_free(g);
+			snprintf(err, errlen, "canceled");
+			return GM_ECANCELED;
+		}
 	}
 	extra = g->n_rows - (int64_t) U * g->min_per_user;
 	for (int32_t u = 0; u < U; u++)

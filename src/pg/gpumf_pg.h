@@ -33,5 +33,7 @@ extern Oid	gpumf_owner(void);
 extern Oid	gpumf_schema(void);
 /* "$libdir/gpumf_cuda.so" expanded */
 extern const char *gpumf_cuda_module_path(void);
+/* device.c: the backend training uses under gpumf.device (may ERROR) */
+extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * recommend.c: gpumf_recommend and its variants, gpumf_device_info.
+ * recommend.c: gpumf_recommend and its variants.
  *
  * Item factors are read once per backend and model version and kept in
  * memory; each call reads the model's catalog row (to notice retraining),
@@ -31,7 +31,6 @@
 
 
 PG_FUNCTION_INFO_V1(gpumf_recommend);
-PG_FUNCTION_INFO_V1(gpumf_device_info);
 
 #define MODEL_NAME_LEN 256
 
@@ -400,36 +399,4 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
-}
-
-Datum
-gpumf_device_info(PG_FUNCTION_ARGS)
-{
-	TupleDesc	tupdesc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-	char		name[128] = "";
-	char		err[GM_ERRLEN] = "";
-	int			rc = GM_ENODEVICE;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	if (gpumf_device != GPUMF_DEVICE_CPU)
-		rc = gm_cuda_available(gpumf_cuda_module_path(), name, sizeof(name), err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "gpumf.device is \"cpu\"");
-	if (rc == GM_OK)
-	{
-		values[0] = CStringGetTextDatum("cuda");
-		values[1] = CStringGetTextDatum(name);
-		nulls[2] = true;
-	}
-	else
-	{
-		values[0] = CStringGetTextDatum(gpumf_device == GPUMF_DEVICE_GPU ? "none" : "cpu");
-		values[1] = CStringGetTextDatum(psprintf("cpu (%d threads)",
-												 gpumf_threads > 0 ? gpumf_threads : gm_default_threads()));
-		values[2] = CStringGetTextDatum(err);
-	}
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

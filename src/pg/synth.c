@@ -23,6 +23,51 @@ typedef struct SynthState
 	MemoryContextCallback cb;
 } SynthState;
 
+static int
+synth_should_stop(void *arg)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+static void
+check_synth_arg(bool bad, const char *msg)
+{
+	if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", msg),
+				 errhint("gpumf_synthetic(users, items, rows, seed, min_per_user, clusters, affinity): every user gets at least min_per_user distinct items, so users * min_per_user <= rows <= users * max(items / 2, min_per_user).")));
+}
+
+/* Named checks of every size argument, before anything is allocated. */
+static void
+check_synth_args(const gm_synth *g)
+{
+	int64		cap = Max(g->n_items / 2, g->min_per_user);
+
+	check_synth_arg(g->n_users < 1 || g->n_users > GM_SYNTH_MAX_USERS,
+					psprintf("users must be between 1 and %d, got %d", GM_SYNTH_MAX_USERS, g->n_users));
+	check_synth_arg(g->n_items < 1 || g->n_items > GM_SYNTH_MAX_ITEMS,
+					psprintf("items must be between 1 and %d, got %d", GM_SYNTH_MAX_ITEMS, g->n_items));
+	check_synth_arg(g->n_rows < 1 || g->n_rows > GM_SYNTH_MAX_ROWS,
+					psprintf("rows must be between 1 and " INT64_FORMAT ", got " INT64_FORMAT,
+							 (int64) GM_SYNTH_MAX_ROWS, (int64) g->n_rows));
+	check_synth_arg(g->n_items > g->n_rows,
+					psprintf("items (%d) must not exceed rows (" INT64_FORMAT ")", g->n_items, (int64) g->n_rows));
+	check_synth_arg(g->min_per_user < 1 || g->min_per_user > g->n_items,
+					psprintf("min_per_user must be between 1 and items (%d), got %d", g->n_items, g->min_per_user));
+	check_synth_arg(g->clusters < 1 || g->clusters > g->n_items,
+					psprintf("clusters must be between 1 and items (%d), got %d", g->n_items, g->clusters));
+	check_synth_arg(!(g->affinity >= 0 && g->affinity <= 1),
+					psprintf("affinity must be between 0 and 1, got %g", g->affinity));
+	check_synth_arg((int64) g->n_users * g->min_per_user > g->n_rows,
+					psprintf("rows (" INT64_FORMAT ") must be at least users * min_per_user (" INT64_FORMAT ")",
+							 (int64) g->n_rows, (int64) g->n_users * g->min_per_user));
+	check_synth_arg(g->n_rows > (int64) g->n_users * cap,
+					psprintf("rows (" INT64_FORMAT ") must be at most users * max(items / 2, min_per_user) (" INT64_FORMAT ")",
+							 (int64) g->n_rows, (int64) g->n_users * cap));
+}
+
 static void
 synth_free(void *arg)
 {
@@ -51,10 +96,20 @@ gpumf_synthetic(PG_FUNCTION_ARGS)
 		st->g.min_per_user = PG_GETARG_INT32(4);
 		st->g.clusters = PG_GETARG_INT32(5);
 		st->g.affinity = PG_GETARG_FLOAT8(6);
-		if (gm_synth_init(&st->g, err, sizeof(err)) != GM_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s", err)));
+		check_synth_args(&st->g);
+		st->g.should_stop = synth_should_stop;
+		switch (gm_synth_init(&st->g, err, sizeof(err)))
+		{
+			case GM_OK:
+				break;
+			case GM_ECANCELED:
+				CHECK_FOR_INTERRUPTS();
+				/* FALLTHROUGH */
+			default:
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("%s", err)));
+		}
 		st->cb.func = synth_free;
 		st->cb.arg = st;
 		MemoryContextRegisterResetCallback(fctx->multi_call_memory_ctx, &st->cb);

@@ -838,24 +838,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 
 	/* ---- device */
 	memset(&params, 0, sizeof(params));
-	params.backend = GM_BACKEND_CPU;
-	if (gpumf_device != GPUMF_DEVICE_CPU)
-	{
-		rc = gm_cuda_available(gpumf_cuda_module_path(), devname, sizeof(devname),
-							   err, sizeof(err));
-		if (rc == GM_OK)
-			params.backend = GM_BACKEND_CUDA;
-		else if (gpumf_device == GPUMF_DEVICE_GPU)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("gpumf.device is \"gpu\" but no usable GPU was found"),
-					 errdetail("%s", err),
-					 errhint("Set gpumf.device to 'auto' or 'cpu' to train on the CPU.")));
-		else
-			ereport(NOTICE,
-					(errmsg("no usable GPU, training on the CPU"),
-					 errdetail("%s", err)));
-	}
+	params.backend = gpumf_training_backend(devname, sizeof(devname));
 
 	/* ---- train */
 	params.factors = factors;
@@ -1041,6 +1024,7 @@ Datum
 gpumf_drop_model(PG_FUNCTION_ARGS)
 {
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		if_exists = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 	int			rc;
@@ -1061,10 +1045,19 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "gpumf: reading the model catalog failed");
 	if (SPI_processed == 0)
+	{
+		if (if_exists)
+		{
+			ereport(NOTICE,
+					(errmsg("model \"%s\" does not exist, skipping", model)));
+			SPI_finish();
+			PG_RETURN_BOOL(false);
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", model),
-				 errhint("SELECT name FROM gpumf.models lists the models.")));
+				 errhint("SELECT name FROM gpumf.models lists the models; if_exists => true skips a missing model.")));
+	}
 	owner_name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	users_tab = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	items_tab = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);

@@ -1,0 +1,81 @@
+/*
+ * device.c: what gpumf.device means, and gpumf_device_info.
+ *
+ * The only place in the PostgreSQL layer that asks the core for a device.
+ * auto: the GPU when one works, else the CPU; silently when gpumf was built
+ * without its CUDA module, with one NOTICE per session when the module is
+ * there but no GPU works.  gpu: an ERROR with a hint when none works.
+ */
+#include "gpumf_pg.h"
+
+#include "funcapi.h"
+#include "access/htup_details.h"
+#include "utils/builtins.h"
+
+PG_FUNCTION_INFO_V1(gpumf_device_info);
+
+static bool fallback_noticed = false;
+
+/*
+ * The backend training should use now; *name gets the device's name when it
+ * is the GPU.
+ */
+gm_backend_kind
+gpumf_training_backend(char *name, size_t namelen)
+{
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	if (gpumf_device == GPUMF_DEVICE_CPU)
+		return GM_BACKEND_CPU;
+	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, sizeof(err));
+	if (rc == GM_OK)
+		return GM_BACKEND_CUDA;
+	if (gpumf_device == GPUMF_DEVICE_GPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gpumf.device is \"gpu\" but no usable GPU was found"),
+				 errdetail("%s", err),
+				 errhint("Set gpumf.device to 'auto' or 'cpu' to train on the CPU.")));
+	if (rc != GM_ENOMODULE && !fallback_noticed)
+	{
+		ereport(NOTICE,
+				(errmsg("no usable GPU, training on the CPU"),
+				 errdetail("%s", err),
+				 errhint("This NOTICE is shown once per session; gpumf.device = 'cpu' silences it.")));
+		fallback_noticed = true;
+	}
+	return GM_BACKEND_CPU;
+}
+
+Datum
+gpumf_device_info(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	char		name[128] = "";
+	char		err[GM_ERRLEN] = "";
+	int			rc = GM_ENODEVICE;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (gpumf_device != GPUMF_DEVICE_CPU)
+		rc = gm_cuda_available(gpumf_cuda_module_path(), name, sizeof(name), err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "gpumf.device is \"cpu\"");
+	if (rc == GM_OK)
+	{
+		values[0] = CStringGetTextDatum("cuda");
+		values[1] = CStringGetTextDatum(name);
+		nulls[2] = true;
+	}
+	else
+	{
+		values[0] = CStringGetTextDatum(gpumf_device == GPUMF_DEVICE_GPU ? "none" : "cpu");
+		values[1] = CStringGetTextDatum(psprintf("cpu (%d threads)",
+												 gpumf_threads > 0 ? gpumf_threads : gm_default_threads()));
+		values[2] = CStringGetTextDatum(err);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
