@@ -14,7 +14,11 @@ pkgs="postgresql-15 postgresql-server-dev-15 postgresql-15-cron libomp-14-dev li
 missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  log=/tmp/gpumf-install-deps.log
   # shellcheck disable=SC2086
-  apt-get install -y -qq $missing >/dev/null
+  if ! { apt-get update -qq && apt-get install -y -qq $missing; } >"$log" 2>&1; then
+    tail -30 "$log"
+    echo "install-deps.sh: installing $missing failed (full log: $log)" >&2
+    exit 1
+  fi
 fi
