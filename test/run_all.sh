@@ -15,20 +15,21 @@ cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
 source test/pgenv.sh || { echo "0 passed, 1 failed"; exit 1; }
 P=0; F=0
+logs=$(mktemp -d /tmp/gpumf-tests.XXXXXX)
 tally() {  # $1: suite, $2: passed, $3: failed
   echo "== $1: $2 passed, $3 failed"
   P=$((P + $2)); F=$((F + $3))
 }
 
 echo "== build and install"
-if ! { make -s PG_CONFIG="$PG_CONFIG" >/tmp/gpumf-build.log 2>&1 && make -s PG_CONFIG="$PG_CONFIG" install >>/tmp/gpumf-build.log 2>&1; }; then
-  tail -40 /tmp/gpumf-build.log
+if ! { make -s PG_CONFIG="$PG_CONFIG" >$logs/build.log 2>&1 && make -s PG_CONFIG="$PG_CONFIG" install >>$logs/build.log 2>&1; }; then
+  tail -40 $logs/build.log
   tally build 0 1
   echo "$P passed, $F failed"; exit 1
 fi
 
 # pg_cron runs jobs at minute boundaries: start its test now, collect it last
-bash test/cron/run.sh >/tmp/gpumf-cron-test.out 2>&1 &
+bash test/cron/run.sh >$logs/cron.out 2>&1 &
 cron_pid=$!
 
 echo "== C unit tests"
@@ -59,7 +60,7 @@ fi
 
 echo "== pg_cron recipe"
 wait $cron_pid
-out=$(cat /tmp/gpumf-cron-test.out); echo "$out"
+out=$(cat $logs/cron.out); echo "$out"
 line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
 if [ -n "$line" ]; then tally cron "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally cron 0 1; fi
 
