@@ -1392,6 +1392,9 @@ test_synth(void)
 		/* mostly ~30 per user, sometimes at the bounds */
 		g.n_rows = trial == 1 ? lo : trial == 2 ? hi :
 			(lo + 30 * (int64_t) U < hi ? lo + 30 * (int64_t) U : hi);
+		/* gm_synth_init wants at least as many rows as items */
+		if (g.n_rows < I)
+			g.n_rows = I;
 		g.clusters = (int) rint_range(1, 20);
 		g.affinity = runif();
 		g.seed = rnext();
