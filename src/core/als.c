@@ -11,55 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #ifndef GM_NO_CBLAS
 #include <cblas.h>
 #endif
-
-double
-gm_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int
-gm_default_threads(void)
-{
-	long		n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (int) n : 1;
-}
-
-static int
-resolve_threads(int threads)
-{
-	return threads > 0 ? threads : gm_default_threads();
-}
-
-void
-gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
-{
-	/* keyed by (seed, side, row, f): independent of threads and of n */
-	for (int64_t r = 0; r < n; r++)
-	{
-		uint64_t	base = gm_mix64(seed ^ ((uint64_t) side << 62)) ^
-			gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
-
-		for (int f = 0; f < k; f++)
-		{
-			uint64_t	z = gm_mix64(base + (uint64_t) f);
-
-			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
-		}
-	}
-}
 
 int
 gm_confidence(const gm_csr *a, float alpha, gm_csr *out, char *err, size_t errlen)
@@ -146,7 +103,7 @@ static int
 gram_polled(const float *Y, int64_t n, int k, float reg, float *G, int threads,
 			const gm_callbacks *cb)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 	int64_t		chunk = 134217728 / ((int64_t) k * k);
 
 	if (chunk < 256)
@@ -270,7 +227,7 @@ gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y, const float *G,
 					 int k, int cg_steps, int32_t begin, int32_t end,
 					 int threads)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 
 #pragma omp parallel num_threads(nt)
 	{
@@ -323,7 +280,7 @@ static int
 loss_polled(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 			int threads, const gm_callbacks *cb, double *out)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 	float	   *G0 = malloc(sizeof(float) * (size_t) k * k);
 	double		loss = 0.0,
 				total_conf = 0.0,
@@ -577,7 +534,7 @@ gm_als_train(const gm_als_params *p, const gm_csr *C, const gm_csr *Ct,
 		s->X = X;
 		s->Y = Y;
 		s->k = p->factors;
-		s->threads = resolve_threads(p->threads);
+		s->threads = gm_resolve_threads(p->threads);
 		s->cb = cb;
 		h = s;
 		snprintf(res->device_name, sizeof(res->device_name), "cpu (%d threads)",

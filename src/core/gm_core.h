@@ -47,6 +47,18 @@ int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
 							 char *err, size_t errlen);
 void		gm_csr_free(gm_csr *a);
 
+/*
+ * Group a's rows by their number of nonzeros, for load-balanced launches:
+ * bin b holds the rows with upper[b-1] < nnz <= upper[b] (upper[-1] = -1).
+ * upper has nbins strictly increasing entries >= 0; a row longer than
+ * upper[nbins - 1] is an error (pass INT64_MAX last to take every row).
+ * perm (n_rows) gets the rows bin by bin, ascending within a bin;
+ * bin_start (nbins + 1) the offset of each bin in perm.
+ */
+int			gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
+							int32_t *perm, int32_t *bin_start,
+							char *err, size_t errlen);
+
 /* ---------------------------------------------------------------- ALS */
 
 typedef enum gm_backend_kind
@@ -229,11 +241,13 @@ typedef struct gm_qmat
 
 int			gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out);
 void		gm_qmat_free(gm_qmat *Q);
-/* exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats */
+/*
+ * Exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats.
+ * *rescored (may be NULL) gets the number of items scored exactly.
+ */
 int			gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 						const int32_t *skip, int32_t nskip, float *scratch,
-						int32_t *out_idx, float *out_score);
-extern int32_t gm_topk_dot_rescored;	/* items rescored by the last call */
+						int32_t *out_idx, float *out_score, int32_t *rescored);
 
 /* Monotonic seconds. */
 double		gm_now(void);

@@ -107,7 +107,8 @@ test_topk_dot(void)
 				   *ri = malloc(sizeof(int32_t) * (n + 1));
 		float	   *os = malloc(sizeof(float) * (n + 1)),
 				   *rs = malloc(sizeof(float) * (n + 1));
-		int32_t		nskip = 0;
+		int32_t		nskip = 0,
+					rescored = -1;
 		gm_qmat		Q;
 		int			got,
 					want;
@@ -130,10 +131,13 @@ test_topk_dot(void)
 			ref[i] = (float) d;
 		}
 		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
-		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os);
+		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os, &rescored);
 		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
 		gm_qmat_free(&Q);
 		CHECK(got == want, "m %d k %d n %d: %d results, expected %d", m, k, n, got, want);
+		/* every result was scored exactly, and not more items than there are */
+		CHECK(rescored >= got && rescored <= m, "m %d n %d: %d rescored for %d results",
+			  m, n, rescored, got);
 		for (int r = 0; r < got; r++)
 		{
 			double		tol = 1e-5 * (1.0 + fabs(rs[r])) * (trial % 3 == 0 ? 100 : 1);
@@ -1560,6 +1564,115 @@ fail:
 	return 1;
 }
 
+/* ------------------------------------------------------------ 14. nnz bins */
+
+/*
+ * gm_csr_nnz_bins against a direct reference: every row in the first bin
+ * whose bound holds it, bins in order, rows ascending within a bin.
+ */
+static int
+test_nnz_bins(void)
+{
+	gm_csr		a = {0};
+	int32_t    *perm = NULL,
+			   *start = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 40; trial++)
+	{
+		int32_t		R = (int32_t) rint_range(0, 300),
+					Cn = (int32_t) rint_range(1, 200);
+		int			nbins = (int) rint_range(1, 7);
+		int64_t		upper[8];
+		int64_t		longest = 0;
+		int			rc;
+
+		if (R == 0)
+			CHECK(gm_csr_from_coo(0, Cn, 0, NULL, NULL, NULL, &a, err, sizeof(err)) == GM_OK,
+				  "%s", err);
+		else
+			csr_random(&a, R, Cn, runif() * runif() * 0.5);
+		for (int32_t r = 0; r < R; r++)
+			if (a.indptr[r + 1] - a.indptr[r] > longest)
+				longest = a.indptr[r + 1] - a.indptr[r];
+		/* random increasing bounds; the last one catches every row on most trials */
+		upper[0] = rint_range(0, 3);
+		for (int b = 1; b < nbins; b++)
+			upper[b] = upper[b - 1] + rint_range(1, 1 + longest / 2);
+		if (trial % 4 != 3)
+			upper[nbins - 1] = trial % 2 ? INT64_MAX : longest + rint_range(0, 2) +
+				(nbins > 1 ? upper[nbins - 2] + 1 : 0);
+		perm = xmalloc(sizeof(int32_t) * (R + 1));
+		start = xmalloc(sizeof(int32_t) * (nbins + 1));
+		for (int32_t i = 0; i <= R; i++)
+			perm[i] = -7;
+		err[0] = '\0';
+		rc = gm_csr_nnz_bins(&a, nbins, upper, perm, start, err, sizeof(err));
+		if (longest > upper[nbins - 1])
+		{
+			CHECK(rc == GM_EINVAL && err[0] != '\0',
+				  "a row of %lld nonzeros over the last bound %lld: rc %d", (long long) longest,
+				  (long long) upper[nbins - 1], rc);
+		}
+		else
+		{
+			int32_t		pos = 0;
+
+			CHECK(rc == GM_OK, "%d rows, %d bins: %s", R, nbins, err);
+			CHECK(start[0] == 0 && start[nbins] == R, "bin_start[0] %d, bin_start[%d] %d, rows %d",
+				  start[0], nbins, start[nbins], R);
+			CHECK(perm[R] == -7, "wrote past perm[n_rows]");
+			for (int b = 0; b < nbins; b++)
+			{
+				int64_t		lo = b == 0 ? -1 : upper[b - 1];
+
+				CHECK(start[b + 1] >= start[b], "bin_start decreases at bin %d", b);
+				/* the reference: the rows of bin b in ascending order */
+				for (int32_t r = 0; r < R; r++)
+				{
+					int64_t		len = a.indptr[r + 1] - a.indptr[r];
+
+					if (len > lo && len <= upper[b])
+					{
+						CHECK(pos < start[b + 1] && perm[pos] == r,
+							  "bin %d (%lld, %lld]: position %d holds row %d, expected row %d (%lld nonzeros)",
+							  b, (long long) lo, (long long) upper[b], pos,
+							  pos < R ? perm[pos] : -1, r, (long long) len);
+						pos++;
+					}
+				}
+				CHECK(pos == start[b + 1], "bin %d ends at %d, expected %d", b, start[b + 1], pos);
+			}
+		}
+		free(perm);
+		free(start);
+		perm = start = NULL;
+		gm_csr_free(&a);
+	}
+	/* bad bounds */
+	{
+		int64_t		dec[2] = {5, 5},
+					neg[1] = {-1};
+		int32_t		p1[4],
+					s1[3];
+
+		csr_random(&a, 3, 4, 0.5);
+		CHECK(gm_csr_nnz_bins(&a, 2, dec, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "equal bounds accepted");
+		CHECK(gm_csr_nnz_bins(&a, 1, neg, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "a negative bound accepted");
+		CHECK(gm_csr_nnz_bins(&a, 0, dec, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "zero bins accepted");
+		gm_csr_free(&a);
+	}
+	return 0;
+fail:
+	free(perm);
+	free(start);
+	gm_csr_free(&a);
+	return 1;
+}
+
 /* ------------------------------------------------------------ main */
 
 typedef struct
@@ -1582,6 +1695,7 @@ static const test_case tests[] = {
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
 	{"synth dataset", test_synth},
+	{"csr_nnz_bins vs a reference", test_nnz_bins},
 };
 
 int
