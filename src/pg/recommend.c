@@ -198,7 +198,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 	}
 	else
 		got = gm_topk_dot(m->Y, &m->Q, x, n, exclude_seen ? seen : NULL,
-						  exclude_seen ? nseen : 0, m->scratch, idx, sc);
+						  exclude_seen ? nseen : 0, m->scratch, idx, sc, NULL);
 	for (int r = 0; r < got; r++)
 	{
 		Datum		values[2];
