@@ -51,8 +51,10 @@ CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql AS
   $$ INSERT INTO trap_log VALUES (current_user, 'now'); SELECT pg_catalog.now() $$;
 CREATE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE sql AS
   $$ INSERT INTO trap_log VALUES (current_user, 'nextval'); SELECT pg_catalog.nextval($1) $$;
-CREATE FUNCTION public.format(text, VARIADIC "any") RETURNS text LANGUAGE sql AS
-  $$ INSERT INTO trap_log VALUES (current_user, 'format'); SELECT 'x' $$;
+CREATE FUNCTION public.pg_current_xact_id() RETURNS xid8 LANGUAGE sql AS
+  $$ INSERT INTO trap_log VALUES (current_user, 'pg_current_xact_id'); SELECT pg_catalog.pg_current_xact_id() $$;
+CREATE FUNCTION public.quote_ident(text) RETURNS text LANGUAGE sql AS
+  $$ INSERT INTO trap_log VALUES (current_user, 'quote_ident'); SELECT pg_catalog.quote_ident($1) $$;
 RESET ROLE;
 SET search_path = public, pg_catalog;
 SELECT n_users FROM gpumf_train('hk', 'u', 'i', 'v', 4, 'su_text', iterations => 2);
@@ -64,7 +66,7 @@ SELECT gpumf_drop_model('su_text');
 SELECT gpumf_drop_model('su_int');
 SELECT count(*) AS traps_sprung FROM trap_log;
 RESET search_path;
-DROP FUNCTION public.now(), public.nextval(regclass), public.format(text, VARIADIC "any");
+DROP FUNCTION public.now(), public.nextval(regclass), public.pg_current_xact_id(), public.quote_ident(text);
 DROP OPERATOR public.= (text, text);
 DROP OPERATOR public.= (int8, int8);
 DROP FUNCTION public.trap_texteq(text, text), public.trap_int8eq(int8, int8);
@@ -87,7 +89,7 @@ SELECT count(*) FROM gpumf_recommend_text('clean_text', 'user 3', 5);
 RESET ROLE;
 
 -- 5. the serving cache frees what was dropped or replaced
-SELECT gpumf_train('hk', 'u', 'i', 'v', 4, 'cache_' || g, iterations => 1) IS NOT NULL
+SELECT (gpumf_train('hk', 'u', 'i', 'v', 4, 'cache_' || g, iterations => 1)).version
   FROM generate_series(1, 3) g;
 SELECT count(*) FROM generate_series(1, 3) g, gpumf_recommend_text('cache_' || g, 'user 3', 2);
 SELECT count(*) AS cached FROM pg_backend_memory_contexts WHERE name = 'gpumf served model';

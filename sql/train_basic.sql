@@ -37,7 +37,7 @@ SELECT (SELECT array_agg(item) FROM gpumf_recommend('ratings', 7, 10)) =
 
 -- retraining replaces the model: new version; the old tables are retired,
 -- and dropped by a later training once no reader holds them
-SELECT version, user_table, iterations FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 3);
+SELECT version, user_table, iterations_run FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 3);
 SELECT name FROM gpumf.retired_tables ORDER BY name;
 SELECT count(*) FROM gpumf_recommend('ratings', 3, 5);
 

@@ -1,6 +1,8 @@
 -- upgrade: a 0.1 installation with a model updates to 0.2 and keeps serving it
 SET gpumf.progress = off;
+SET client_min_messages = warning;
 DROP EXTENSION gpumf CASCADE;
+RESET client_min_messages;
 CREATE EXTENSION gpumf VERSION '0.1';
 SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
 CREATE ROLE regress_gpumf_old;

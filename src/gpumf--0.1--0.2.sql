@@ -31,7 +31,7 @@ UPDATE gpumf.models SET
 										   'regularization', regularization,
 										   'alpha', alpha, 'cg_steps', cg_steps,
 										   'tolerance', 0, 'seed', seed),
-	owner = pg_catalog.coalesce(pg_catalog.to_regrole(pg_catalog.quote_ident(trained_by)),
+	owner = COALESCE(pg_catalog.to_regrole(pg_catalog.quote_ident(trained_by)),
 								(SELECT e.extowner::pg_catalog.regrole
 								   FROM pg_catalog.pg_extension e
 								  WHERE e.extname OPERATOR(pg_catalog.=) 'gpumf')),

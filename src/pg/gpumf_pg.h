@@ -141,10 +141,10 @@ typedef struct GpumfSource
 extern GpumfKeyKind gpumf_key_kind(Oid type);
 /* key type stored for a column type (varchar, bpchar -> text); ERROR if unsupported */
 extern Oid	gpumf_key_store_type(Oid coltype, const char *col, const char *what);
-/* lock the source, check relkind, columns and types */
-extern void gpumf_source_open(GpumfSource *src, Oid relid, const char *ucol,
-							  const char *icol, const char *vcol,
-							  GpumfValuePolicy policy);
+/* lock the source, check relkind, columns and types (palloc'd result) */
+extern GpumfSource *gpumf_source_open(Oid relid, const char *ucol,
+									  const char *icol, const char *vcol,
+									  GpumfValuePolicy policy);
 /* read every row with the caller's rights */
 extern void gpumf_source_read(GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
@@ -213,8 +213,8 @@ extern int64 gpumf_model_next_id(void);
 /* insert or update the catalog row (run as the owner) */
 extern void gpumf_model_write(const GpumfModelRow *row, bool exists);
 extern void gpumf_model_delete(int64 id);
-/* the catalog row of model id as the function's result */
-extern Datum gpumf_model_row_datum(int64 id, TupleDesc tupdesc);
+/* the model's catalog row as the function's result (gpumf.models' row type) */
+extern Datum gpumf_model_row_datum(const char *name);
 
 /* ------------------------------------------------------ model_store.c */
 

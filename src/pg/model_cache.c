@@ -292,6 +292,7 @@ gpumf_served_get(const char *name)
 	}
 	if (sweep_pending)
 		sweep();
+	gpumf_check_model_name(name);
 
 	/* a retraining that commits between our catalog read and the lock: retry */
 	for (int attempt = 0;; attempt++)

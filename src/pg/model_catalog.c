@@ -98,6 +98,15 @@ col_text(Relation rel, HeapTuple tup, const char *name)
 	return isnull ? NULL : TextDatumGetCString(d);
 }
 
+static char *
+col_name(Relation rel, HeapTuple tup, const char *name)
+{
+	bool		isnull;
+	Datum		d = col(rel, tup, name, &isnull);
+
+	return isnull ? NULL : pstrdup(NameStr(*DatumGetName(d)));
+}
+
 static double
 col_float8(Relation rel, HeapTuple tup, const char *name)
 {
@@ -116,9 +125,12 @@ col_float4(Relation rel, HeapTuple tup, const char *name)
 	return isnull ? NAN : DatumGetFloat4(d);
 }
 
-/* The model's row under snap; false when there is none. */
+/*
+ * The model's row under snap; false when there is none.  *copy (when not
+ * NULL) gets the catalog tuple as a composite Datum of gpumf.models' row type.
+ */
 static bool
-lookup(const char *name, GpumfModel *m, Snapshot snap)
+lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 {
 	Relation	rel,
 				idx;
@@ -160,9 +172,11 @@ lookup(const char *name, GpumfModel *m, Snapshot snap)
 		m->value_max = col_float4(rel, tup, "value_max");
 		m->explicit_values = strcmp(m->algorithm, "als") != 0;
 		m->source = col_text(rel, tup, "source");
-		m->user_col = col_text(rel, tup, "user_col");
-		m->item_col = col_text(rel, tup, "item_col");
-		m->value_col = col_text(rel, tup, "value_col");
+		m->user_col = col_name(rel, tup, "user_col");
+		m->item_col = col_name(rel, tup, "item_col");
+		m->value_col = col_name(rel, tup, "value_col");
+		if (copy)
+			*copy = heap_copy_tuple_as_datum(tup, RelationGetDescr(rel));
 		if (shouldfree)
 			heap_freetuple(tup);
 	}
@@ -183,7 +197,7 @@ gpumf_model_lookup(const char *name, GpumfModel *m)
 	if (strlen(name) > GPUMF_MODEL_NAME_MAX)
 		found = false;			/* no model can have that name */
 	else
-		found = lookup(name, m, snap);
+		found = lookup(name, m, snap, NULL);
 	UnregisterSnapshot(snap);
 	return found;
 }
@@ -203,7 +217,7 @@ gpumf_model_check_current(const char *name, bool exists, int32 version)
 
 	if (!IsolationUsesXactSnapshot())
 		return;
-	found = lookup(name, &latest, GetLatestSnapshot());
+	found = lookup(name, &latest, GetLatestSnapshot(), NULL);
 	if (found != exists || (found && latest.version != version))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -350,19 +364,16 @@ gpumf_model_delete(int64 id)
 }
 
 Datum
-gpumf_model_row_datum(int64 id, TupleDesc tupdesc)
+gpumf_model_row_datum(const char *name)
 {
-	GpumfGuard	g;
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(id)};
-	HeapTupleHeader result;
+	Snapshot	snap;
+	GpumfModel	m;
+	Datum		d = (Datum) 0;
 
-	gpumf_guard_enter(&g, false);
-	if (SPI_execute_with_args("SELECT * FROM gpumf.models WHERE id OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "gpumf: reading back the model failed");
-	result = SPI_returntuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc);
-	gpumf_guard_exit(&g);
-	return PointerGetDatum(result);
+	CommandCounterIncrement();	/* see what this transaction just wrote */
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	if (!lookup(name, &m, snap, &d))
+		elog(ERROR, "gpumf: reading back model \"%s\" failed", name);
+	UnregisterSnapshot(snap);
+	return d;
 }

@@ -125,13 +125,14 @@ source_free(void *arg)
 	src->vals = NULL;
 }
 
-void
-gpumf_source_open(GpumfSource *src, Oid relid, const char *ucol, const char *icol,
+GpumfSource *
+gpumf_source_open(Oid relid, const char *ucol, const char *icol,
 				  const char *vcol, GpumfValuePolicy policy)
 {
+	/* palloc'd: its reset callback frees the malloc'ed arrays on any exit */
+	GpumfSource *src = palloc0(sizeof(GpumfSource));
 	char		kind;
 
-	memset(src, 0, sizeof(*src));
 	/* lock first: the checks below must still hold when the rows are read */
 	if (get_rel_relkind(relid) == '\0')
 		ereport(ERROR,
@@ -179,6 +180,7 @@ gpumf_source_open(GpumfSource *src, Oid relid, const char *ucol, const char *ico
 	src->items = gm_keymap_create(src->ikind != GPUMF_KEY_INT);
 	if (!src->users || !src->items)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	return src;
 }
 
 /* A key as text for error messages, through its type's output function. */

@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -170,6 +171,16 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	a->p.threads = gpumf_threads;
 }
 
+/* a real as its shortest exact decimal (0.01, not 0.00999999978) */
+static const char *
+real_text(float v)
+{
+	char	   *buf = palloc(FLOAT_SHORTEST_DECIMAL_LEN);
+
+	float_to_shortest_decimal_buf(v, buf);
+	return buf;
+}
+
 /* The hyper-parameters that apply to the algorithm, by name. */
 static Jsonb *
 params_jsonb(const gm_mf_params *p)
@@ -177,18 +188,19 @@ params_jsonb(const gm_mf_params *p)
 	StringInfoData s;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %.9g", p->iterations,
-					 p->regularization);
+	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
+					 real_text(p->regularization));
 	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
-		appendStringInfo(&s, ", \"alpha\": %.9g, \"cg_steps\": %d", p->alpha, p->cg_steps);
+		appendStringInfo(&s, ", \"alpha\": %s, \"cg_steps\": %d", real_text(p->alpha),
+						 p->cg_steps);
 	else
 	{
 		if (p->algorithm == GM_ALG_CCD)
 			appendStringInfo(&s, ", \"inner_iterations\": %d", p->inner_iterations);
 		appendStringInfo(&s, ", \"biases\": %s", p->biases ? "true" : "false");
 	}
-	appendStringInfo(&s, ", \"tolerance\": %.9g, \"seed\": " INT64_FORMAT "}", p->tolerance,
-					 (int64) p->seed);
+	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT "}",
+					 real_text((float) p->tolerance), (int64) p->seed);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
 }
 
@@ -324,14 +336,13 @@ gpumf_train(PG_FUNCTION_ARGS)
 {
 	TrainArgs	a;
 	TrainState *ts;
-	GpumfSource src;
+	GpumfSource *src;
 	GpumfModel	old;
 	GpumfModelRow row;
 	GpumfFactorTables tables,
 				old_tables;
 	GpumfStoreInput in;
 	gm_mf_result res;
-	TupleDesc	tupdesc;
 	bool		exists;
 	double		t,
 				t_read,
@@ -342,11 +353,9 @@ gpumf_train(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	parse_args(fcinfo, &a);
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "gpumf_train must return a composite type");
 
 	/* the source is locked before its columns are checked */
-	gpumf_source_open(&src, a.relid, a.ucol, a.icol, a.vcol,
+	src = gpumf_source_open(a.relid, a.ucol, a.icol, a.vcol,
 					  a.p.algorithm == GM_ALG_ALS_IMPLICIT ? GPUMF_VALUES_IMPLICIT :
 					  GPUMF_VALUES_RATINGS);
 
@@ -367,24 +376,24 @@ gpumf_train(PG_FUNCTION_ARGS)
 
 	/* ---- read: the executor, as the caller */
 	t = gm_now();
-	gpumf_source_read(&src);
+	gpumf_source_read(src);
 	t_read = elapsed(&t);
-	if (src.null_keys > 0)
+	if (src->null_keys > 0)
 		ereport(NOTICE,
-				(errmsg("skipped " INT64_FORMAT " rows with a NULL user or item", src.null_keys)));
-	if (src.null_values > 0)
+				(errmsg("skipped " INT64_FORMAT " rows with a NULL user or item", src->null_keys)));
+	if (src->null_values > 0)
 		ereport(NOTICE,
-				(errmsg("skipped " INT64_FORMAT " rows with a NULL value", src.null_values)));
-	if (src.n == 0)
+				(errmsg("skipped " INT64_FORMAT " rows with a NULL value", src->null_values)));
+	if (src->n == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),
 				 errmsg("no rows to train on in \"%s\"", get_rel_name(a.relid)),
 				 errdetail(INT64_FORMAT " rows read, " INT64_FORMAT " with a NULL key, " INT64_FORMAT " with a NULL value.",
-						   src.rows_read, src.null_keys, src.null_values),
+						   src->rows_read, src->null_keys, src->null_values),
 				 errhint("The source must have at least one row with a non-NULL user and item.")));
 
 	/* ---- CSR / CSC, keys renumbered in key order */
-	gpumf_source_to_csr(&src, &ts->R, &ts->Rt);
+	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
 	t_csr = elapsed(&t);
 
 	/* ---- device and training */
@@ -399,15 +408,15 @@ gpumf_train(PG_FUNCTION_ARGS)
 	row.m.name = a.model;
 	row.m.algorithm = (char *) gm_algorithm_name(a.p.algorithm);
 	row.m.factors = a.p.factors;
-	row.m.user_type = src.utype;
-	row.m.item_type = src.itype;
+	row.m.user_type = src->utype;
+	row.m.item_type = src->itype;
 	row.m.owner = exists && OidIsValid(old.owner) ? old.owner : caller;
 	row.m.explicit_values = a.p.algorithm != GM_ALG_ALS_IMPLICIT;
 	row.m.has_bias = a.p.biases != 0;
 	row.m.global_mean = a.p.biases ? ts->global_mean : NAN;
-	row.m.value_min = src.vmin;
-	row.m.value_max = src.vmax;
-	row.m.source = src.relname;
+	row.m.value_min = src->vmin;
+	row.m.value_max = src->vmax;
+	row.m.source = src->relname;
 	row.m.user_col = a.ucol;
 	row.m.item_col = a.icol;
 	row.m.value_col = a.vcol;
@@ -421,12 +430,12 @@ gpumf_train(PG_FUNCTION_ARGS)
 	in.user_bias = ts->user_bias;
 	in.item_bias = ts->item_bias;
 	in.R = &ts->R;
-	in.users = src.users;
-	in.items = src.items;
-	in.ukind = src.ukind;
-	in.ikind = src.ikind;
-	in.utype = src.utype;
-	in.itype = src.itype;
+	in.users = src->users;
+	in.items = src->items;
+	in.ukind = src->ukind;
+	in.ikind = src->ikind;
+	in.utype = src->utype;
+	in.itype = src->itype;
 	tables = gpumf_store_write(&in);
 	if (exists)
 	{
@@ -439,7 +448,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	row.m.user_table = tables.users;
 	row.m.item_table = tables.items;
 	row.params = params_jsonb(&a.p);
-	row.n_rows = src.rows_read;
+	row.n_rows = src->rows_read;
 	row.nnz = ts->R.nnz;
 	row.n_users = ts->R.n_rows;
 	row.n_items = ts->R.n_cols;
@@ -458,7 +467,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 		gpumf_store_retire(&old_tables);
 	gpumf_store_drop_retired();
 
-	result = gpumf_model_row_datum(row.m.id, tupdesc);
+	result = gpumf_model_row_datum(a.model);
 	SPI_finish();
 	train_state_free(ts);
 	PG_RETURN_DATUM(result);
@@ -472,6 +481,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	GpumfModel	m;
 	GpumfFactorTables t;
 
+	gpumf_check_model_name(model);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	gpumf_model_lock(model);
