@@ -19,6 +19,10 @@
  *         sync; evaluate                loss (and training RMSE) after the iteration
  *     download; destroy                 (destroy also after any error or a cancel)
  *
+ * A table with reset can start over on the same data with other parameters
+ * (create ... download, reset, iterations ..., download, ... destroy): a
+ * hyper-parameter search uploads the data once.
+ *
  * When the structs below change, bump GM_ALGO_ABI_VERSION: the core refuses
  * a CUDA module built against another version.
  */
@@ -34,7 +38,7 @@
 extern "C" {
 #endif
 
-#define GM_ALGO_ABI_VERSION 1
+#define GM_ALGO_ABI_VERSION 2
 
 /* Compressed sparse rows; columns sorted and unique within each row. */
 typedef struct gm_csr
@@ -55,19 +59,29 @@ typedef enum gm_backend_kind
 
 typedef enum gm_algorithm
 {
-	GM_ALG_ALS_IMPLICIT = 0,	/* SQL 'als': implicit feedback, CG (Hu, Koren, Volinsky 2008) */
+	GM_ALG_ALS_IMPLICIT = 0,	/* SQL 'als': implicit feedback (Hu, Koren, Volinsky 2008;
+								 * Rendle et al. 2022 with alpha0 and nu) */
 	GM_ALG_ALS_EXPLICIT = 1,	/* SQL 'als_explicit': ratings, weighted-lambda ALS (Zhou 2008) */
 	GM_ALG_CCD = 2,				/* SQL 'ccd': ratings, CCD++ (Yu et al. 2012) */
 	GM_ALG_COUNT
 } gm_algorithm;
 
-/* Solvers of the implicit model's per-row systems. */
+/*
+ * Solvers of the implicit model's per-row systems A x = b (see
+ * src/core/als_implicit.c for A and b).
+ */
 typedef enum gm_solver
 {
 	GM_SOLVER_CG = 0,			/* cg_steps conjugate-gradient steps, warm started */
-	GM_SOLVER_BLOCK = 1,		/* block coordinate descent, exact block_size^2 solves (iALS++) */
-	GM_SOLVER_EXACT = 2			/* exact k x k solve per row (Cholesky) */
+	GM_SOLVER_BLOCK = 1,		/* block coordinate descent: exact block_size^2 solves
+								 * of the coordinates block by block, block_sweeps
+								 * passes (iALS++, Rendle et al. 2021) */
+	GM_SOLVER_EXACT = 2,		/* exact k x k solve per row (Cholesky) */
+	GM_SOLVER_COUNT
 } gm_solver;
+
+/* block_size 0 means this many coordinates per block (fewer when k is smaller) */
+#define GM_DEFAULT_BLOCK_SIZE	32
 
 /* Hyper-parameters.  Fields that do not apply to an algorithm are ignored by it. */
 typedef struct gm_mf_params
@@ -81,18 +95,39 @@ typedef struct gm_mf_params
 	int			threads;		/* CPU threads; <= 0 means one per core */
 	double		tolerance;		/* stop once the loss changes by less than this, relatively (0: never) */
 
-	/* implicit ALS: observed entries weigh c = 1 + alpha * value */
+	/*
+	 * implicit ALS: observed entries weigh c = 1 + alpha * value, unobserved
+	 * ones alpha0; a row with n entries, against m rows on the other side,
+	 * has the ridge regularization * (n + alpha0 * m)^nu
+	 */
 	float		alpha;
 	int			cg_steps;
 	float		alpha0;			/* weight of the unobserved entries (1: the 2008 form) */
-	float		nu;				/* frequency-scaled regularisation exponent (0: a fixed lambda) */
+	float		nu;				/* frequency-scaled regularisation exponent in [0, 1]
+								 * (0: a fixed lambda) */
 	gm_solver	solver;
-	int			block_size;		/* GM_SOLVER_BLOCK */
+	int			block_size;		/* GM_SOLVER_BLOCK: coordinates per block (0: the
+								 * backend's default, gm_block_size) */
+	int			block_sweeps;	/* GM_SOLVER_BLOCK: passes over the blocks per row */
 
 	/* explicit models (ratings) */
 	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */
 	int			biases;			/* global mean and user/item biases on (1) or off (0) */
 } gm_mf_params;
+
+/*
+ * The coordinates per block the block solver uses: block_size, or
+ * GM_DEFAULT_BLOCK_SIZE for 0, at most factors (the exact solver: factors).
+ */
+static inline int
+gm_block_size(const gm_mf_params *p)
+{
+	int			b = p->block_size > 0 ? p->block_size : GM_DEFAULT_BLOCK_SIZE;
+
+	if (p->solver == GM_SOLVER_EXACT || b > p->factors)
+		return p->factors;
+	return b;
+}
 
 /*
  * The problem and the model.  R and Rt hold the values as read (ratings, or
@@ -160,6 +195,17 @@ typedef struct gm_algo_ops
 	int			(*download) (void *h, gm_mf_data *d, char *err, size_t errlen);
 	/* free everything; safe on NULL and after errors */
 	void		(*destroy) (void *h);
+
+	/*
+	 * Optional (NULL: the loop destroys and creates instead).  Start over on
+	 * the data create took, with parameters p (any factors; same algorithm)
+	 * and the starting factors in d->X and d->Y, keeping what depends only
+	 * on the data (on a GPU: the uploaded matrices), so that many trainings
+	 * of one dataset (a hyper-parameter search) upload it once.  On an error
+	 * the handle may only be destroyed.
+	 */
+	int			(*reset) (void *h, const gm_mf_data *d, const gm_mf_params *p,
+						  char *err, size_t errlen);
 } gm_algo_ops;
 
 #ifdef __cplusplus

@@ -50,11 +50,85 @@ int			gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
 typedef struct gm_mf_result
 {
 	gm_mf_metrics final;		/* after the last iteration run */
-	int			iterations_run; /* < iterations when tolerance stopped it */
+	int			iterations_run; /* < iterations when tolerance or a held-out metric stopped it */
 	double		train_seconds;
 	double		transfer_seconds;	/* setting up and copying back (host <-> device) */
 	char		device_name[128];
 } gm_mf_result;
+
+/* ------------------------------------------------- ranking metrics */
+
+typedef enum gm_rank_metric
+{
+	GM_METRIC_RECALL = 0,		/* hits in the top K / the user's held-out items */
+	GM_METRIC_NDCG = 1,			/* DCG of the top K / the best DCG possible */
+	GM_METRIC_PRECISION = 2,	/* hits in the top K / K */
+	GM_METRIC_COUNT
+} gm_rank_metric;
+
+/* Averages over the users with at least one held-out item. */
+typedef struct gm_rank_result
+{
+	double		recall;
+	double		ndcg;
+	double		precision;
+	int64_t		users;			/* users evaluated */
+} gm_rank_result;
+
+/* "recall@20" etc. -> metric and K (1 .. 1000); GM_EINVAL with a message otherwise */
+int			gm_rank_metric_parse(const char *text, gm_rank_metric *m, int *K,
+								 char *err, size_t errlen);
+const char *gm_rank_metric_name(gm_rank_metric m);
+double		gm_rank_value(const gm_rank_result *r, gm_rank_metric m);
+
+/*
+ * Top-K ranking quality of the model X (users x k), Y (items x k) on the
+ * held-out entries test (users x items), scoring every item and leaving out
+ * each user's items in train (both CSR over the same indices, columns
+ * sorted), as LightGCN reports it: recall@K = hits / |test_u|, NDCG@K with
+ * binary relevance and log2(rank + 1) discounts over min(K, |test_u|) ideal
+ * positions, precision@K = hits / K.  Ties rank the lower item first.  cb
+ * (may be NULL) is polled between batches of users: GM_ECANCELED.
+ */
+int			gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
+						 const float *Y, int k, int K, int threads,
+						 const gm_callbacks *cb, gm_rank_result *out,
+						 char *err, size_t errlen);
+
+/*
+ * Split R (users x items) into train and test: each user with at least two
+ * entries gives round(fraction * n) of them (at least one, at most n - 1),
+ * drawn by a seeded generator keyed by (seed, user), to test.  Both share
+ * R's shape; values are kept.
+ */
+int			gm_split_holdout(const gm_csr *R, double fraction, uint64_t seed,
+							 gm_csr *train, gm_csr *test, char *err, size_t errlen);
+
+/* ---------------------------------------------- held-out early stopping */
+
+/*
+ * gm_mf_train_eval evaluates the model on held-out entries every `every`
+ * iterations (and after the last), and stops once `patience` evaluations in
+ * a row did not beat the best one (0: never stops early).  With keep_best
+ * the model left in d is the best evaluated one (else the last).
+ */
+typedef struct gm_mf_eval
+{
+	const gm_csr *test;			/* held-out entries, users x items */
+	gm_rank_metric metric;
+	int			K;
+	int			every;			/* >= 1 */
+	int			patience;
+	int			keep_best;
+	/* called after each evaluation (may be NULL; must not longjmp) */
+	void		(*on_eval) (void *arg, int iteration, const gm_rank_result *r);
+	void	   *arg;
+	/* results */
+	double		best;			/* the best value of metric (NaN if none) */
+	int			best_iteration;
+	gm_rank_result best_result;
+	double		eval_seconds;	/* spent evaluating */
+} gm_mf_eval;
 
 /*
  * Train p->algorithm on p->backend.  d->R and d->Rt hold the values as read;
@@ -73,10 +147,33 @@ int			gm_mf_train(const gm_mf_params *p, gm_mf_data *d,
 						const gm_callbacks *cb, gm_mf_result *res,
 						char *err, size_t errlen);
 
+/* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
+int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
+							 const gm_callbacks *cb, gm_mf_eval *ev,
+							 gm_mf_result *res, char *err, size_t errlen);
+
+/*
+ * A session trains one dataset (the same d->R and d->Rt) many times with
+ * different parameters, keeping what the backend built from the data (on a
+ * GPU: the uploaded matrices) between trainings when the algorithm's table
+ * has reset.  Each gm_mf_session_train is a gm_mf_train_eval.
+ */
+typedef struct gm_mf_session gm_mf_session;
+
+gm_mf_session *gm_mf_session_create(void);
+int			gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p,
+								gm_mf_data *d, const gm_callbacks *cb,
+								gm_mf_eval *ev, gm_mf_result *res,
+								char *err, size_t errlen);
+/* how many trainings reused the backend's state instead of creating it anew */
+int			gm_mf_session_reuses(const gm_mf_session *s);
+void		gm_mf_session_free(gm_mf_session *s);
+
 /*
  * Defaults for algorithm a (backend cpu, threads 0, tolerance 0, seed 42,
  * factors 64, iterations 15).  Implicit ALS: regularization 0.01, alpha 1,
- * cg_steps 3, alpha0 1, nu 0, solver CG, block_size 0, biases off.
+ * cg_steps 3, alpha0 1, nu 0, solver CG, block_size 0, block_sweeps 1,
+ * biases off.
  * Explicit ALS and CCD++: regularization 0.05, biases on, inner_iterations 3
  * (used by CCD++); their implicit-only fields keep the implicit defaults.
  */
@@ -108,11 +205,46 @@ void		gm_gram(const float *Y, int64_t n, int k, float reg, float *G,
 /*
  * For rows [begin, end) of C (confidences), refine X[u] with cg_steps
  * conjugate-gradient steps on (Y^T C_u Y + reg I) x = Y^T C_u p(u), warm
- * started from X[u].  G = Y^T Y + reg I.
+ * started from X[u].  G = Y^T Y + reg I.  (The 2008 model: alpha0 = 1, nu = 0.)
  */
 void		gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y,
 								 const float *G, int k, int cg_steps,
 								 int32_t begin, int32_t end, int threads);
+
+/*
+ * One side of the implicit model's sweep (src/core/als_implicit.c): row u
+ * of X solves A x = b with A = G + sum_(i in row u) (c_i - alpha0) y_i y_i^T
+ * + reg[u] I, b = sum c_i y_i, where G = alpha0 Y^T Y (+ regularization I
+ * when reg is NULL: a ridge the same for every row, nu = 0).
+ */
+typedef struct gm_als_side
+{
+	const gm_csr *C;			/* this side's rows, values = confidences */
+	float	   *X;				/* this side's factors, solved in place */
+	const float *Y;				/* the other side's factors */
+	const float *G;				/* k x k */
+	const float *reg;			/* per-row ridge, or NULL (in G) */
+	float		alpha0;
+	int			k;
+} gm_als_side;
+
+/*
+ * Solve rows [begin, end) of a side with a solver (gm_solver): CG with
+ * cg_steps steps from the current x, the exact solve, or block_sweeps
+ * passes of block coordinate descent over blocks of block_size.  A row
+ * whose system (or a block of it) is not positive definite keeps its
+ * factors.  GM_ENOMEM when the scratch cannot be allocated.
+ */
+int			gm_als_solve_rows(const gm_als_side *s, gm_solver solver, int cg_steps,
+							  int block_size, int block_sweeps, int32_t begin,
+							  int32_t end, int threads);
+
+/*
+ * out[r] = regularization * (nnz of row r + alpha0 * A->n_cols)^nu for the
+ * rows of A: the frequency-scaled ridges of one side.
+ */
+void		gm_als_row_reg(const gm_csr *A, float regularization, float alpha0,
+						   float nu, float *out);
 
 /*
  * The implicit-ALS training loss, as the implicit library defines it:
@@ -121,6 +253,17 @@ void		gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y,
  */
 double		gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k,
 						float reg, int threads);
+
+/*
+ * The same with the unobserved weight alpha0 and per-row ridges: the
+ * objective of src/core/als_implicit.c,
+ * [sum_S c (1 - s)^2 + alpha0 sum_(not S) s^2 + sum_u reg_x[u] |x_u|^2 +
+ * sum_i reg_y[i] |y_i|^2] / (sum_S c + alpha0 (n_users n_items - nnz));
+ * reg_x, reg_y NULL: reg for every row.
+ */
+double		gm_als_objective(const gm_csr *C, const float *X, const float *Y, int k,
+							 float alpha0, float reg, const float *reg_x,
+							 const float *reg_y, int threads);
 
 /* ----------------------------------------------------------- backends */
 

@@ -83,6 +83,7 @@ gm_mf_params_defaults(gm_mf_params *p, gm_algorithm a)
 	p->nu = 0.0f;
 	p->solver = GM_SOLVER_CG;
 	p->block_size = 0;
+	p->block_sweeps = 1;
 	p->inner_iterations = 3;
 	p->biases = is_explicit(a) ? 1 : 0;
 }
@@ -137,8 +138,12 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 		CHECK_REAL("alpha", p->alpha, 0.0);
 		CHECK_REAL("alpha0", p->alpha0, 0.0);
 		CHECK_REAL("nu", p->nu, 0.0);
-		if (p->solver != GM_SOLVER_CG && p->solver != GM_SOLVER_BLOCK &&
-			p->solver != GM_SOLVER_EXACT)
+		if (p->nu > 1.0f)
+		{
+			snprintf(err, errlen, "nu must be between 0 and 1, not %g", p->nu);
+			return GM_EINVAL;
+		}
+		if ((int) p->solver < 0 || p->solver >= GM_SOLVER_COUNT)
 		{
 			snprintf(err, errlen, "unknown solver %d", (int) p->solver);
 			return GM_EINVAL;
@@ -146,7 +151,10 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 		if (p->solver == GM_SOLVER_CG)
 			CHECK_INT("cg_steps", p->cg_steps, 1, 1024);
 		if (p->solver == GM_SOLVER_BLOCK)
-			CHECK_INT("block_size", p->block_size, 1, p->factors);
+		{
+			CHECK_INT("block_size", p->block_size, 0, p->factors);
+			CHECK_INT("block_sweeps", p->block_sweeps, 1, 1000);
+		}
 	}
 	else
 	{
@@ -297,15 +305,151 @@ iteration(const gm_algo_ops *ops, void *h, int n_sweeps, double budget,
 	return sync_and_poll(ops, h, cb, err, errlen);
 }
 
-/* Train (see gm_core.h). */
-int
-gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
-			gm_mf_result *res, char *err, size_t errlen)
+/* ------------------------------------------------------------ sessions */
+
+struct gm_mf_session
 {
 	const gm_algo_ops *ops;
-	void	   *h = NULL;
+	void	   *h;				/* the backend's state, or NULL */
+	gm_algorithm algorithm;
+	gm_backend_kind backend;
+	const gm_csr *R;			/* the data h was created on */
+	const gm_csr *Rt;
+	int			reuses;
+	float	   *best;			/* keep_best copies of X and Y */
+	size_t		best_len;
+};
+
+/* An empty session (see gm_core.h). */
+gm_mf_session *
+gm_mf_session_create(void)
+{
+	return calloc(1, sizeof(gm_mf_session));
+}
+
+/* Drop the backend's state. */
+static void
+session_drop(gm_mf_session *s)
+{
+	if (s->ops && s->h)
+		s->ops->destroy(s->h);
+	s->h = NULL;
+	s->ops = NULL;
+}
+
+/* Free a session and what it holds; safe on NULL. */
+void
+gm_mf_session_free(gm_mf_session *s)
+{
+	if (s == NULL)
+		return;
+	session_drop(s);
+	free(s->best);
+	free(s);
+}
+
+/* Trainings that reused the backend's state. */
+int
+gm_mf_session_reuses(const gm_mf_session *s)
+{
+	return s ? s->reuses : 0;
+}
+
+/*
+ * The backend's state for p on d: reset when the session holds one for the
+ * same algorithm, backend and data and the table can reset, else created.
+ */
+static int
+session_prepare(gm_mf_session *s, const gm_algo_ops *ops, const gm_mf_params *p,
+				gm_mf_data *d, const gm_callbacks *cb, char *device, size_t devlen,
+				char *err, size_t errlen)
+{
+	int			rc;
+
+	if (s->h && s->ops == ops && ops->reset && s->algorithm == p->algorithm &&
+		s->backend == p->backend && s->R == d->R && s->Rt == d->Rt)
+	{
+		rc = ops->reset(s->h, d, p, err, errlen);
+		if (rc == GM_OK)
+		{
+			s->reuses++;
+			return GM_OK;
+		}
+		session_drop(s);		/* a failed reset leaves only destroy */
+		return rc;
+	}
+	session_drop(s);
+	rc = ops->create(&s->h, d, p, cb, device, devlen, err, errlen);
+	if (rc != GM_OK)
+	{
+		s->h = NULL;
+		return rc;
+	}
+	s->ops = ops;
+	s->algorithm = p->algorithm;
+	s->backend = p->backend;
+	s->R = d->R;
+	s->Rt = d->Rt;
+	return GM_OK;
+}
+
+/*
+ * Evaluate the model on ev's held-out entries after iteration it (1-based):
+ * bring the factors into d, score, remember the best.  *stop is set when
+ * the patience ran out.
+ */
+static int
+evaluate_heldout(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
+				 const gm_callbacks *cb, gm_mf_eval *ev, int it, int *since_best,
+				 int *stop, char *err, size_t errlen)
+{
+	gm_rank_result r;
+	double		t0 = gm_now(),
+				v;
+	int			rc;
+
+	if ((rc = s->ops->download(s->h, d, err, errlen)) != GM_OK)
+		return rc;
+	rc = gm_rank_eval(d->R, ev->test, d->X, d->Y, p->factors, ev->K, p->threads, cb,
+					  &r, err, errlen);
+	ev->eval_seconds += gm_now() - t0;
+	if (rc != GM_OK)
+		return rc;
+	v = gm_rank_value(&r, ev->metric);
+	if (ev->on_eval)
+		ev->on_eval(ev->arg, it, &r);
+	if (isnan(ev->best) || v > ev->best)
+	{
+		ev->best = v;
+		ev->best_iteration = it;
+		ev->best_result = r;
+		*since_best = 0;
+		if (ev->keep_best && s->best)
+		{
+			size_t		nx = (size_t) d->R->n_rows * p->factors;
+
+			memcpy(s->best, d->X, sizeof(float) * nx);
+			memcpy(s->best + nx, d->Y, sizeof(float) * (size_t) d->R->n_cols * p->factors);
+		}
+	}
+	else
+		(*since_best)++;
+	*stop = ev->patience > 0 && *since_best >= ev->patience;
+	return GM_OK;
+}
+
+/* Train within a session (see gm_core.h). */
+int
+gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
+					const gm_callbacks *cb, gm_mf_eval *ev, gm_mf_result *res,
+					char *err, size_t errlen)
+{
+	const gm_algo_ops *ops;
 	int			rc,
-				n_sweeps;
+				n_sweeps,
+				since_best = 0,
+				last_eval = 0,
+				downloaded = 0;
 	double		t0,
 				t1,
 				budget,
@@ -319,6 +463,36 @@ gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
 		return rc;
 	if ((rc = check_data(p, d, err, errlen)) != GM_OK)
 		return rc;
+	if (ev)
+	{
+		if (ev->test == NULL || ev->test->n_rows != d->R->n_rows ||
+			ev->test->n_cols != d->R->n_cols || ev->K < 1 || ev->every < 1 ||
+			ev->patience < 0 || (int) ev->metric < 0 || ev->metric >= GM_METRIC_COUNT)
+		{
+			snprintf(err, errlen, "held-out evaluation: the test matrix must have the training's shape, K and every be >= 1");
+			return GM_EINVAL;
+		}
+		ev->best = NAN;
+		ev->best_iteration = 0;
+		memset(&ev->best_result, 0, sizeof(ev->best_result));
+		ev->eval_seconds = 0.0;
+		if (ev->keep_best)
+		{
+			size_t		len = ((size_t) d->R->n_rows + d->R->n_cols) * p->factors;
+
+			if (s->best_len < len)
+			{
+				free(s->best);
+				s->best = malloc(sizeof(float) * len);
+				s->best_len = s->best ? len : 0;
+			}
+			if (s->best == NULL)
+			{
+				snprintf(err, errlen, "out of memory for a copy of the best model");
+				return GM_ENOMEM;
+			}
+		}
+	}
 	ops = gm_algo_ops_get(p->algorithm, p->backend, err, errlen);
 	if (ops == NULL)
 		return p->backend == GM_BACKEND_CUDA && gm_cuda_symbol("gm_cuda_algo_ops") == NULL ?
@@ -330,23 +504,24 @@ gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
 		budget = GM_CPU_BUDGET_PER_THREAD * gm_resolve_threads(p->threads);
 
 	t0 = gm_now();
-	rc = ops->create(&h, d, p, cb, res->device_name, sizeof(res->device_name),
-					 err, errlen);
+	rc = session_prepare(s, ops, p, d, cb, res->device_name, sizeof(res->device_name),
+						 err, errlen);
 	t1 = gm_now();
 	res->transfer_seconds = t1 - t0;
 	if (rc != GM_OK)
-		goto done;
-	n_sweeps = ops->n_sweeps(h);
+		return rc;
+	n_sweeps = ops->n_sweeps(s->h);
 
 	for (int it = 0; it < p->iterations; it++)
 	{
 		gm_mf_metrics m;
-		int			converged;
+		int			converged,
+					stop = 0;
 
-		if ((rc = iteration(ops, h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
-			goto done;
-		if ((rc = ops->evaluate(h, &m, err, errlen)) != GM_OK)
-			goto done;
+		if ((rc = iteration(ops, s->h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
+			goto fail;
+		if ((rc = ops->evaluate(s->h, &m, err, errlen)) != GM_OK)
+			goto fail;
 		res->final = m;
 		res->iterations_run = it + 1;
 		if (cb && cb->on_iteration)
@@ -358,17 +533,69 @@ gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
 		{
 			snprintf(err, errlen, "training canceled");
 			rc = GM_ECANCELED;
-			goto done;
+			goto fail;
 		}
-		if (converged)
+		if (ev && ((it + 1) % ev->every == 0 || it + 1 == p->iterations || converged))
+		{
+			rc = evaluate_heldout(s, p, d, cb, ev, it + 1, &since_best, &stop, err, errlen);
+			if (rc != GM_OK)
+				goto fail;
+			last_eval = it + 1;
+			downloaded = 1;
+		}
+		else
+			downloaded = 0;
+		if (converged || stop)
 			break;
 	}
-	res->train_seconds = gm_now() - t1;
+	res->train_seconds = gm_now() - t1 - (ev ? ev->eval_seconds : 0.0);
 	t0 = gm_now();
-	rc = ops->download(h, d, err, errlen);
+	if (!downloaded)
+		rc = ops->download(s->h, d, err, errlen);
 	res->transfer_seconds += gm_now() - t0;
+	if (rc == GM_OK && ev && ev->keep_best && ev->best_iteration > 0 &&
+		ev->best_iteration != last_eval)
+	{
+		size_t		nx = (size_t) d->R->n_rows * p->factors;
 
-done:
-	ops->destroy(h);
+		memcpy(d->X, s->best, sizeof(float) * nx);
+		memcpy(d->Y, s->best + nx, sizeof(float) * (size_t) d->R->n_cols * p->factors);
+	}
+	if (rc != GM_OK)
+		session_drop(s);
 	return rc;
+
+fail:
+	/* the state may be mid-sweep (or the device in error): never reuse it */
+	session_drop(s);
+	return rc;
+}
+
+/* Train with a held-out evaluation (see gm_core.h). */
+int
+gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
+				 gm_mf_eval *ev, gm_mf_result *res, char *err, size_t errlen)
+{
+	gm_mf_session *s = gm_mf_session_create();
+	int			rc;
+
+	if (s == NULL)
+	{
+		memset(res, 0, sizeof(*res));
+		res->final.loss = NAN;
+		res->final.rmse = NAN;
+		snprintf(err, errlen, "out of memory for a training session");
+		return GM_ENOMEM;
+	}
+	rc = gm_mf_session_train(s, p, d, cb, ev, res, err, errlen);
+	gm_mf_session_free(s);
+	return rc;
+}
+
+/* Train (see gm_core.h). */
+int
+gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
+			gm_mf_result *res, char *err, size_t errlen)
+{
+	return gm_mf_train_eval(p, d, cb, NULL, res, err, errlen);
 }

@@ -2060,7 +2060,7 @@ test_params_and_ops(void)
 		if (a == GM_ALG_ALS_IMPLICIT)
 			CHECK(p.regularization == 0.01f && p.alpha == 1.0f && p.cg_steps == 3 &&
 				  p.alpha0 == 1.0f && p.nu == 0.0f && p.solver == GM_SOLVER_CG &&
-				  p.block_size == 0 && p.biases == 0,
+				  p.block_size == 0 && p.block_sweeps == 1 && p.biases == 0,
 				  "implicit ALS defaults differ from today's");
 		else
 			CHECK(p.regularization == 0.05f && p.biases == 1 && p.inner_iterations == 3,
@@ -2092,6 +2092,8 @@ test_params_and_ops(void)
 			{GM_ALG_CCD, "inner_iterations", 8}, {GM_ALG_ALS_EXPLICIT, "biases", 9},
 			{GM_ALG_ALS_IMPLICIT, "block_size", 10}, {GM_ALG_ALS_IMPLICIT, "threads", 11},
 			{GM_ALG_ALS_IMPLICIT, "alpha0", 12}, {GM_ALG_ALS_IMPLICIT, "nu", 13},
+			{GM_ALG_ALS_IMPLICIT, "nu", 14}, {GM_ALG_ALS_IMPLICIT, "block_sweeps", 15},
+			{GM_ALG_ALS_IMPLICIT, "block_size", 16},
 		};
 
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -2115,6 +2117,9 @@ test_params_and_ops(void)
 				case 11: p.threads = 5000; break;
 				case 12: p.alpha0 = -1.0f; break;
 				case 13: p.nu = NAN; break;
+				case 14: p.nu = 1.5f; break;
+				case 15: p.solver = GM_SOLVER_BLOCK; p.block_sweeps = 0; break;
+				case 16: p.solver = GM_SOLVER_BLOCK; p.block_size = -1; break;
 			}
 			err[0] = '\0';
 			CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_EINVAL,
@@ -2187,9 +2192,9 @@ test_params_and_ops(void)
 
 			switch (c)
 			{
-				case 0: p.alpha0 = 0.5f; break;
-				case 1: p.nu = 0.5f; break;
-				case 2: p.solver = GM_SOLVER_EXACT; break;
+				case 0: p.solver = (gm_solver) 7; want = GM_EINVAL; break;
+				case 1: p.nu = -0.5f; want = GM_EINVAL; break;
+				case 2: p.solver = GM_SOLVER_BLOCK; p.block_size = 9; want = GM_EINVAL; break;
 				case 3: gm_mf_params_defaults(&p, GM_ALG_CCD); p.biases = 0; break;
 				case 4: p.backend = GM_BACKEND_CUDA; want = GM_ENODEVICE; break;
 				case 5: d.Rt = &t.R; want = GM_EINVAL; break;	/* not the transpose */
@@ -2208,6 +2213,1005 @@ test_params_and_ops(void)
 fail:
 	free(X);
 	free(Y);
+	train_data_free(&t);
+	return 1;
+}
+
+/* ------------------------------------------------ 19. the implicit model's forms */
+
+/*
+ * A float64 reference of one exact ALS half-step of a dense weighted model:
+ * every row x of X (n x k) becomes the minimiser of
+ * sum_j W[r][j] (P[r][j] - x . y_j)^2 + lam[r] |x|^2, Y (m x k) fixed.
+ * Written from the objective, not from gpumf's normal equations.
+ */
+static int
+ref_half_step(int n, int m, int k, const double *W, const double *P,
+			  const double *lam, double *X, const double *Y)
+{
+	double	   *A = xmalloc(sizeof(double) * k * k),
+			   *b = xmalloc(sizeof(double) * k);
+	int			rc = 0;
+
+	for (int r = 0; r < n && rc == 0; r++)
+	{
+		memset(A, 0, sizeof(double) * k * k);
+		memset(b, 0, sizeof(double) * k);
+		for (int j = 0; j < m; j++)
+		{
+			double		w = W[(size_t) r * m + j],
+						t = P[(size_t) r * m + j];
+
+			for (int p = 0; p < k; p++)
+			{
+				b[p] += w * t * Y[(size_t) j * k + p];
+				for (int q = 0; q < k; q++)
+					A[p * k + q] += w * Y[(size_t) j * k + p] * Y[(size_t) j * k + q];
+			}
+		}
+		for (int p = 0; p < k; p++)
+			A[p * k + p] += lam[r];
+		rc = cholesky_solve(A, b, k);
+		memcpy(X + (size_t) r * k, b, sizeof(double) * k);
+	}
+	free(A);
+	free(b);
+	return rc;
+}
+
+/* the transpose of a dense n x m matrix */
+static double *
+dense_t(const double *a, int n, int m)
+{
+	double	   *t = xmalloc(sizeof(double) * (size_t) n * m);
+
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < m; j++)
+			t[(size_t) j * n + i] = a[(size_t) i * m + j];
+	return t;
+}
+
+/* max |a - scale b| / max |scale b| over n values */
+static double
+rel_diff(const float *a, const double *b, int64_t n, double scale)
+{
+	double		num = 0,
+				den = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		d = fabs(a[i] - scale * b[i]);
+
+		if (!(d <= num))
+			num = d;
+		if (fabs(scale * b[i]) > den)
+			den = fabs(scale * b[i]);
+	}
+	return den > 0 ? num / den : num;
+}
+
+/*
+ * Training the general model with the exact solver gives the factors of a
+ * float64 reference of the dense weighted model, from the same start:
+ * form 0, the 2008 model (alpha0 = 1, nu = 0: weight c, target 1 on the
+ * observed pairs, weight 1 target 0 elsewhere, a fixed lambda); form 1,
+ * Rendle et al.'s (0/1 data; observed pairs (1 - s)^2 + alpha0 s^2, the
+ * rest alpha0 s^2, lambda_R (n + alpha0 m)^nu), which is gpumf's model with
+ * alpha = alpha0, regularization lambda_R (1 + alpha0), factors
+ * sqrt(1 + alpha0) times Rendle's; form 2, gpumf's own general form.
+ */
+static int
+test_model_forms(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	double	   *W = NULL,
+			   *P = NULL,
+			   *Wt = NULL,
+			   *Pt = NULL,
+			   *Xr = NULL,
+			   *Yr = NULL,
+			   *lu = NULL,
+			   *li = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 6; trial++)
+	{
+		int			form = trial % 3;
+		int32_t		U = (int32_t) rint_range(20, 50),
+					I = (int32_t) rint_range(15, 40);
+		int			k = (int) rint_range(2, 12);
+		float		alpha0 = form == 0 ? 1.0f : (float) (0.05 + runif() * 1.5),
+					nu = form == 0 ? 0.0f : (float) (0.1 + 0.9 * runif()),
+					lam = (float) (0.02 + runif() * 0.5),
+					alpha = form == 1 ? alpha0 : (float) (runif() * 4.0);
+		int			iters = 3;
+		gm_mf_params p = als_params(k, 3, form == 1 ? lam * (1.0f + alpha0) : lam, alpha, iters);
+		gm_mf_result res;
+		gm_mf_data	d;
+		double		scale = form == 1 ? sqrt(1.0 + alpha0) : 1.0,
+					ex,
+					ey;
+
+		p.solver = GM_SOLVER_EXACT;
+		p.alpha0 = alpha0;
+		p.nu = nu;
+		p.threads = (int) rint_range(1, 3);
+		csr_random(&t.R, U, I, 0.05 + runif() * 0.2);
+		if (form == 1)
+			for (int64_t e = 0; e < t.R.nnz; e++)
+				t.R.data[e] = 1.0f;
+		CHECK(gm_csr_transpose(&t.R, &t.Rt, err, sizeof(err)) == GM_OK, "%s", err);
+		X = xmalloc(sizeof(float) * U * k);
+		Y = xmalloc(sizeof(float) * I * k);
+		d = mf_data(&t, X, Y);
+		CHECK(gm_mf_train(&p, &d, NULL, &res, err, sizeof(err)) == GM_OK, "form %d: %s", form, err);
+
+		/* the reference, from the start gm_mf_train makes (divided by scale) */
+		W = xmalloc(sizeof(double) * U * I);
+		P = xmalloc(sizeof(double) * U * I);
+		Xr = xmalloc(sizeof(double) * U * k);
+		Yr = xmalloc(sizeof(double) * I * k);
+		lu = xmalloc(sizeof(double) * U);
+		li = xmalloc(sizeof(double) * I);
+		{
+			float	   *x0 = xmalloc(sizeof(float) * U * k),
+					   *y0 = xmalloc(sizeof(float) * I * k);
+			uint8_t    *mask;
+			double	   *val = csr_dense(&t.R, &mask);
+
+			gm_factors_init(x0, U, k, p.seed, 0);
+			gm_factors_init(y0, I, k, p.seed, 1);
+			for (int64_t i = 0; i < (int64_t) U * k; i++)
+				Xr[i] = x0[i] / scale;
+			for (int64_t i = 0; i < (int64_t) I * k; i++)
+				Yr[i] = y0[i] / scale;
+			for (int32_t u = 0; u < U; u++)
+				for (int32_t i = 0; i < I; i++)
+				{
+					size_t		o = (size_t) u * I + i;
+
+					if (form == 1)
+					{
+						W[o] = mask[o] ? 1.0 + alpha0 : alpha0;
+						P[o] = mask[o] ? 1.0 / (1.0 + alpha0) : 0.0;
+					}
+					else
+					{
+						W[o] = mask[o] ? 1.0 + (double) alpha * (float) val[o] : alpha0;
+						P[o] = mask[o] ? 1.0 : 0.0;
+					}
+				}
+			for (int32_t u = 0; u < U; u++)
+				lu[u] = (double) lam * pow((double) (t.R.indptr[u + 1] - t.R.indptr[u]) +
+										   (double) alpha0 * I, nu);
+			for (int32_t i = 0; i < I; i++)
+				li[i] = (double) lam * pow((double) (t.Rt.indptr[i + 1] - t.Rt.indptr[i]) +
+										   (double) alpha0 * U, nu);
+			free(x0);
+			free(y0);
+			free(mask);
+			free(val);
+		}
+		Wt = dense_t(W, U, I);
+		Pt = dense_t(P, U, I);
+		for (int it = 0; it < iters; it++)
+		{
+			CHECK(ref_half_step(U, I, k, W, P, lu, Xr, Yr) == 0, "reference not SPD");
+			CHECK(ref_half_step(I, U, k, Wt, Pt, li, Yr, Xr) == 0, "reference not SPD");
+		}
+		ex = rel_diff(X, Xr, (int64_t) U * k, scale);
+		ey = rel_diff(Y, Yr, (int64_t) I * k, scale);
+		CHECK(ex < 2e-4 && ey < 2e-4,
+			  "form %d (%dx%d, k %d, alpha %g, alpha0 %g, nu %g, lambda %g): "
+			  "X differs from the reference by %.3g, Y by %.3g (relative)",
+			  form, U, I, k, alpha, alpha0, nu, lam, ex, ey);
+		/* the objective it reports is the reference's */
+		{
+			float	   *rx = xmalloc(sizeof(float) * U),
+					   *ry = xmalloc(sizeof(float) * I);
+			gm_csr		C;
+			double		want = 0,
+						wsum = 0,
+						got;
+
+			CHECK(gm_confidence(&t.R, alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
+			gm_als_row_reg(&t.R, p.regularization, alpha0, nu, rx);
+			gm_als_row_reg(&t.Rt, p.regularization, alpha0, nu, ry);
+			for (int32_t u = 0; u < U; u++)
+				CHECK(fabs(rx[u] - lu[u] * (form == 1 ? 1.0 + alpha0 : 1.0)) <= 1e-5 * rx[u],
+					  "row ridge %d: %g", u, rx[u]);
+			got = gm_als_objective(&C, X, Y, k, alpha0, p.regularization,
+								   nu != 0.0f ? rx : NULL, nu != 0.0f ? ry : NULL, p.threads);
+			for (int32_t u = 0; u < U; u++)
+				for (int32_t i = 0; i < I; i++)
+				{
+					double		s = 0,
+								w = form == 1 ? (P[(size_t) u * I + i] > 0 ? 1.0 + alpha : alpha0) :
+						W[(size_t) u * I + i],
+								tg = P[(size_t) u * I + i] > 0 ? 1.0 : 0.0;
+
+					for (int f = 0; f < k; f++)
+						s += (double) X[u * k + f] * Y[i * k + f];
+					want += w * (tg - s) * (tg - s);
+					wsum += w;
+				}
+			for (int32_t u = 0; u < U; u++)
+				for (int f = 0; f < k; f++)
+					want += rx[u] * (double) X[u * k + f] * X[u * k + f];
+			for (int32_t i = 0; i < I; i++)
+				for (int f = 0; f < k; f++)
+					want += ry[i] * (double) Y[i * k + f] * Y[i * k + f];
+			want /= wsum;
+			free(rx);
+			free(ry);
+			gm_csr_free(&C);
+			CHECK(fabs(got - want) <= 1e-5 * fabs(want) &&
+				  fabs(res.final.loss - got) <= 1e-12 * fabs(got),
+				  "form %d: objective %.10g, brute force %.10g, reported %.10g", form,
+				  got, want, res.final.loss);
+		}
+		free(X);
+		free(Y);
+		free(W);
+		free(P);
+		free(Wt);
+		free(Pt);
+		free(Xr);
+		free(Yr);
+		free(lu);
+		free(li);
+		X = Y = NULL;
+		W = P = Wt = Pt = Xr = Yr = lu = li = NULL;
+		gm_csr_free(&t.R);
+		gm_csr_free(&t.Rt);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	free(W);
+	free(P);
+	free(Wt);
+	free(Pt);
+	free(Xr);
+	free(Yr);
+	free(lu);
+	free(li);
+	gm_csr_free(&t.R);
+	gm_csr_free(&t.Rt);
+	return 1;
+}
+
+/* f(x) = 1/2 x^T A x - b^T x of a row's system (double), for the descent check */
+static double
+row_objective(const double *A, const double *b, const float *x, int k)
+{
+	double		f = 0;
+
+	for (int p = 0; p < k; p++)
+	{
+		double		ax = 0;
+
+		for (int q = 0; q < k; q++)
+			ax += A[p * k + q] * x[q];
+		f += 0.5 * x[p] * ax - b[p] * x[p];
+	}
+	return f;
+}
+
+/*
+ * One row's solves against a float64 Cholesky of A = alpha0 Y^T Y +
+ * sum (c - alpha0) y y^T + reg I: the exact solver; the block solver with
+ * one block (exact too); the block solver with smaller blocks, whose error
+ * shrinks as the sweeps grow and whose row objective never rises; CG with
+ * k steps.  Random, well-conditioned Y; a fresh random start each time.
+ */
+static int
+test_row_solvers(void)
+{
+	gm_csr		R = {0},
+				C = {0};
+	float	   *X = NULL,
+			   *X0 = NULL,
+			   *Y = NULL,
+			   *G = NULL,
+			   *reg = NULL;
+	double	   *A = NULL,
+			   *Af = NULL,
+			   *b = NULL,
+			   *bf = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 8; trial++)
+	{
+		int			k = (int) rint_range(3, 40);
+		int32_t		U = 5,
+					I = (int32_t) rint_range(120, 300);
+		int32_t		u = (int32_t) rint_range(0, U - 1);
+		float		alpha0 = (float) (0.05 + runif() * 2.0),
+					alpha = (float) (runif() * 4.0),
+					lam = (float) (0.05 + runif()),
+					nu = trial % 2 ? (float) runif() : 0.0f;
+		gm_als_side sd;
+		double		den = 0;
+
+		csr_random(&R, U, I, 0.15);
+		if (trial == 7)			/* an empty row: x -> 0 */
+		{
+			int64_t		gone = R.indptr[u + 1] - R.indptr[u];
+
+			for (int64_t e = R.indptr[u + 1]; e < R.nnz; e++)
+			{
+				R.indices[e - gone] = R.indices[e];
+				R.data[e - gone] = R.data[e];
+			}
+			for (int32_t v = u + 1; v <= U; v++)
+				R.indptr[v] -= gone;
+			R.nnz -= gone;
+		}
+		CHECK(gm_confidence(&R, alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
+		Y = xmalloc(sizeof(float) * I * k);
+		X = xmalloc(sizeof(float) * U * k);
+		X0 = xmalloc(sizeof(float) * U * k);
+		G = xmalloc(sizeof(float) * k * k);
+		reg = xmalloc(sizeof(float) * U);
+		A = xcalloc((size_t) k * k, sizeof(double));
+		Af = xcalloc((size_t) k * k, sizeof(double));
+		b = xcalloc(k, sizeof(double));
+		bf = xcalloc(k, sizeof(double));
+		fill_uniform(Y, (int64_t) I * k, -0.5 / sqrt(k), 0.5 / sqrt(k));
+		fill_uniform(X0, (int64_t) U * k, -1.0, 1.0);
+		gm_als_row_reg(&R, lam, alpha0, nu, reg);
+
+		/* the reference system and its solution */
+		for (int32_t i = 0; i < I; i++)
+			for (int p = 0; p < k; p++)
+				for (int q = 0; q < k; q++)
+					A[p * k + q] += alpha0 * (double) Y[i * k + p] * Y[i * k + q];
+		for (int p = 0; p < k; p++)
+			for (int q = 0; q < k; q++)
+				G[p * k + q] = (float) A[p * k + q] + (nu == 0.0f && p == q ? lam : 0.0f);
+		for (int p = 0; p < k; p++)
+			A[p * k + p] += reg[u];
+		for (int64_t e = C.indptr[u]; e < C.indptr[u + 1]; e++)
+		{
+			const float *y = Y + (size_t) C.indices[e] * k;
+			double		c = C.data[e];
+
+			for (int p = 0; p < k; p++)
+			{
+				b[p] += c * y[p];
+				for (int q = 0; q < k; q++)
+					A[p * k + q] += (c - alpha0) * y[p] * y[q];
+			}
+		}
+		memcpy(Af, A, sizeof(double) * k * k);
+		memcpy(bf, b, sizeof(double) * k);
+		CHECK(cholesky_solve(A, b, k) == 0, "reference system not SPD (k %d)", k);
+		for (int p = 0; p < k; p++)
+			den += b[p] * b[p];
+		if (C.indptr[u + 1] == C.indptr[u])
+			for (int p = 0; p < k; p++)
+				den += (double) X0[u * k + p] * X0[u * k + p];
+		den = sqrt(den);
+
+		sd.C = &C;
+		sd.X = X;
+		sd.Y = Y;
+		sd.G = G;
+		sd.reg = nu == 0.0f ? NULL : reg;
+		sd.alpha0 = alpha0;
+		sd.k = k;
+		/* solver, block size, sweeps: exact; one block; CG with k steps; then sweeps */
+		for (int v = 0; v < 11; v++)
+		{
+			int			bs = v == 1 ? k : (int) rint_range(1, (k + 1) / 2),
+						sweeps = v < 3 ? 1 : 1 << (v - 3);
+			gm_solver	solver = v == 0 ? GM_SOLVER_EXACT : v == 2 ? GM_SOLVER_CG : GM_SOLVER_BLOCK;
+			static double prev_err,
+						prev_f;
+			static int	prev_bs;
+			double		e2 = 0,
+						f;
+
+			if (v >= 4)
+				bs = prev_bs;	/* the same blocks, more sweeps */
+			memcpy(X, X0, sizeof(float) * U * k);
+			CHECK(gm_als_solve_rows(&sd, solver, k, bs, sweeps, u, u + 1,
+									(int) rint_range(1, 2)) == GM_OK, "solve failed");
+			for (int p = 0; p < k; p++)
+				e2 += (X[u * k + p] - b[p]) * (X[u * k + p] - b[p]);
+			e2 = sqrt(e2) / den;
+			f = row_objective(Af, bf, X + u * k, k);
+			for (int32_t w = 0; w < U; w++)
+				if (w != u)
+					CHECK(memcmp(X + w * k, X0 + w * k, sizeof(float) * k) == 0,
+						  "row %d changed though only row %d was solved", w, u);
+			if (v <= 2)
+				CHECK(e2 < 1e-4, "%s (k %d, alpha0 %g, nu %g, %lld entries): relative error %.3g",
+					  v == 0 ? "exact" : v == 1 ? "one block" : "CG k steps", k, alpha0, nu,
+					  (long long) (C.indptr[u + 1] - C.indptr[u]), e2);
+			else if (v > 3)
+			{
+				CHECK(e2 <= prev_err * 1.001 + 1e-6,
+					  "block %d (k %d): error rose from %.3g to %.3g going to %d sweeps",
+					  bs, k, prev_err, e2, sweeps);
+				CHECK(f <= prev_f + 1e-9 * fabs(prev_f) + 1e-12,
+					  "block %d (k %d): objective rose from %.10g to %.10g going to %d sweeps",
+					  bs, k, prev_f, f, sweeps);
+			}
+			if (v == 10)
+				CHECK(e2 < 1e-4, "block %d (k %d, alpha0 %g): %d sweeps leave a relative error %.3g",
+					  bs, k, alpha0, sweeps, e2);
+			prev_err = e2;
+			prev_f = f;
+			prev_bs = bs;
+		}
+		free(X);
+		free(X0);
+		free(Y);
+		free(G);
+		free(reg);
+		free(A);
+		free(Af);
+		free(b);
+		free(bf);
+		X = X0 = Y = G = reg = NULL;
+		A = Af = b = bf = NULL;
+		gm_csr_free(&R);
+		gm_csr_free(&C);
+	}
+	return 0;
+fail:
+	free(X);
+	free(X0);
+	free(Y);
+	free(G);
+	free(reg);
+	free(A);
+	free(Af);
+	free(b);
+	free(bf);
+	gm_csr_free(&R);
+	gm_csr_free(&C);
+	return 1;
+}
+
+/*
+ * gm_mf_train with every solver and random alpha0, nu: the loss never rises
+ * for the exact and block solvers (each step minimises the objective over
+ * a row, or a block of it, exactly), and it is the objective of the
+ * returned factors.
+ */
+static int
+test_train_solvers(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 6; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(80, 250),
+					I = (int32_t) rint_range(60, 200);
+		gm_mf_params p = als_params((int) rint_range(4, 24), 3, (float) (0.01 + runif() * 0.2),
+									(float) (runif() * 5.0), 6);
+		gm_mf_result res;
+		gm_mf_data	d;
+		train_log	log = {0};
+		gm_callbacks cb = {NULL, log_iteration, &log};
+		double		again;
+
+		p.solver = (gm_solver) (trial % 3);
+		p.alpha0 = (float) (0.02 + runif());
+		p.nu = trial < 3 ? 0.0f : (float) runif();
+		p.block_size = (int) rint_range(0, p.factors);
+		p.block_sweeps = (int) rint_range(1, 3);
+		p.threads = (int) rint_range(1, 3);
+		train_data_make(&t, U, I, 0.03 + runif() * 0.05, p.alpha);
+		X = xmalloc(sizeof(float) * U * p.factors);
+		Y = xmalloc(sizeof(float) * I * p.factors);
+		d = mf_data(&t, X, Y);
+		CHECK(gm_mf_train(&p, &d, &cb, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		for (int i = 1; i < log.n && p.solver != GM_SOLVER_CG; i++)
+			CHECK(log.loss[i] <= log.loss[i - 1] * (1.0 + 1e-6),
+				  "solver %d (k %d, block %d x %d, alpha0 %g, nu %g): loss rose at iteration %d: %.10g -> %.10g",
+				  p.solver, p.factors, p.block_size, p.block_sweeps, p.alpha0, p.nu, i + 1,
+				  log.loss[i - 1], log.loss[i]);
+		CHECK(log.loss[log.n - 1] < log.loss[0], "solver %d: loss did not decrease", p.solver);
+		{
+			float	   *rx = xmalloc(sizeof(float) * U),
+					   *ry = xmalloc(sizeof(float) * I);
+
+			gm_als_row_reg(&t.R, p.regularization, p.alpha0, p.nu, rx);
+			gm_als_row_reg(&t.Rt, p.regularization, p.alpha0, p.nu, ry);
+			again = gm_als_objective(&t.C, X, Y, p.factors, p.alpha0, p.regularization,
+									 p.nu != 0.0f ? rx : NULL, p.nu != 0.0f ? ry : NULL, 0);
+			free(rx);
+			free(ry);
+		}
+		CHECK(fabs(again - res.final.loss) <= 1e-6 * fabs(again),
+			  "solver %d: objective of the factors %.10g, final loss %.10g", p.solver, again,
+			  res.final.loss);
+		free(X);
+		free(Y);
+		X = Y = NULL;
+		train_data_free(&t);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	train_data_free(&t);
+	return 1;
+}
+
+/* ------------------------------------------------ 20. ranking metrics */
+
+/*
+ * gm_rank_eval against a brute force: small integer factors (exact float
+ * scores, so ties are exact and go to the lower item), a full sort per
+ * user, recall / NDCG / precision as LightGCN computes them.
+ */
+static int
+test_rank_eval(void)
+{
+	gm_csr		tr = {0},
+				te = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 10; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(1, 60),
+					I = (int32_t) rint_range(2, 80);
+		int			k = (int) rint_range(1, 6),
+					K = (int) rint_range(1, 25);
+		gm_rank_result got;
+		double		rec = 0,
+					nd = 0,
+					pr = 0;
+		int64_t		n = 0;
+		uint8_t    *mtr,
+				   *mte;
+		double	   *dtr,
+				   *dte;
+
+		csr_random(&tr, U, I, runif() * 0.3);
+		csr_random(&te, U, I, runif() * 0.2);
+		X = xmalloc(sizeof(float) * U * k);
+		Y = xmalloc(sizeof(float) * I * k);
+		for (int64_t i = 0; i < (int64_t) U * k; i++)
+			X[i] = (float) rint_range(-3, 3);
+		for (int64_t i = 0; i < (int64_t) I * k; i++)
+			Y[i] = (float) rint_range(-3, 3);
+		CHECK(gm_rank_eval(&tr, &te, X, Y, k, K, (int) rint_range(0, 3), NULL, &got, err,
+						   sizeof(err)) == GM_OK, "%s", err);
+		dtr = csr_dense(&tr, &mtr);
+		dte = csr_dense(&te, &mte);
+		for (int32_t u = 0; u < U; u++)
+		{
+			int32_t    *order = xmalloc(sizeof(int32_t) * I);
+			double	   *sc = xmalloc(sizeof(double) * I);
+			int			m = 0,
+						hits = 0,
+						ntest = 0;
+			double		dcg = 0,
+						idcg = 0;
+
+			for (int32_t i = 0; i < I; i++)
+				ntest += mte[(size_t) u * I + i];
+			if (ntest > 0)
+			{
+				for (int32_t i = 0; i < I; i++)
+				{
+					double		s = 0;
+
+					for (int f = 0; f < k; f++)
+						s += (double) X[u * k + f] * Y[i * k + f];
+					sc[i] = s;
+					if (!mtr[(size_t) u * I + i])
+						order[m++] = i;
+				}
+				/* insertion sort: score descending, index ascending */
+				for (int a = 1; a < m; a++)
+					for (int c = a; c > 0 && (sc[order[c]] > sc[order[c - 1]] ||
+											  (sc[order[c]] == sc[order[c - 1]] &&
+											   order[c] < order[c - 1])); c--)
+					{
+						int32_t		tmp = order[c];
+
+						order[c] = order[c - 1];
+						order[c - 1] = tmp;
+					}
+				for (int r = 0; r < K && r < m; r++)
+					if (mte[(size_t) u * I + order[r]])
+					{
+						hits++;
+						dcg += 1.0 / log2(r + 2.0);
+					}
+				for (int r = 0; r < K && r < ntest && r < I; r++)
+					idcg += 1.0 / log2(r + 2.0);
+				rec += (double) hits / ntest;
+				nd += dcg / idcg;
+				pr += (double) hits / (K < I ? K : I);
+				n++;
+			}
+			free(order);
+			free(sc);
+		}
+		free(mtr);
+		free(mte);
+		free(dtr);
+		free(dte);
+		if (n > 0)
+		{
+			rec /= n;
+			nd /= n;
+			pr /= n;
+		}
+		CHECK(got.users == n && fabs(got.recall - rec) < 1e-12 && fabs(got.ndcg - nd) < 1e-12 &&
+			  fabs(got.precision - pr) < 1e-12,
+			  "%dx%d k %d K %d: users %lld/%lld recall %.12g/%.12g ndcg %.12g/%.12g precision %.12g/%.12g",
+			  U, I, k, K, (long long) got.users, (long long) n, got.recall, rec, got.ndcg, nd,
+			  got.precision, pr);
+		free(X);
+		free(Y);
+		X = Y = NULL;
+		gm_csr_free(&tr);
+		gm_csr_free(&te);
+	}
+	{
+		gm_rank_metric m;
+		int			K;
+
+		CHECK(gm_rank_metric_parse("recall@20", &m, &K, err, sizeof(err)) == GM_OK &&
+			  m == GM_METRIC_RECALL && K == 20, "recall@20");
+		CHECK(gm_rank_metric_parse("NDCG@5", &m, &K, err, sizeof(err)) == GM_OK &&
+			  m == GM_METRIC_NDCG && K == 5, "NDCG@5");
+		CHECK(gm_rank_metric_parse("precision@1000", &m, &K, err, sizeof(err)) == GM_OK &&
+			  m == GM_METRIC_PRECISION && K == 1000, "precision@1000");
+		CHECK(gm_rank_metric_parse("recall@0", &m, &K, err, sizeof(err)) == GM_EINVAL &&
+			  gm_rank_metric_parse("recall", &m, &K, err, sizeof(err)) == GM_EINVAL &&
+			  gm_rank_metric_parse("mrr@10", &m, &K, err, sizeof(err)) == GM_EINVAL &&
+			  gm_rank_metric_parse("recall@10x", &m, &K, err, sizeof(err)) == GM_EINVAL &&
+			  strstr(err, "recall@10x") != NULL, "bad metrics accepted: %s", err);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	gm_csr_free(&tr);
+	gm_csr_free(&te);
+	return 1;
+}
+
+/* The holdout split: a partition of R, per-user counts, seeded. */
+static int
+test_split(void)
+{
+	gm_csr		R = {0},
+				a = {0},
+				b = {0},
+				a2 = {0},
+				b2 = {0};
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 8; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(1, 80),
+					I = (int32_t) rint_range(1, 60);
+		double		frac = trial == 0 ? 0.0 : runif() * 0.9;
+		uint64_t	seed = rnext();
+		uint8_t    *mr,
+				   *ma,
+				   *mb;
+		double	   *dr,
+				   *da,
+				   *db;
+
+		csr_random(&R, U, I, runif() * 0.5);
+		CHECK(gm_split_holdout(&R, frac, seed, &a, &b, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(csr_valid(&a) == NULL && csr_valid(&b) == NULL, "invalid CSR: %s %s",
+			  csr_valid(&a) ? csr_valid(&a) : "", csr_valid(&b) ? csr_valid(&b) : "");
+		CHECK(a.nnz + b.nnz == R.nnz, "entries lost: %lld + %lld != %lld", (long long) a.nnz,
+			  (long long) b.nnz, (long long) R.nnz);
+		dr = csr_dense(&R, &mr);
+		da = csr_dense(&a, &ma);
+		db = csr_dense(&b, &mb);
+		for (int64_t i = 0; i < (int64_t) U * I; i++)
+			CHECK(mr[i] == (ma[i] | mb[i]) && !(ma[i] & mb[i]) &&
+				  dr[i] == (ma[i] ? da[i] : db[i]), "not a partition of R at %lld", (long long) i);
+		free(mr);
+		free(ma);
+		free(mb);
+		free(dr);
+		free(da);
+		free(db);
+		for (int32_t u = 0; u < U; u++)
+		{
+			int64_t		n = R.indptr[u + 1] - R.indptr[u],
+						want = n < 2 || frac == 0.0 ? 0 : llround(frac * n);
+
+			if (n >= 2 && frac > 0.0)
+				want = want < 1 ? 1 : want > n - 1 ? n - 1 : want;
+			CHECK(b.indptr[u + 1] - b.indptr[u] == want, "user %d: %lld of %lld held out, expected %lld",
+				  u, (long long) (b.indptr[u + 1] - b.indptr[u]), (long long) n, (long long) want);
+		}
+		CHECK(gm_split_holdout(&R, frac, seed, &a2, &b2, err, sizeof(err)) == GM_OK &&
+			  b2.nnz == b.nnz && memcmp(b2.indices, b.indices, sizeof(int32_t) * b.nnz) == 0,
+			  "the same seed split differently");
+		gm_csr_free(&a);
+		gm_csr_free(&b);
+		gm_csr_free(&a2);
+		gm_csr_free(&b2);
+		gm_csr_free(&R);
+	}
+	CHECK(gm_split_holdout(&R, 1.0, 1, &a, &b, err, sizeof(err)) == GM_EINVAL &&
+		  strstr(err, "holdout") != NULL, "holdout 1 accepted");
+	return 0;
+fail:
+	gm_csr_free(&R);
+	gm_csr_free(&a);
+	gm_csr_free(&b);
+	gm_csr_free(&a2);
+	gm_csr_free(&b2);
+	return 1;
+}
+
+/* ------------------------------------------------ 21. early stop, sessions */
+
+typedef struct
+{
+	int			n;
+	int			iters[64];
+	double		value[64];
+	gm_rank_metric metric;
+} eval_log;
+
+static void
+log_eval(void *arg, int iteration, const gm_rank_result *r)
+{
+	eval_log   *l = arg;
+
+	if (l->n < 64)
+	{
+		l->iters[l->n] = iteration;
+		l->value[l->n] = gm_rank_value(r, l->metric);
+	}
+	l->n++;
+}
+
+/*
+ * gm_mf_train_eval: evaluations every `every` iterations and after the
+ * last; stops once `patience` evaluations did not beat the best; with
+ * keep_best the factors returned score the best value.  Planted data
+ * (gm_synth) so that the metric means something.
+ */
+static int
+test_train_eval(void)
+{
+	gm_synth	g;
+	gm_csr		R = {0},
+				Rt = {0},
+				tr = {0},
+				te = {0},
+				trt = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+	int			stopped = 0;
+
+	memset(&g, 0, sizeof(g));
+	g.n_users = 400;
+	g.n_items = 150;
+	g.n_rows = 12000;
+	g.min_per_user = 5;
+	g.clusters = 6;
+	g.affinity = 0.8;
+	g.seed = rnext();
+	CHECK(gm_synth_init(&g, err, sizeof(err)) == GM_OK, "%s", err);
+	{
+		int64_t		cap = 0;
+		int32_t    *r,
+				   *c;
+		float	   *v;
+		uint8_t    *ho,
+				   *seen = xcalloc(g.n_items, 1);
+		int64_t		n = 0;
+
+		for (int32_t u = 0; u < g.n_users; u++)
+			cap += g.counts[u];
+		r = xmalloc(sizeof(int32_t) * cap);
+		c = xmalloc(sizeof(int32_t) * cap);
+		v = xmalloc(sizeof(float) * cap);
+		ho = xmalloc(cap);
+		for (int32_t u = 0; u < g.n_users; u++)
+		{
+			int32_t		m = gm_synth_user(&g, u, c + n, v + n, ho + n, seen);
+
+			for (int32_t j = 0; j < m; j++)
+				r[n + j] = u;
+			n += m;
+		}
+		CHECK(gm_csr_from_coo(g.n_users, g.n_items, n, r, c, v, &R, err, sizeof(err)) == GM_OK, "%s", err);
+		free(r);
+		free(c);
+		free(v);
+		free(ho);
+		free(seen);
+	}
+	gm_synth_free(&g);
+	CHECK(gm_split_holdout(&R, 0.25, rnext(), &tr, &te, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(gm_csr_transpose(&tr, &trt, err, sizeof(err)) == GM_OK, "%s", err);
+	(void) Rt;
+
+	for (int trial = 0; trial < 4; trial++)
+	{
+		gm_mf_params p = als_params(16, 3, 0.05f, 2.0f, 12);
+		gm_mf_data	d;
+		gm_mf_result res;
+		gm_mf_eval	ev;
+		eval_log	el = {0};
+		gm_rank_result check;
+
+		memset(&ev, 0, sizeof(ev));
+		ev.test = &te;
+		ev.metric = el.metric = (gm_rank_metric) (trial % 3);
+		ev.K = (int) rint_range(3, 20);
+		ev.every = (int) rint_range(1, 3);
+		ev.patience = trial == 0 ? 0 : (int) rint_range(1, 2);
+		ev.keep_best = trial != 3;
+		ev.on_eval = log_eval;
+		ev.arg = &el;
+		/* a large ridge late makes the metric fall and the patience run out */
+		p.regularization = trial >= 2 ? 30.0f : 0.05f;
+		p.solver = GM_SOLVER_EXACT;
+		p.threads = 2;
+		X = xmalloc(sizeof(float) * tr.n_rows * p.factors);
+		Y = xmalloc(sizeof(float) * tr.n_cols * p.factors);
+		memset(&d, 0, sizeof(d));
+		d.R = &tr;
+		d.Rt = &trt;
+		d.X = X;
+		d.Y = Y;
+		CHECK(gm_mf_train_eval(&p, &d, NULL, &ev, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(el.n >= 1, "no evaluation");
+		for (int i = 0; i < el.n; i++)
+			CHECK(el.iters[i] % ev.every == 0 || el.iters[i] == res.iterations_run,
+				  "evaluated after iteration %d, every %d", el.iters[i], ev.every);
+		CHECK(el.iters[el.n - 1] == res.iterations_run || res.iterations_run % ev.every != 0 ||
+			  el.iters[el.n - 1] == res.iterations_run, "the last iteration was not evaluated");
+		{
+			double		best = -1;
+			int			bi = 0,
+						since = 0,
+						want_stop = 0;
+
+			for (int i = 0; i < el.n; i++)
+			{
+				if (el.value[i] > best)
+				{
+					best = el.value[i];
+					bi = el.iters[i];
+					since = 0;
+				}
+				else
+					since++;
+				if (ev.patience > 0 && since >= ev.patience)
+				{
+					want_stop = 1;
+					CHECK(i == el.n - 1, "went on after the patience ran out");
+				}
+			}
+			CHECK(ev.best == best && ev.best_iteration == bi,
+				  "best %.6g at %d, the log says %.6g at %d", ev.best, ev.best_iteration, best, bi);
+			if (want_stop)
+			{
+				CHECK(res.iterations_run < p.iterations || el.iters[el.n - 1] == p.iterations,
+					  "did not stop");
+				stopped++;
+			}
+			else
+				CHECK(res.iterations_run == p.iterations, "stopped at %d of %d without cause",
+					  res.iterations_run, p.iterations);
+		}
+		CHECK(gm_rank_eval(&tr, &te, X, Y, p.factors, ev.K, p.threads, NULL, &check, err,
+						   sizeof(err)) == GM_OK, "%s", err);
+		if (ev.keep_best)
+			CHECK(gm_rank_value(&check, ev.metric) == ev.best,
+				  "keep_best: the returned model scores %.8g, the best was %.8g",
+				  gm_rank_value(&check, ev.metric), ev.best);
+		else
+			CHECK(gm_rank_value(&check, ev.metric) == el.value[el.n - 1],
+				  "the returned model scores %.8g, the last evaluation %.8g",
+				  gm_rank_value(&check, ev.metric), el.value[el.n - 1]);
+		CHECK(trial >= 2 || ev.best > 0.05, "the planted structure was not learnt: %s %.4g",
+			  gm_rank_metric_name(ev.metric), ev.best);
+		free(X);
+		free(Y);
+		X = Y = NULL;
+	}
+	CHECK(stopped >= 1, "the patience never stopped a training");
+	gm_csr_free(&R);
+	gm_csr_free(&tr);
+	gm_csr_free(&te);
+	gm_csr_free(&trt);
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	gm_csr_free(&R);
+	gm_csr_free(&tr);
+	gm_csr_free(&te);
+	gm_csr_free(&trt);
+	return 1;
+}
+
+/*
+ * A session trains one dataset many times: with the CPU table (which can
+ * reset) each training gives bit for bit what a fresh gm_mf_train gives,
+ * whatever the previous one's factors, solver or alpha were.
+ */
+static int
+test_session(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL,
+			   *X2 = NULL,
+			   *Y2 = NULL;
+	char		err[GM_ERRLEN];
+	gm_mf_session *s = gm_mf_session_create();
+	int32_t		U = 150,
+				I = 90;
+
+	CHECK(s != NULL, "no session");
+	train_data_make(&t, U, I, 0.06, 1.0f);
+	for (int trial = 0; trial < 5; trial++)
+	{
+		gm_mf_params p = als_params((int) rint_range(2, 20), 2, (float) (0.01 + runif()),
+									(float) (runif() * 5.0), (int) rint_range(1, 4));
+		gm_mf_result r1,
+					r2;
+		gm_mf_data	d;
+
+		p.solver = (gm_solver) rint_range(0, 2);
+		p.alpha0 = (float) (0.1 + runif());
+		p.nu = (float) runif();
+		p.threads = 1;
+		X = xmalloc(sizeof(float) * U * p.factors);
+		Y = xmalloc(sizeof(float) * I * p.factors);
+		X2 = xmalloc(sizeof(float) * U * p.factors);
+		Y2 = xmalloc(sizeof(float) * I * p.factors);
+		d = mf_data(&t, X, Y);
+		CHECK(gm_mf_session_train(s, &p, &d, NULL, NULL, &r1, err, sizeof(err)) == GM_OK, "%s", err);
+		d = mf_data(&t, X2, Y2);
+		CHECK(gm_mf_train(&p, &d, NULL, &r2, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(memcmp(X, X2, sizeof(float) * U * p.factors) == 0 &&
+			  memcmp(Y, Y2, sizeof(float) * I * p.factors) == 0 && r1.final.loss == r2.final.loss,
+			  "training %d in a session differs from a fresh one", trial + 1);
+		CHECK(gm_mf_session_reuses(s) == trial, "%d reuses after %d trainings",
+			  gm_mf_session_reuses(s), trial + 1);
+		free(X);
+		free(Y);
+		free(X2);
+		free(Y2);
+		X = Y = X2 = Y2 = NULL;
+	}
+	gm_mf_session_free(s);
+	train_data_free(&t);
+	return 0;
+fail:
+	gm_mf_session_free(s);
+	free(X);
+	free(Y);
+	free(X2);
+	free(Y2);
 	train_data_free(&t);
 	return 1;
 }
@@ -2239,6 +3243,13 @@ static const test_case tests[] = {
 	{"mf_train (cpu ops) equals the plain ALS loop bit for bit", test_train_matches_loop},
 	{"mf_train polls within one slice and stops at once", test_cancel_latency},
 	{"params defaults, checks, names; ops tables", test_params_and_ops},
+	{"2008 and Rendle forms: trained factors vs a float64 reference", test_model_forms},
+	{"row solves (exact, one block, CG, block sweeps) vs float64 Cholesky", test_row_solvers},
+	{"mf_train every solver: loss non-increasing, objective of the factors", test_train_solvers},
+	{"rank_eval (recall, ndcg, precision @K) vs brute force", test_rank_eval},
+	{"holdout split", test_split},
+	{"mf_train_eval: held-out early stopping, keep_best", test_train_eval},
+	{"session trainings equal fresh ones", test_session},
 };
 
 int
