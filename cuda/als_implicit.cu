@@ -1,19 +1,23 @@
 /*
- * als_implicit.cu: implicit-feedback ALS with a conjugate-gradient solver
- * (Hu, Koren, Volinsky 2008) on the GPU: the CUDA table of operations
- * gm_cuda_als_implicit_ops (gm_algo.h), driven by the core's training loop
- * like the CPU table of src/core/als_implicit.c.
+ * als_implicit.cu: implicit-feedback ALS on the GPU (the model of
+ * src/core/als_implicit.c: confidences c = 1 + alpha v on the observed
+ * pairs, alpha0 on the others, ridges regularization (n + alpha0 m)^nu), the
+ * CUDA table of operations gm_cuda_als_implicit_ops (gm_algo.h) that the
+ * core's training loop drives like the CPU table.
  *
  * How it works (see test/bench/gpu/README.md for the measurements):
  *
- *  - create uploads R and Rt (device_csr.cuh) and turns their values into
- *    confidences c = 1 + alpha v on the device, rounded as the CPU rounds
- *    them; the sum of the confidences (for the loss) is taken on the host.
+ *  - create uploads R and Rt (device_csr.cuh) and their values; the
+ *    confidences c = 1 + alpha v are derived on the device, rounded as the
+ *    CPU rounds them, and again by reset for another alpha; the sum of the
+ *    confidences (for the loss) is taken on the host.
  *  - Factors live on the device row-major with the row length padded to kp
  *    (gm_padded_k); padded columns stay exactly zero.
- *  - Sweep 0 solves the users, sweep 1 the items.  begin_sweep builds
- *    G = F^T F + reg I of the other side (cuBLAS sgemm, FP32).
- *  - One CG pass (the initial residual, then each of the cg_steps steps) is
+ *  - G = alpha0 F^T F of the other side (cuBLAS sgemm, FP32), plus the
+ *    ridge on its first k diagonal entries when nu = 0; with nu > 0 each
+ *    row adds its own ridge (reg arrays, computed on the host).
+ *  - CG (GM_SOLVER_CG): two sweeps (users, items).  One CG pass (the
+ *    initial residual, then each of the cg_steps steps) is
  *      1. a cuBLAS sgemm over all rows of the slice: AP = V G   (V = X or P;
  *         the initial pass uses alpha = -1), i.e. the dense part of A v for
  *         every row at once at sgemm speed instead of k^2 scalar reads per row;
@@ -28,18 +32,28 @@
  *         row split over several chunks (popular items, heavy users) adds its
  *         partial sums into AP with float4 atomics and the last chunk to
  *         finish (a per-row counter, threadfence reduction) does the update.
- *  - The update is the CPU core's (src/core/als_implicit.c cg_solve_row):
- *      init:  r = sum_i (c_i - (c_i-1) y_i.x) y_i - G x;  p = r;  rs = r.r
- *      step:  if rs < 1e-20 skip;  Ap = G p + sum_i (c_i-1)(y_i.p) y_i;
+ *    The update is the CPU core's (src/core/als_implicit.c cg_solve_row):
+ *      init:  r = sum_i (c_i - (c_i-alpha0) y_i.x) y_i - G x - reg x;  p = r;
+ *             rs = r.r
+ *      step:  if rs < 1e-20 skip;  Ap = G p + reg p + sum_i (c_i-alpha0)(y_i.p) y_i;
  *             a = rs / p.Ap;  x += a p;  r -= a Ap;  rsn = r.r;
  *             p = r + (rsn/rs) p;  rs = rsn    (rsn < 1e-20 stops the row)
- *  - evaluate: the loss accumulates in float64 (gm_als_loss's definition).
+ *  - Block coordinate descent (GM_SOLVER_BLOCK; GM_SOLVER_EXACT up to 64
+ *    padded factors, as one block): als_block.cuh.  A sweep of the loop is
+ *    one block of one side (2 ceil(k/b) block_sweeps sweeps an iteration): begin
+ *    builds G at a side's first block and brings the per-entry predictions
+ *    s = x . y up to date (the other side's, permuted, which its own sweep
+ *    kept exact; recomputed from the factors every GM_REFRESH sides); run
+ *    is an sgemm H = X G(:, B) for the slice, the accumulate-and-solve
+ *    kernel and the prediction update.
+ *  - evaluate: the loss accumulates in float64 (the core's definition).
  *
  * Every CUDA and cuBLAS call goes through GM_CHECK, which writes the call,
  * the error, the file and the line into err and returns GM_EDEVICE.
  */
 #include "common.cuh"
 #include "device_csr.cuh"
+#include "als_block.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,46 +61,64 @@
 #include <string.h>
 
 #define WARPS			8		/* warps per block in the CG kernels */
+#define GM_REFRESH		8		/* sides between exact recomputations of the predictions */
 
 typedef struct als_gpu
 {
+	/* the data (create) */
 	int32_t		n[2];			/* rows of side 0 (users) and 1 (items) */
 	int64_t		nnz;
-	int			k;
-	int			kp;
-	int			cg_steps;
-	float		reg;
-	int			prepared;		/* side G was built for, -1 none */
-	double		sum_c;
 	gm_dcsr		m[2];			/* R and Rt, values turned into confidences */
+	float	   *vals[2];		/* R's and Rt's values as read */
 	gm_dchunks	ch[2];
 	const int64_t *indptr_h[2]; /* the caller's row pointers of R and Rt */
-	float	   *F[2];			/* X, Y: n x kp */
-	float	   *G;				/* kp x kp */
-	float	   *R,
-			   *P,
-			   *AP;				/* max(n) x kp work */
-	float	   *rs;				/* max(n) */
+	int32_t    *slot[2];		/* per row: scratch slot of a row of several chunks, or -1 */
+	int32_t		nslots[2];
+	int64_t    *perm;			/* position in R -> position in Rt (block solver) */
 	int		   *counter;		/* max(n), zero between passes */
 	double	   *acc;			/* loss sums */
 	cublasHandle_t blas;
 	cudaStream_t stream;
 	int			have_blas;
 	int			have_stream;
+
+	/* the parameters (create, reset) */
+	gm_mf_params p;
+	int			k;
+	int			kp;
+	int			block;			/* 0: CG; else the block width b (32 or 64) */
+	int			nblocks;		/* ceil(k / block) */
+	int			sweeps;			/* block passes per side */
+	double		sum_c;
+	float	   *F[2];			/* X, Y: n x kp */
+	float	   *G;				/* kp x kp */
+	float	   *reg[2];			/* per-row ridges (nu > 0), else NULL */
+	float	   *R,
+			   *P,
+			   *AP;				/* CG: max(n) x kp work */
+	float	   *rs;				/* CG: max(n) */
+	float	   *S[2];			/* block: per-entry predictions of each side */
+	float	   *H,
+			   *D;				/* block: max(n) x b */
+	float	   *scratch;		/* block: max(nslots) x (b^2 + b) */
+	float	   *work;			/* evaluate: n_users x kp (block solver; CG uses AP) */
+	int			cache_side;		/* block: the side whose S is current, -1 none */
+	int			since_exact;	/* block: sides since S was computed from the factors */
+	int			prepared;		/* sweep begun, -1 none */
 } als_gpu;
 
 /* ------------------------------------------------------------ kernels */
 
 /*
- * v = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
+ * c = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
  * multiply-add), so both backends train on the same confidences.
  */
 __global__ void
-to_confidence(float *v, int64_t n, float alpha)
+to_confidence(const float *v, float *c, int64_t n, float alpha)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-		v[i] = __fadd_rn(1.0f, __fmul_rn(alpha, v[i]));
+		c[i] = __fadd_rn(1.0f, __fmul_rn(alpha, v[i]));
 }
 
 struct pass_args
@@ -103,11 +135,14 @@ struct pass_args
 	float	   *AP;
 	float	   *rs;
 	int		   *counter;
+	const float *reg;			/* per-row ridge, or NULL (then in G) */
+	float		alpha0;
 };
 
 /*
- * One CG pass.  INIT: r = AP + sum_i (c_i - (c_i-1) y_i.x) y_i with AP = -XG.
- * Otherwise: Ap = AP + sum_i (c_i-1)(y_i.p) y_i with AP = PG, then the update.
+ * One CG pass.  INIT: r = AP - reg x + sum_i (c_i - (c_i - alpha0) y_i.x) y_i
+ * with AP = -XG.  Otherwise: Ap = AP + reg p + sum_i (c_i - alpha0)(y_i.p) y_i
+ * with AP = PG, then the update.
  * kp = 4 * LG * V; lane (g = lane / LG, q = lane % LG) holds float4 number
  * q + LG * t (t < V) of every row vector.
  */
@@ -223,13 +258,13 @@ cg_pass(pass_args a)
 
 		if (INIT)
 		{
-			w0 = has0 ? cc0 - (cc0 - 1.0f) * s0 : 0.0f;
-			w1 = has1 ? cc1 - (cc1 - 1.0f) * s1 : 0.0f;
+			w0 = has0 ? cc0 - (cc0 - a.alpha0) * s0 : 0.0f;
+			w1 = has1 ? cc1 - (cc1 - a.alpha0) * s1 : 0.0f;
 		}
 		else
 		{
-			w0 = has0 ? (cc0 - 1.0f) * s0 : 0.0f;
-			w1 = has1 ? (cc1 - 1.0f) * s1 : 0.0f;
+			w0 = has0 ? (cc0 - a.alpha0) * s0 : 0.0f;
+			w1 = has1 ? (cc1 - a.alpha0) * s1 : 0.0f;
 		}
 #pragma unroll
 		for (int t = 0; t < V; t++)
@@ -290,6 +325,16 @@ cg_pass(pass_args a)
 			ap[t] = __ldcg(aprow + q + LG * t);
 		if (lane == 0)
 			a.counter[row] = 0;
+	}
+
+	if (a.reg)
+	{
+		/* the row's own ridge (nu > 0): -reg x into r, +reg p into Ap */
+		const float rg = INIT ? -a.reg[row] : a.reg[row];
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			fma4(ap[t], rg, v[t]);
 	}
 
 	float4	   *rrow = reinterpret_cast<float4 *>(a.R + (size_t) row * (KP4 * 4));
@@ -372,13 +417,16 @@ cg_pass(pass_args a)
 	}
 }
 
-/* loss, sparse part: sum over stored entries of c(1-s)^2 - s^2, s = x.y */
-template <int LG, int V>
+/*
+ * Per stored entry, s = x_row . y_col (MODE 0: into out[entry]) or the
+ * loss's sparse part c (1 - s)^2 - alpha0 s^2 summed into *sum (MODE 1).
+ */
+template <int LG, int V, int MODE>
 __global__ void
 __launch_bounds__(WARPS * 32)
-loss_sparse(const int64_t *indptr, const int32_t *indices, const float *data,
-			const int2 *chunks, int32_t nchunks, const float *X, const float *Y,
-			double *out)
+entry_dots(const int64_t *indptr, const int32_t *indices, const float *data,
+		   const int2 *chunks, int32_t nchunks, const float *X, const float *Y,
+		   float alpha0, float *out, double *sum)
 {
 	constexpr int NG = 32 / LG;
 	constexpr int KP4 = LG * V;
@@ -387,7 +435,7 @@ loss_sparse(const int64_t *indptr, const int32_t *indices, const float *data,
 	const int	g = lane / LG;
 	const int	q = lane % LG;
 	const int32_t task = blockIdx.x * WARPS + (threadIdx.x >> 5);
-	double		sum = 0.0;
+	double		acc = 0.0;
 
 	if (task < nchunks)
 	{
@@ -422,30 +470,41 @@ loss_sparse(const int64_t *indptr, const int32_t *indices, const float *data,
 			s = group_sum<LG>(s);
 			if (i < e && q == 0)
 			{
-				double		ds = s;
+				if (MODE == 0)
+					out[i] = s;
+				else
+				{
+					double		ds = s;
 
-				sum += c * (1.0 - ds) * (1.0 - ds) - ds * ds;
+					acc += c * (1.0 - ds) * (1.0 - ds) - alpha0 * ds * ds;
+				}
 			}
 		}
 	}
-	for (int o = 16; o > 0; o >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, o);
-	if (lane == 0)
-		part[threadIdx.x >> 5] = sum;
-	__syncthreads();
-	if (threadIdx.x == 0)
+	if (MODE == 1)
 	{
-		double		s = 0.0;
+		for (int o = 16; o > 0; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		if (lane == 0)
+			part[threadIdx.x >> 5] = acc;
+		__syncthreads();
+		if (threadIdx.x == 0)
+		{
+			double		s = 0.0;
 
-		for (int w = 0; w < WARPS; w++)
-			s += part[w];
-		atomicAdd(out, s);
+			for (int w = 0; w < WARPS; w++)
+				s += part[w];
+			atomicAdd(sum, s);
+		}
 	}
 }
 
-/* out[0] += sum a.b, out[1] += sum b.b over n elements */
+/*
+ * out[0] += sum a.b, out[1] += sum w_row b.b over n elements (rows of kp;
+ * w NULL: weight 1)
+ */
 __global__ void
-dense_sums(const float *A, const float *B, size_t n, double *out)
+dense_sums(const float *A, const float *B, size_t n, const float *w, int kp, double *out)
 {
 	__shared__ double p0[32],
 				p1[32];
@@ -459,7 +518,7 @@ dense_sums(const float *A, const float *B, size_t n, double *out)
 
 		if (A)
 			s0 += (double) A[i] * bv;
-		s1 += bv * bv;
+		s1 += (w ? (double) w[i / kp] : 1.0) * bv * bv;
 	}
 	for (int o = 16; o > 0; o >>= 1)
 	{
@@ -497,6 +556,20 @@ add_diag(float *G, int k, int kp, float reg)
 		G[(size_t) i * kp + i] += reg;
 }
 
+/* users <- items: dst[e] = src[perm[e]]; items <- users: dst[perm[e]] = src[e] */
+__global__ void
+permute_entries(const float *src, float *dst, const int64_t *perm, int64_t n, int gather)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < n;
+		 e += (int64_t) gridDim.x * blockDim.x)
+	{
+		if (gather)
+			dst[e] = src[perm[e]];
+		else
+			dst[perm[e]] = src[e];
+	}
+}
+
 /* ----------------------------------------------------- shape dispatch */
 
 /* Launch one CG pass over a slice's chunks with the kernel shape of kp. */
@@ -524,22 +597,32 @@ launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 	return cudaGetLastError();
 }
 
-/* Launch the loss's sparse part over all users with the kernel shape of kp. */
+/*
+ * The per-entry dots over all of side's rows: into out (MODE 0, the
+ * predictions) or the loss's sparse part into *sum (MODE 1).
+ */
 static cudaError_t
-launch_loss(int kp, const als_gpu *h, double *out)
+launch_dots(const als_gpu *h, int side, bool loss, float *out, double *sum)
 {
-	int32_t		nchunks = h->ch[0].ptr[h->n[0]];
+	int32_t		nchunks = h->ch[side].ptr[h->n[side]];
 	dim3		grid((nchunks + WARPS - 1) / WARPS);
+	const gm_dcsr *m = &h->m[side];
+	const float *X = h->F[side],
+			   *Y = h->F[1 - side];
+	float		a0 = h->p.alpha0;
 
 	if (nchunks == 0)
 		return cudaSuccess;
-	switch (kp)
+	switch (h->kp)
 	{
 #define CASE(KP, LG, V) \
 		case KP: \
-			loss_sparse<LG, V><<<grid, WARPS * 32, 0, h->stream>>>( \
-				h->m[0].indptr, h->m[0].indices, h->m[0].data, h->ch[0].chunks, nchunks, \
-				h->F[0], h->F[1], out); \
+			if (loss) \
+				entry_dots<LG, V, 1><<<grid, WARPS * 32, 0, h->stream>>>( \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
+			else \
+				entry_dots<LG, V, 0><<<grid, WARPS * 32, 0, h->stream>>>( \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
 			break;
 			GM_SHAPES(CASE)
 #undef CASE
@@ -551,6 +634,29 @@ launch_loss(int kp, const als_gpu *h, double *out)
 
 /* --------------------------------------------------------- operations */
 
+/* Free what depends on the parameters (reset frees and rebuilds it). */
+static void
+free_params(als_gpu *h)
+{
+	for (int s = 0; s < 2; s++)
+	{
+		cudaFree(h->F[s]);
+		cudaFree(h->reg[s]);
+		cudaFree(h->S[s]);
+		h->F[s] = h->reg[s] = h->S[s] = NULL;
+	}
+	cudaFree(h->G);
+	cudaFree(h->R);
+	cudaFree(h->P);
+	cudaFree(h->AP);
+	cudaFree(h->rs);
+	cudaFree(h->H);
+	cudaFree(h->D);
+	cudaFree(h->scratch);
+	cudaFree(h->work);
+	h->G = h->R = h->P = h->AP = h->rs = h->H = h->D = h->scratch = h->work = NULL;
+}
+
 /* Free all device memory and handles; safe on NULL and after errors. */
 static void
 als_destroy(void *p)
@@ -561,17 +667,15 @@ als_destroy(void *p)
 		return;
 	if (h->have_stream)
 		cudaStreamSynchronize(h->stream);
+	free_params(h);
 	for (int s = 0; s < 2; s++)
 	{
 		gm_dcsr_free(&h->m[s]);
 		gm_dchunks_free(&h->ch[s]);
-		cudaFree(h->F[s]);
+		cudaFree(h->vals[s]);
+		cudaFree(h->slot[s]);
 	}
-	cudaFree(h->G);
-	cudaFree(h->R);
-	cudaFree(h->P);
-	cudaFree(h->AP);
-	cudaFree(h->rs);
+	cudaFree(h->perm);
 	cudaFree(h->counter);
 	cudaFree(h->acc);
 	if (h->have_blas)
@@ -582,16 +686,85 @@ als_destroy(void *p)
 	free(h);
 }
 
-/* The device side of create: uploads, confidences, factors, work arrays. */
+/*
+ * The block width the GPU uses for p at padded width kp: the exact solver
+ * is one block (kp <= 64, else 0: not available); the block solver takes
+ * 64 when asked for more than 32 and kp is a multiple of 64, else 32.
+ * Returns -1 for CG.
+ */
 static int
-create_inner(als_gpu *h, const gm_mf_data *d, float alpha, char *err, size_t errlen)
+gpu_block_width(const gm_mf_params *p, int kp)
+{
+	if (p->solver == GM_SOLVER_CG)
+		return -1;
+	if (p->solver == GM_SOLVER_EXACT)
+		return kp <= GM_BLOCK_MAX ? kp : 0;
+	if (gm_block_size(p) >= p->factors && kp <= GM_BLOCK_MAX)
+		return kp;
+	return gm_block_size(p) > GM_BLOCK_MIN && kp % GM_BLOCK_MAX == 0 ? GM_BLOCK_MAX : GM_BLOCK_MIN;
+}
+
+/* Rows longer than one chunk get scratch slots (block solver); host side. */
+static int
+build_slots(als_gpu *h, int side, char *err, size_t errlen)
+{
+	int32_t		n = h->n[side];
+	int32_t    *slot = (int32_t *) malloc(sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	int32_t		ns = 0;
+	cudaError_t e;
+
+	if (!slot)
+	{
+		snprintf(err, errlen, "out of host memory for the block solver's slots");
+		return GM_ENOMEM;
+	}
+	for (int32_t r = 0; r < n; r++)
+		slot[r] = h->indptr_h[side][r + 1] - h->indptr_h[side][r] > GM_CHUNK ? ns++ : -1;
+	e = cudaMalloc((void **) &h->slot[side], sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	if (e == cudaSuccess)
+		e = cudaMemcpy(h->slot[side], slot, sizeof(int32_t) * (size_t) n, cudaMemcpyHostToDevice);
+	free(slot);
+	GM_CHECK(e);
+	h->nslots[side] = ns;
+	return GM_OK;
+}
+
+/* position in R -> position in Rt, on the host, uploaded (block solver) */
+static int
+build_perm(als_gpu *h, const gm_csr *R, const gm_csr *Rt, char *err, size_t errlen)
+{
+	int64_t    *perm = (int64_t *) malloc(sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	int64_t    *next = (int64_t *) malloc(sizeof(int64_t) * (size_t) (R->n_cols > 0 ? R->n_cols : 1));
+	cudaError_t e;
+
+	if (!perm || !next)
+	{
+		free(perm);
+		free(next);
+		snprintf(err, errlen, "out of host memory for the entry permutation");
+		return GM_ENOMEM;
+	}
+	/* Rt's rows list users in order, so the t-th visit of item i is Rt.indptr[i] + t */
+	memcpy(next, Rt->indptr, sizeof(int64_t) * (size_t) R->n_cols);
+	for (int32_t u = 0; u < R->n_rows; u++)
+		for (int64_t e2 = R->indptr[u]; e2 < R->indptr[u + 1]; e2++)
+			perm[e2] = next[R->indices[e2]]++;
+	e = cudaMalloc((void **) &h->perm, sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	if (e == cudaSuccess && h->nnz > 0)
+		e = cudaMemcpy(h->perm, perm, sizeof(int64_t) * (size_t) h->nnz, cudaMemcpyHostToDevice);
+	free(perm);
+	free(next);
+	GM_CHECK(e);
+	return GM_OK;
+}
+
+/* The data side of create: stream, handles, uploads, chunk lists. */
+static int
+create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 {
 	const gm_csr *A[2] = {d->R, d->Rt};
-	const float *Fh[2] = {d->X, d->Y};
 	size_t		nmax;
-	int			kp = h->kp,
-				k = h->k,
-				rc;
+	int			rc;
 
 	GM_CHECK(cudaSetDevice(0));
 	/* a blocking stream: events on the legacy default stream bracket it */
@@ -601,49 +774,147 @@ create_inner(als_gpu *h, const gm_mf_data *d, float alpha, char *err, size_t err
 	h->have_blas = 1;
 	GM_CHECK(cublasSetStream(h->blas, h->stream));
 	GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH));	/* FP32, no TF32 */
+	GM_CHECK(gm_block_prepare());
+
+	for (int s = 0; s < 2; s++)
+	{
+		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
+			return rc;
+		/* the values as read stay; data becomes the confidences */
+		GM_CHECK(cudaMalloc((void **) &h->vals[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+		if (h->nnz > 0)
+			GM_CHECK(cudaMemcpy(h->vals[s], A[s]->data, sizeof(float) * (size_t) h->nnz,
+								cudaMemcpyHostToDevice));
+		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, h->n[s], err, errlen)) != GM_OK)
+			return rc;
+		if ((rc = build_slots(h, s, err, errlen)) != GM_OK)
+			return rc;
+	}
+	if ((rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
+		return rc;
+	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
+	GM_CHECK(cudaMalloc((void **) &h->counter, sizeof(int) * nmax));
+	GM_CHECK(cudaMalloc((void **) &h->acc, sizeof(double) * 4));
+	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * nmax));
+	return GM_OK;
+}
+
+/*
+ * The parameter side of create and reset: confidences for p->alpha,
+ * factors from d (padded), G, the ridges, and the solver's work arrays,
+ * poisoned with NaN (0xff..) so that reading what no pass wrote shows.
+ */
+static int
+setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
+			 size_t errlen)
+{
+	const float *Fh[2] = {d->X, d->Y};
+	size_t		nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
+	int			kp = gm_padded_k(p->factors),
+				k = p->factors,
+				bw = gpu_block_width(p, kp);
+
+	if (kp == 0)
+	{
+		snprintf(err, errlen, "the CUDA module supports 1 to %d factors, not %d",
+				 GM_MAXK, p->factors);
+		return GM_EINVAL;
+	}
+	if (bw == 0)
+	{
+		snprintf(err, errlen,
+				 "the exact solver runs on the GPU up to %d factors, not %d: use the block solver",
+				 GM_BLOCK_MAX, p->factors);
+		return GM_ENOTSUP;
+	}
+	free_params(h);
+	h->p = *p;
+	h->k = k;
+	h->kp = kp;
+	h->block = bw > 0 ? bw : 0;
+	h->nblocks = bw > 0 ? (k + bw - 1) / bw : 0;	/* blocks of padding alone are skipped */
+	h->sweeps = p->solver == GM_SOLVER_BLOCK ? p->block_sweeps : 1;
+	h->prepared = -1;
+	h->cache_side = -1;
+	h->since_exact = 0;
 
 	for (int s = 0; s < 2; s++)
 	{
 		int32_t		n = h->n[s];
 
-		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
-			return rc;
 		if (h->nnz > 0)
 		{
-			to_confidence<<<1024, 256, 0, h->stream>>>(h->m[s].data, h->nnz, alpha);
+			to_confidence<<<1024, 256, 0, h->stream>>>(h->vals[s], h->m[s].data, h->nnz, p->alpha);
 			GM_CHECK_LAUNCH();
 		}
-		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, n, err, errlen)) != GM_OK)
-			return rc;
 		GM_CHECK(cudaMalloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
-		GM_CHECK(cudaMemset(h->F[s], 0, sizeof(float) * (size_t) n * kp));
-		GM_CHECK(cudaMemcpy2D(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
-							  sizeof(float) * k, n, cudaMemcpyHostToDevice));
+		GM_CHECK(cudaMemsetAsync(h->F[s], 0, sizeof(float) * (size_t) n * kp, h->stream));
+		GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
+								   sizeof(float) * k, n, cudaMemcpyHostToDevice, h->stream));
+		if (p->nu != 0.0f)
+		{
+			/* regularization (n_r + alpha0 n_other)^nu, as gm_als_row_reg */
+			float	   *r = (float *) malloc(sizeof(float) * (size_t) (n > 0 ? n : 1));
+			double		other = (double) p->alpha0 * h->n[1 - s];
+			cudaError_t e;
+
+			if (!r)
+			{
+				snprintf(err, errlen, "out of host memory for the ridges");
+				return GM_ENOMEM;
+			}
+			for (int32_t i = 0; i < n; i++)
+				r[i] = (float) (p->regularization *
+								pow((double) (h->indptr_h[s][i + 1] - h->indptr_h[s][i]) + other,
+									p->nu));
+			e = cudaMalloc((void **) &h->reg[s], sizeof(float) * (size_t) (n > 0 ? n : 1));
+			if (e == cudaSuccess)
+				e = cudaMemcpy(h->reg[s], r, sizeof(float) * (size_t) n, cudaMemcpyHostToDevice);
+			free(r);
+			GM_CHECK(e);
+		}
 	}
-	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
 	GM_CHECK(cudaMalloc((void **) &h->G, sizeof(float) * (size_t) kp * kp));
-	GM_CHECK(cudaMalloc((void **) &h->R, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMalloc((void **) &h->P, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMalloc((void **) &h->AP, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMalloc((void **) &h->rs, sizeof(float) * nmax));
-	GM_CHECK(cudaMalloc((void **) &h->counter, sizeof(int) * nmax));
-	GM_CHECK(cudaMalloc((void **) &h->acc, sizeof(double) * 4));
-	/* poison the work arrays (0xff.. is a NaN): reading what no pass wrote shows */
-	GM_CHECK(cudaMemset(h->R, 0xff, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMemset(h->P, 0xff, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMemset(h->AP, 0xff, sizeof(float) * nmax * kp));
-	GM_CHECK(cudaMemset(h->rs, 0xff, sizeof(float) * nmax));
-	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * nmax));
+	if (h->block == 0)
+	{
+		GM_CHECK(cudaMalloc((void **) &h->R, sizeof(float) * nmax * kp));
+		GM_CHECK(cudaMalloc((void **) &h->P, sizeof(float) * nmax * kp));
+		GM_CHECK(cudaMalloc((void **) &h->AP, sizeof(float) * nmax * kp));
+		GM_CHECK(cudaMalloc((void **) &h->rs, sizeof(float) * nmax));
+		GM_CHECK(cudaMemsetAsync(h->R, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->P, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->AP, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->rs, 0xff, sizeof(float) * nmax, h->stream));
+	}
+	else
+	{
+		size_t		b = (size_t) h->block,
+					ns = (size_t) (h->nslots[0] > h->nslots[1] ? h->nslots[0] : h->nslots[1]);
+
+		for (int s = 0; s < 2; s++)
+		{
+			GM_CHECK(cudaMalloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1),
+									 h->stream));
+		}
+		GM_CHECK(cudaMalloc((void **) &h->H, sizeof(float) * nmax * b));
+		GM_CHECK(cudaMalloc((void **) &h->D, sizeof(float) * nmax * b));
+		GM_CHECK(cudaMalloc((void **) &h->scratch, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b)));
+		GM_CHECK(cudaMemsetAsync(h->H, 0xff, sizeof(float) * nmax * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->D, 0xff, sizeof(float) * nmax * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->scratch, 0, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b),
+								 h->stream));
+	}
 
 	/* the loss's denominator, summed as the confidences were before (host, in order) */
 	h->sum_c = 0.0;
 	for (int64_t i = 0; i < h->nnz; i++)
 	{
-		float		c = 1.0f + alpha * d->R->data[i];
+		float		c = 1.0f + p->alpha * d->R->data[i];
 
 		h->sum_c += c;
 	}
-	GM_CHECK(cudaDeviceSynchronize());
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 	return GM_OK;
 }
 
@@ -666,17 +937,18 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
 		return GM_EINVAL;
 	}
-	if (p->solver != GM_SOLVER_CG || p->alpha0 != 1.0f || p->nu != 0.0f)
-	{
-		snprintf(err, errlen,
-				 "implicit ALS supports only the CG solver with alpha0 = 1 and nu = 0 so far");
-		return GM_ENOTSUP;
-	}
 	if (gm_padded_k(p->factors) == 0)
 	{
 		snprintf(err, errlen, "the CUDA module supports 1 to %d factors, not %d",
 				 GM_MAXK, p->factors);
 		return GM_EINVAL;
+	}
+	if (gpu_block_width(p, gm_padded_k(p->factors)) == 0)
+	{
+		snprintf(err, errlen,
+				 "the exact solver runs on the GPU up to %d factors, not %d: use the block solver",
+				 GM_BLOCK_MAX, p->factors);
+		return GM_ENOTSUP;
 	}
 	h = (als_gpu *) calloc(1, sizeof(als_gpu));
 	if (!h)
@@ -687,14 +959,11 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	h->n[0] = d->R->n_rows;
 	h->n[1] = d->R->n_cols;
 	h->nnz = d->R->nnz;
-	h->k = p->factors;
-	h->kp = gm_padded_k(p->factors);
-	h->cg_steps = p->cg_steps;
-	h->reg = p->regularization;
-	h->prepared = -1;
 	h->indptr_h[0] = d->R->indptr;
 	h->indptr_h[1] = d->Rt->indptr;
-	rc = create_inner(h, d, p->alpha, err, errlen);
+	rc = create_data(h, d, err, errlen);
+	if (rc == GM_OK)
+		rc = setup_params(h, d, p, err, errlen);
 	if (rc != GM_OK)
 	{
 		als_destroy(h);
@@ -705,25 +974,42 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	return GM_OK;
 }
 
-/* Two sweeps an iteration: the users, then the items. */
+/* Start over with parameters p on the uploaded data (gm_algo_ops.reset). */
 static int
-als_n_sweeps(void *h)
+als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err,
+		  size_t errlen)
 {
-	(void) h;
-	return 2;
+	als_gpu    *h = (als_gpu *) ph;
+
+	if (!h || !d || !p || !d->R || !d->X || !d->Y || d->R->n_rows != h->n[0] ||
+		d->R->n_cols != h->n[1] || d->R->nnz != h->nnz)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS reset");
+		return GM_EINVAL;
+	}
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	return setup_params(h, d, p, err, errlen);
 }
 
-/* G = F^T F (+ reg on the first k diagonal entries), F = factors of a side */
+/* CG: two sweeps an iteration; block: one per block, pass and side. */
 static int
-gram(als_gpu *h, const float *F, int32_t n, float reg, float *G,
+als_n_sweeps(void *ph)
+{
+	als_gpu    *h = (als_gpu *) ph;
+
+	return h->block ? 2 * h->nblocks * h->sweeps : 2;
+}
+
+/* G = alpha0 F^T F (+ reg on the first k diagonal entries), F = factors of a side */
+static int
+gram(als_gpu *h, const float *F, int32_t n, float scale, float reg, float *G,
 	 char *err, size_t errlen)
 {
-	const float one = 1.0f,
-				zero = 0.0f;
+	const float zero = 0.0f;
 	int			kp = h->kp;
 
 	/* column-major view: F is kp x n (ld kp); G = F F^T */
-	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_T, kp, kp, n, &one,
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_T, kp, kp, n, &scale,
 						 F, kp, F, kp, &zero, G, kp));
 	if (reg != 0.0f)
 	{
@@ -733,58 +1019,106 @@ gram(als_gpu *h, const float *F, int32_t n, float reg, float *G,
 	return GM_OK;
 }
 
+/* The side and block of sweep s. */
+static void
+sweep_of(const als_gpu *h, int s, int *side, int *blk, int *first, int *last)
+{
+	int			per = h->block ? h->nblocks * h->sweeps : 1,
+				j = s % per;
+
+	*side = s / per;
+	*blk = h->block ? j % h->nblocks : 0;
+	*first = j == 0;
+	*last = j == per - 1;
+}
+
 /*
- * Sweep side: G = Y^T Y + reg I for the users (side 0), X^T X + reg I for
- * the items.  A row costs (len + k) k multiply-adds per CG pass, as on the
- * CPU, so the core cuts the same slices.
+ * The block solver's predictions s = x . y for side's entries: the other
+ * side's (kept exact by its sweep), permuted, or computed afresh when there
+ * are none or GM_REFRESH sides have passed.
  */
 static int
-als_begin_sweep(void *p, int side, gm_sweep *sw, char *err, size_t errlen)
+prepare_predictions(als_gpu *h, int side, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) p;
-	int			rc;
+	if (h->cache_side == 1 - side && h->since_exact < GM_REFRESH)
+	{
+		permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side], h->perm,
+													 h->nnz, side == 0);
+		GM_CHECK_LAUNCH();
+		h->since_exact++;
+	}
+	else if (h->cache_side != side)
+	{
+		GM_CHECK(launch_dots(h, side, false, h->S[side], NULL));
+		h->since_exact = 0;
+	}
+	return GM_OK;
+}
 
-	if (!h || (side != 0 && side != 1) || !sw)
+/*
+ * Begin sweep s.  A side's first sweep builds G = alpha0 F^T F (+ reg I
+ * when nu = 0) of the other side (and the block solver's predictions).
+ * What a row costs, in multiply-adds: CG (len + k) k per pass, as on the
+ * CPU; a block b (2 kp + b^2 / 3) + len b (b + 2).
+ */
+static int
+als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last,
+				rc;
+
+	if (!h || s < 0 || s >= als_n_sweeps(h) || !sw)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS begin_sweep");
 		return GM_EINVAL;
 	}
-	rc = gram(h, h->F[1 - side], h->n[1 - side], h->reg, h->G, err, errlen);
-	if (rc != GM_OK)
-		return rc;
-	h->prepared = side;
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (first)
+	{
+		rc = gram(h, h->F[1 - side], h->n[1 - side], h->p.alpha0,
+				  h->p.nu == 0.0f ? h->p.regularization : 0.0f, h->G, err, errlen);
+		if (rc == GM_OK && h->block)
+			rc = prepare_predictions(h, side, err, errlen);
+		if (rc != GM_OK)
+			return rc;
+	}
+	else if (h->prepared != s - 1)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS: sweep %d begun after %d", s, h->prepared);
+		return GM_EINVAL;
+	}
+	h->prepared = s;
 	sw->n_rows = h->n[side];
 	sw->indptr = h->indptr_h[side];
-	sw->row_work = (double) h->k * h->k * h->cg_steps;
-	sw->nnz_work = (double) h->k * h->cg_steps;
+	if (h->block)
+	{
+		double		b = h->block;
+
+		sw->row_work = b * (2.0 * h->kp + b * b / 3.0);
+		sw->nnz_work = b * (b + 2.0);
+	}
+	else
+	{
+		sw->row_work = (double) h->k * h->k * h->p.cg_steps;
+		sw->nnz_work = (double) h->k * h->p.cg_steps;
+	}
 	return GM_OK;
 }
 
-/* Launch the CG solve of rows [begin, end) of side (after begin_sweep).  Asynchronous. */
+/* The CG solve of rows [begin, end) of side. */
 static int
-als_run(void *p, int side, int32_t begin, int32_t end, char *err, size_t errlen)
+run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) p;
-	const int	kp = h ? h->kp : 0;
+	const int	kp = h->kp;
 	const float one = 1.0f,
 				minus = -1.0f,
 				zero = 0.0f;
+	int32_t		n = end - begin;
 	pass_args	a;
-	int32_t		n;
-
-	if (!h || (side != 0 && side != 1) || begin < 0 || end > h->n[side] || begin > end)
-	{
-		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
-		return GM_EINVAL;
-	}
-	if (h->prepared != side)
-	{
-		snprintf(err, errlen, "CUDA implicit ALS run: sweep %d was not begun", side);
-		return GM_EINVAL;
-	}
-	n = end - begin;
-	if (n == 0 || h->cg_steps == 0)
-		return GM_OK;
 
 	a.indptr = h->m[side].indptr;
 	a.indices = h->m[side].indices;
@@ -798,13 +1132,15 @@ als_run(void *p, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 	a.AP = h->AP;
 	a.rs = h->rs;
 	a.counter = h->counter;
+	a.reg = h->reg[side];
+	a.alpha0 = h->p.alpha0;
 
 	/* AP = -X G for the slice (column-major: AP^T = G^T X^T, G symmetric) */
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &minus,
 						 h->G, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
 						 h->AP + (size_t) begin * kp, kp));
 	GM_CHECK(launch_pass(kp, true, a, h->stream));
-	for (int s = 0; s < h->cg_steps; s++)
+	for (int s = 0; s < h->p.cg_steps; s++)
 	{
 		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
 							 h->G, kp, h->P + (size_t) begin * kp, kp, &zero,
@@ -814,22 +1150,103 @@ als_run(void *p, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Nothing to finish at a sweep's end. */
+/* One block of rows [begin, end) of side (als_block.cuh). */
 static int
-als_end_sweep(void *p, int side, char *err, size_t errlen)
+run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
+		  size_t errlen)
 {
-	(void) p;
-	(void) side;
+	const int	kp = h->kp,
+				b = h->block,
+				b0 = blk * b;
+	const float one = 1.0f,
+				zero = 0.0f;
+	int32_t		n = end - begin;
+	gm_block_args a;
+
+	a.indptr = h->m[side].indptr;
+	a.indices = h->m[side].indices;
+	a.data = h->m[side].data;
+	a.chunks = h->ch[side].chunks + h->ch[side].ptr[begin];
+	a.nchunks = h->ch[side].ptr[end] - h->ch[side].ptr[begin];
+	a.Y = h->F[1 - side];
+	a.X = h->F[side];
+	a.S = h->S[side];
+	a.G = h->G;
+	a.H = h->H;
+	a.D = h->D;
+	a.reg = h->reg[side];
+	a.slot = h->slot[side];
+	a.scratch = h->scratch;
+	a.counter = h->counter;
+	a.kp = kp;
+	a.k = h->k;
+	a.b0 = b0;
+	a.alpha0 = h->p.alpha0;
+
+	/* H = X G(:, B) for the slice (column-major: H^T (b x n) = G(B, :) X^T) */
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, b, n, kp, &one,
+						 h->G + b0, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
+						 h->H + (size_t) begin * b, b));
+	GM_CHECK(gm_block_pass(b, a, h->stream));
+	GM_CHECK(gm_block_apply(b, a, h->stream));
+	return GM_OK;
+}
+
+/* Launch the solve of rows [begin, end) of sweep s (after begin_sweep).  Asynchronous. */
+static int
+als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last;
+
+	if (!h || s < 0 || s >= als_n_sweeps(h))
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (begin < 0 || end > h->n[side] || begin > end)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	if (h->prepared != s)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS run: sweep %d was not begun", s);
+		return GM_EINVAL;
+	}
+	if (end == begin || (!h->block && h->p.cg_steps == 0))
+		return GM_OK;
+	return h->block ? run_block(h, side, blk, begin, end, err, errlen) :
+		run_cg(h, side, begin, end, err, errlen);
+}
+
+/* A side's last block leaves its predictions current. */
+static int
+als_end_sweep(void *ph, int s, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last;
+
 	(void) err;
 	(void) errlen;
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (h->block && last)
+		h->cache_side = side;
 	return GM_OK;
 }
 
 /* Wait for queued work; reports asynchronous kernel errors. */
 static int
-als_sync(void *p, char *err, size_t errlen)
+als_sync(void *ph, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) p;
+	als_gpu    *h = (als_gpu *) ph;
 
 	if (!h)
 	{
@@ -841,16 +1258,18 @@ als_sync(void *p, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* The implicit-ALS loss (gm_als_loss's definition), in float64; no RMSE. */
+/* The implicit-ALS loss (the core's definition), in float64; no RMSE. */
 static int
-als_evaluate(void *p, gm_mf_metrics *m, char *err, size_t errlen)
+als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) p;
+	als_gpu    *h = (als_gpu *) ph;
 	const float one = 1.0f,
 				zero = 0.0f;
 	const int	kp = h ? h->kp : 0;
-	double		acc[4];
+	double		acc[4],
+				ridge;
 	int			rc;
+	float	   *tmp;
 
 	if (!h || !m)
 	{
@@ -859,32 +1278,38 @@ als_evaluate(void *p, gm_mf_metrics *m, char *err, size_t errlen)
 	}
 	/* G is rebuilt by the next begin_sweep */
 	h->prepared = -1;
-	rc = gram(h, h->F[1], h->n[1], 0.0f, h->G, err, errlen);
+	rc = gram(h, h->F[1], h->n[1], 1.0f, 0.0f, h->G, err, errlen);
 	if (rc != GM_OK)
 		return rc;
-	/* AP = X (Y^T Y) */
+	/* X (Y^T Y) into a work array of n_users x kp */
+	if (h->block && h->work == NULL)
+		GM_CHECK(cudaMalloc((void **) &h->work, sizeof(float) * (size_t) h->n[0] * kp));
+	tmp = h->block ? h->work : h->AP;
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, h->n[0], kp, &one,
-						 h->G, kp, h->F[0], kp, &zero, h->AP, kp));
+						 h->G, kp, h->F[0], kp, &zero, tmp, kp));
 	GM_CHECK(cudaMemsetAsync(h->acc, 0, sizeof(double) * 4, h->stream));
-	dense_sums<<<1024, 256, 0, h->stream>>>(h->AP, h->F[0], (size_t) h->n[0] * kp, h->acc);
+	dense_sums<<<1024, 256, 0, h->stream>>>(tmp, h->F[0], (size_t) h->n[0] * kp, h->reg[0],
+											kp, h->acc);
 	GM_CHECK_LAUNCH();
-	dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1], (size_t) h->n[1] * kp, h->acc + 2);
+	dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1], (size_t) h->n[1] * kp, h->reg[1],
+										   kp, h->acc + 2);
 	GM_CHECK_LAUNCH();
-	GM_CHECK(launch_loss(kp, h, h->acc + 2));	/* acc[2] is unused by dense_sums */
+	GM_CHECK(launch_dots(h, 0, true, NULL, h->acc + 2));	/* acc[2] is unused by dense_sums */
 	GM_CHECK(cudaMemcpyAsync(acc, h->acc, sizeof(double) * 4, cudaMemcpyDeviceToHost, h->stream));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
-	/* acc: [0] x'Gx  [1] |X|^2  [2] sparse  [3] |Y|^2 */
-	m->loss = (acc[0] + acc[2] + h->reg * (acc[1] + acc[3])) /
-		(h->sum_c + (double) h->n[0] * h->n[1] - (double) h->nnz);
+	/* acc: [0] x'Gx  [1] (weighted) |X|^2  [2] sparse  [3] (weighted) |Y|^2 */
+	ridge = h->p.nu == 0.0f ? h->p.regularization * (acc[1] + acc[3]) : acc[1] + acc[3];
+	m->loss = (h->p.alpha0 * acc[0] + acc[2] + ridge) /
+		(h->sum_c + h->p.alpha0 * ((double) h->n[0] * h->n[1] - (double) h->nnz));
 	m->rmse = NAN;
 	return GM_OK;
 }
 
 /* Copy the factors back into d->X and d->Y (a NULL array is skipped). */
 static int
-als_download(void *p, gm_mf_data *d, char *err, size_t errlen)
+als_download(void *ph, gm_mf_data *d, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) p;
+	als_gpu    *h = (als_gpu *) ph;
 	float	   *out[2];
 
 	if (!h || !d)
@@ -914,4 +1339,5 @@ extern const gm_algo_ops gm_cuda_als_implicit_ops = {
 	als_evaluate,
 	als_download,
 	als_destroy,
+	als_reset,
 };

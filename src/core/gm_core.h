@@ -265,6 +265,81 @@ double		gm_als_objective(const gm_csr *C, const float *X, const float *Y, int k,
 							 float alpha0, float reg, const float *reg_x,
 							 const float *reg_y, int threads);
 
+/* --------------------------------------------- hyper-parameter search */
+
+typedef enum gm_tune_method
+{
+	GM_TUNE_LOCAL = 0,			/* Latin-hypercube start, then local moves around the best */
+	GM_TUNE_RANDOM = 1,			/* uniform random draws (the baseline) */
+	GM_TUNE_COUNT
+} gm_tune_method;
+
+/*
+ * What the implicit-ALS search varies.  The ridge is searched as the ridge
+ * of an average user, reg_eff = regularization * (mean n_u + alpha0 |I|)^nu,
+ * so that nu does not shift its scale; alpha is not searched (on 0/1 data
+ * only (1 + alpha) / alpha0 matters).
+ */
+typedef struct gm_tune_space
+{
+	int			factors[16];	/* candidates, ascending */
+	int			n_factors;
+	double		alpha0_lo,
+				alpha0_hi;		/* log-uniform */
+	double		reg_lo,
+				reg_hi;			/* reg_eff, log-uniform */
+	double		nu_lo,
+				nu_hi;			/* uniform */
+} gm_tune_space;
+
+/* One trial: what was trained, and how it scored at its best iteration. */
+typedef struct gm_tune_trial
+{
+	int			trial;			/* 1-based */
+	gm_mf_params p;				/* p.iterations: the best iteration */
+	double		reg_eff;
+	double		metric;			/* the searched metric at the best iteration */
+	gm_rank_result result;
+	int			iterations_run;
+	double		seconds;		/* training and evaluating */
+} gm_tune_trial;
+
+typedef struct gm_tune_config
+{
+	gm_mf_params base;			/* everything not searched; iterations = the most per trial */
+	gm_tune_space space;
+	gm_tune_method method;
+	int			budget;			/* trials, 1 .. 1000 */
+	uint64_t	seed;
+	gm_rank_metric metric;
+	int			K;
+	int			eval_every;		/* evaluate every this many iterations */
+	int			patience;		/* evaluations without improvement that end a trial */
+	/* after each trial (may be NULL; must not longjmp) */
+	void		(*on_trial) (void *arg, const gm_tune_trial *t);
+	void	   *arg;
+} gm_tune_config;
+
+/* The default space: factors {32, 64, 128}, alpha0 1e-3 .. 1, reg_eff 1e-3 .. 1e3, nu 0 .. 1. */
+void		gm_tune_space_defaults(gm_tune_space *s);
+
+/*
+ * Search cfg->space for the setting that scores best on the held-out
+ * entries valid after training on R (Rt its transpose), cfg->budget
+ * trainings in one session (the data stays on the device between them),
+ * each stopped early on the metric; trial 1 is the defaults
+ * (gm_mf_params_defaults: alpha0 1, nu 0, regularization 0.01, factors 64
+ * or the nearest candidate).  trials gets cfg->budget entries, *best the
+ * index of the best.  cb is polled as in gm_mf_train.
+ */
+int			gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
+					const gm_csr *valid, const gm_callbacks *cb,
+					gm_tune_trial *trials, int *best, char *err, size_t errlen);
+
+/* "local" / "random" (NULL for an unknown value) and back (GM_EINVAL). */
+const char *gm_tune_method_name(gm_tune_method m);
+int			gm_tune_method_from_name(const char *name, gm_tune_method *m);
+
 /* ----------------------------------------------------------- backends */
 
 /*

@@ -1,0 +1,346 @@
+/*
+ * als_block.cu: the kernels of the block coordinate descent solver of
+ * implicit ALS (als_block.cuh says what a sweep does).
+ *
+ * gm_block_pass: a warp per chunk (up to GM_CHUNK entries of one row), 8
+ * warps per thread block.  Lane j owns column j (and j + 32 when b = 64)
+ * of the row's b x b matrix A in registers.  Entries go 32 at a time: lane
+ * e loads entry e's slice y_eB (float4, 16-byte loads) into a shared tile
+ * and its weights w_e = c_e - alpha0, t_e = c_e - w_e s_e; then for each
+ * entry every lane adds w_e y_ej y_eB to its column (the tile row read as
+ * broadcast float4) and t_e y_ej to r_j: b^2 fused multiply-adds per entry
+ * per warp.  A row split over several chunks adds its partial A and r into
+ * a scratch slot with atomics, and the last chunk to arrive (a per-row
+ * counter, as in the CG kernel) solves.  G_BB is staged in shared memory
+ * once per thread block.
+ *
+ * The solve: symmetric Gaussian elimination, column p's entries published
+ * through shared memory at step p, every lane updating its own columns;
+ * the Schur complements stay symmetric, so U(c, p) for c < p is lane c's
+ * own register p and the back substitution needs one shuffle a step.
+ *
+ * gm_block_apply: a warp per chunk, a lane per entry: s_e += y_eB . d.
+ */
+#include "als_block.cuh"
+#include "device_csr.cuh"
+
+#define BWARPS			8		/* warps per thread block */
+
+/* Shared floats per warp: a tile of 32 entries (stride b + 4) and 64 weights. */
+#define TILE_STRIDE(B)	((B) + 4)
+#define WARP_SMEM(B)	(32 * TILE_STRIDE(B) + 64)
+
+template <int CPL>
+__global__ void
+__launch_bounds__(BWARPS * 32)
+block_pass_kernel(gm_block_args a)
+{
+	constexpr int B = 32 * CPL;
+	constexpr int TS = TILE_STRIDE(B);
+	extern __shared__ float4 smem4[];
+	float	   *gbb = reinterpret_cast<float *>(smem4);
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	float	   *tile = gbb + B * B + warp * WARP_SMEM(B);
+	float	   *wv = tile + 32 * TS;
+	float	   *tv = wv + 32;
+	const int32_t task = blockIdx.x * BWARPS + warp;
+
+	/* G_BB for the whole thread block */
+	for (int i = threadIdx.x; i < B * B; i += BWARPS * 32)
+		gbb[i] = __ldg(a.G + (size_t) (a.b0 + i / B) * a.kp + a.b0 + i % B);
+	__syncthreads();
+	if (task >= a.nchunks)
+		return;
+
+	const int2	ch = a.chunks[task];
+	const int32_t row = ch.x;
+	const int64_t rb = a.indptr[row];
+	const int64_t re = a.indptr[row + 1];
+	const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
+	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
+	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
+	float		A[CPL][B],
+				r[CPL];
+
+#pragma unroll
+	for (int q = 0; q < CPL; q++)
+	{
+		r[q] = 0.f;
+#pragma unroll
+		for (int i = 0; i < B; i++)
+			A[q][i] = 0.f;
+	}
+
+	/* ---- accumulate the chunk's entries, 32 at a time */
+	for (int64_t base = cb; base < ce; base += 32)
+	{
+		const int64_t ent = base + lane;
+		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
+		float4	   *trow = reinterpret_cast<float4 *>(tile + lane * TS);
+
+		if (ent < ce)
+		{
+			const int32_t id = __ldg(a.indices + ent);
+			const float c = __ldg(a.data + ent);
+			const float w = c - a.alpha0;
+			const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
+
+			wv[lane] = w;
+			tv[lane] = c - w * a.S[ent];
+#pragma unroll
+			for (int i = 0; i < B / 4; i++)
+				trow[i] = __ldg(yp + i);
+		}
+		__syncwarp();
+		for (int e = 0; e < cnt; e++)
+		{
+			const float *te = tile + e * TS;
+			const float4 *te4 = reinterpret_cast<const float4 *>(te);
+			const float we = wv[e],
+						tt = tv[e];
+			float		wy[CPL];
+
+#pragma unroll
+			for (int q = 0; q < CPL; q++)
+			{
+				const float yj = te[lane + 32 * q];
+
+				r[q] = fmaf(tt, yj, r[q]);
+				wy[q] = we * yj;
+			}
+#pragma unroll
+			for (int i = 0; i < B / 4; i++)
+			{
+				const float4 y4 = te4[i];
+
+#pragma unroll
+				for (int q = 0; q < CPL; q++)
+				{
+					A[q][4 * i] = fmaf(wy[q], y4.x, A[q][4 * i]);
+					A[q][4 * i + 1] = fmaf(wy[q], y4.y, A[q][4 * i + 1]);
+					A[q][4 * i + 2] = fmaf(wy[q], y4.z, A[q][4 * i + 2]);
+					A[q][4 * i + 3] = fmaf(wy[q], y4.w, A[q][4 * i + 3]);
+				}
+			}
+		}
+		__syncwarp();
+	}
+
+	/* ---- a row of several chunks: sum into the scratch, the last one solves */
+	if (nch > 1)
+	{
+		float	   *sc = a.scratch + (size_t) a.slot[row] * (B * B + B);
+		int			last = 0;
+
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+		{
+#pragma unroll
+			for (int i = 0; i < B; i++)
+				atomicAdd(sc + i * B + lane + 32 * q, A[q][i]);
+			atomicAdd(sc + B * B + lane + 32 * q, r[q]);
+		}
+		__threadfence();
+		__syncwarp();
+		if (lane == 0)
+			last = atomicAdd(a.counter + row, 1) == nch - 1;
+		last = __shfl_sync(0xffffffffu, last, 0);
+		if (!last)
+			return;
+		__threadfence();
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+		{
+#pragma unroll
+			for (int i = 0; i < B; i++)
+			{
+				A[q][i] = __ldcg(sc + i * B + lane + 32 * q);
+				sc[i * B + lane + 32 * q] = 0.f;
+			}
+			r[q] = __ldcg(sc + B * B + lane + 32 * q);
+			sc[B * B + lane + 32 * q] = 0.f;
+		}
+		if (lane == 0)
+			a.counter[row] = 0;
+	}
+
+	/* ---- the row's system: A += G_BB + reg I, r -= H + reg x; padding is the identity */
+	const float regu = a.reg ? a.reg[row] : 0.f;
+	float		x[CPL];
+
+#pragma unroll
+	for (int q = 0; q < CPL; q++)
+	{
+		const int	c = lane + 32 * q;
+		const bool	pad = a.b0 + c >= a.k;
+
+		x[q] = a.X[(size_t) row * a.kp + a.b0 + c];
+		r[q] = pad ? 0.f : r[q] - a.H[(size_t) row * B + c] - regu * x[q];
+#pragma unroll
+		for (int i = 0; i < B; i++)
+		{
+			const float g = gbb[i * B + c] + (i == c ? regu : 0.f);
+
+			A[q][i] = pad ? (i == c ? 1.f : 0.f) : A[q][i] + g;
+		}
+	}
+
+	/* ---- elimination: lane c updates its columns c > p at step p */
+	float	   *col = tile;		/* the tile is free now: column p's entries */
+	bool		ok = true;
+
+	__syncwarp();
+#pragma unroll
+	for (int p = 0; p < B; p++)
+	{
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+			col[lane + 32 * q] = A[q][p];	/* A(c, p) = A(p, c) */
+		const float rp = __shfl_sync(0xffffffffu, r[p / 32], p % 32);
+
+		__syncwarp();
+		const float piv = col[p];
+
+		ok = ok && piv > 0.f && isfinite(piv);
+		const float inv = 1.f / piv;
+
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+		{
+			const int	c = lane + 32 * q;
+			const float l = c > p ? A[q][p] * inv : 0.f;
+
+#pragma unroll
+			for (int i = p + 1; i < B; i++)
+				A[q][i] = fmaf(-l, col[i], A[q][i]);
+			r[q] = fmaf(-l, rp, r[q]);
+		}
+		__syncwarp();
+	}
+
+	/* ---- back substitution: U(c, p) = A[c][p] after step c */
+	float		d[CPL];
+
+#pragma unroll
+	for (int q = 0; q < CPL; q++)
+		d[q] = 0.f;
+#pragma unroll
+	for (int p = B - 1; p >= 0; p--)
+	{
+		const float dp = __shfl_sync(0xffffffffu, r[p / 32] / A[p / 32][p], p % 32);
+
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+		{
+			const int	c = lane + 32 * q;
+
+			if (c == p)
+				d[q] = dp;
+			else if (c < p)
+				r[q] = fmaf(-A[q][p], dp, r[q]);
+		}
+	}
+#pragma unroll
+	for (int q = 0; q < CPL; q++)
+	{
+		const int	c = lane + 32 * q;
+		const float dq = ok ? d[q] : 0.f;
+
+		a.X[(size_t) row * a.kp + a.b0 + c] = x[q] + dq;
+		a.D[(size_t) row * B + c] = dq;
+	}
+}
+
+/* s_e += y_eB . d_row for the chunk's entries, a lane per entry */
+template <int CPL>
+__global__ void
+__launch_bounds__(BWARPS * 32)
+block_apply_kernel(gm_block_args a)
+{
+	constexpr int B = 32 * CPL;
+	const int	lane = threadIdx.x & 31;
+	const int32_t task = blockIdx.x * BWARPS + (threadIdx.x >> 5);
+
+	if (task >= a.nchunks)
+		return;
+
+	const int2	ch = a.chunks[task];
+	const int64_t rb = a.indptr[ch.x];
+	const int64_t re = a.indptr[ch.x + 1];
+	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
+	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
+	const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
+	float4		d[B / 4];
+
+#pragma unroll
+	for (int i = 0; i < B / 4; i++)
+		d[i] = dp[i];
+	for (int64_t ent = cb + lane; ent < ce; ent += 32)
+	{
+		const float4 *yp = reinterpret_cast<const float4 *>(
+			a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
+		float		s = 0.f;
+
+#pragma unroll
+		for (int i = 0; i < B / 4; i++)
+			s += dot4(__ldg(yp + i), d[i]);
+		a.S[ent] += s;
+	}
+}
+
+/* Shared memory of a gm_block_pass launch. */
+size_t
+gm_block_smem(int b)
+{
+	return sizeof(float) * ((size_t) b * b + (size_t) BWARPS * WARP_SMEM(b));
+}
+
+/* Allow the b = 64 kernel its shared memory (above the default 48 KB). */
+cudaError_t
+gm_block_prepare(void)
+{
+	cudaError_t e = cudaFuncSetAttribute(block_pass_kernel<1>,
+										 cudaFuncAttributeMaxDynamicSharedMemorySize,
+										 (int) gm_block_smem(32));
+
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(block_pass_kernel<2>,
+								 cudaFuncAttributeMaxDynamicSharedMemorySize,
+								 (int) gm_block_smem(64));
+	return e;
+}
+
+/* Launch the accumulate-and-solve pass over a's chunks. */
+cudaError_t
+gm_block_pass(int b, const gm_block_args &a, cudaStream_t st)
+{
+	dim3		grid((a.nchunks + BWARPS - 1) / BWARPS);
+
+	if (a.nchunks == 0)
+		return cudaSuccess;
+	if (b == 32)
+		block_pass_kernel<1><<<grid, BWARPS * 32, gm_block_smem(32), st>>>(a);
+	else if (b == 64)
+		block_pass_kernel<2><<<grid, BWARPS * 32, gm_block_smem(64), st>>>(a);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
+
+/* Launch the prediction update over a's chunks. */
+cudaError_t
+gm_block_apply(int b, const gm_block_args &a, cudaStream_t st)
+{
+	dim3		grid((a.nchunks + BWARPS - 1) / BWARPS);
+
+	if (a.nchunks == 0)
+		return cudaSuccess;
+	if (b == 32)
+		block_apply_kernel<1><<<grid, BWARPS * 32, 0, st>>>(a);
+	else if (b == 64)
+		block_apply_kernel<2><<<grid, BWARPS * 32, 0, st>>>(a);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
