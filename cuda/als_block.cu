@@ -19,30 +19,86 @@
  * the Schur complements stay symmetric, so U(c, p) for c < p is lane c's
  * own register p and the back substitution needs one shuffle a step.
  *
+ * With tensor cores (tc), the Gram sum_e w_e y_eB y_eB^T of each tile of 32
+ * entries is an m16n16k8 TF32 product of (W Y)^T and Y (FP32 accumulation,
+ * the upper triangle of 16 x 16 tiles), stored to shared memory and read
+ * back into the lanes' columns at the end of the chunk; r stays FP32.  The
+ * Gram only preconditions the block's step (r, the gradient, is FP32 from
+ * H and the predictions), so the step still descends and the iteration
+ * still converges to the FP32 solution: the bench measures what it costs.
+ *
  * gm_block_apply: a warp per chunk, a lane per entry: s_e += y_eB . d.
  */
 #include "als_block.cuh"
 #include "device_csr.cuh"
 
+#include <mma.h>
+
 #define BWARPS			8		/* warps per thread block */
 
-/* Shared floats per warp: a tile of 32 entries (stride b + 4) and 64 weights. */
+/*
+ * Shared floats per warp: a tile of 32 entries (stride b + 4), with TC a
+ * second one for w_e y_e (the tensor-core operand), and 64 weights.  Every
+ * warp's area starts 32-byte aligned (wmma loads need it).
+ */
 #define TILE_STRIDE(B)	((B) + 4)
-#define WARP_SMEM(B)	(32 * TILE_STRIDE(B) + 64)
+#define WARP_SMEM(B, TC)	(32 * TILE_STRIDE(B) * ((TC) ? 2 : 1) + 64)
 
-template <int CPL>
+namespace wmma = nvcuda::wmma;
+
+/*
+ * A(i, j) += sum over the tile's 32 entries of wy_e[i] y_e[j] on tensor
+ * cores: TF32 inputs, FP32 accumulation, m16n16k8, the upper triangle of
+ * 16 x 16 tiles (i-tile <= j-tile), stored to out (b x b, row-major) with
+ * the lower triangle mirrored.  Rows of a missing entry are zero.
+ */
+template <int B>
+__device__ __forceinline__ void
+gram_tc(wmma::fragment<wmma::accumulator, 16, 16, 8, float> (&acc)[B / 16][B / 16],
+		const float *wy, const float *y, int ts)
+{
+#pragma unroll
+	for (int ks = 0; ks < 4; ks++)
+	{
+		wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fa[B / 16];
+		wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[B / 16];
+
+#pragma unroll
+		for (int t = 0; t < B / 16; t++)
+		{
+			/* A = (WY)^T: element (i, e) at wy[e * ts + i], column-major */
+			wmma::load_matrix_sync(fa[t], wy + 8 * ks * ts + 16 * t, ts);
+			/* B = Y: element (e, j) at y[e * ts + j], row-major */
+			wmma::load_matrix_sync(fb[t], y + 8 * ks * ts + 16 * t, ts);
+#pragma unroll
+			for (int i = 0; i < fa[t].num_elements; i++)
+				fa[t].x[i] = wmma::__float_to_tf32(fa[t].x[i]);
+#pragma unroll
+			for (int i = 0; i < fb[t].num_elements; i++)
+				fb[t].x[i] = wmma::__float_to_tf32(fb[t].x[i]);
+		}
+#pragma unroll
+		for (int mt = 0; mt < B / 16; mt++)
+#pragma unroll
+			for (int nt = mt; nt < B / 16; nt++)
+				wmma::mma_sync(acc[mt][nt], fa[mt], fb[nt], acc[mt][nt]);
+	}
+}
+
+template <int CPL, bool TC>
 __global__ void
 __launch_bounds__(BWARPS * 32)
 block_pass_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
 	constexpr int TS = TILE_STRIDE(B);
-	extern __shared__ float4 smem4[];
+	extern __shared__ __align__(128) float4 smem4[];
 	float	   *gbb = reinterpret_cast<float *>(smem4);
 	const int	lane = threadIdx.x & 31;
 	const int	warp = threadIdx.x >> 5;
-	float	   *tile = gbb + B * B + warp * WARP_SMEM(B);
-	float	   *wv = tile + 32 * TS;
+	float	   *tile = gbb + B * B + warp * WARP_SMEM(B, TC);
+	float	   *wytile = tile + 32 * TS;	/* TC only */
+	float	   *wv = tile + 32 * TS * (TC ? 2 : 1);
 	float	   *tv = wv + 32;
 	const int32_t task = blockIdx.x * BWARPS + warp;
 
@@ -63,14 +119,23 @@ block_pass_kernel(gm_block_args a)
 	float		A[CPL][B],
 				r[CPL];
 
+	wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[TC ? B / 16 : 1][TC ? B / 16 : 1];
+
 #pragma unroll
 	for (int q = 0; q < CPL; q++)
 	{
 		r[q] = 0.f;
+		if (!TC)
 #pragma unroll
-		for (int i = 0; i < B; i++)
-			A[q][i] = 0.f;
+			for (int i = 0; i < B; i++)
+				A[q][i] = 0.f;
 	}
+	if constexpr (TC)
+#pragma unroll
+		for (int mt = 0; mt < B / 16; mt++)
+#pragma unroll
+			for (int nt = 0; nt < B / 16; nt++)
+				wmma::fill_fragment(acc[mt][nt], 0.f);
 
 	/* ---- accumulate the chunk's entries, 32 at a time */
 	for (int64_t base = cb; base < ce; base += 32)
@@ -78,6 +143,7 @@ block_pass_kernel(gm_block_args a)
 		const int64_t ent = base + lane;
 		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
 		float4	   *trow = reinterpret_cast<float4 *>(tile + lane * TS);
+		float4	   *wrow = reinterpret_cast<float4 *>(wytile + lane * TS);
 
 		if (ent < ce)
 		{
@@ -90,40 +156,95 @@ block_pass_kernel(gm_block_args a)
 			tv[lane] = c - w * a.S[ent];
 #pragma unroll
 			for (int i = 0; i < B / 4; i++)
-				trow[i] = __ldg(yp + i);
-		}
-		__syncwarp();
-		for (int e = 0; e < cnt; e++)
-		{
-			const float *te = tile + e * TS;
-			const float4 *te4 = reinterpret_cast<const float4 *>(te);
-			const float we = wv[e],
-						tt = tv[e];
-			float		wy[CPL];
-
-#pragma unroll
-			for (int q = 0; q < CPL; q++)
 			{
-				const float yj = te[lane + 32 * q];
+				const float4 y4 = __ldg(yp + i);
 
-				r[q] = fmaf(tt, yj, r[q]);
-				wy[q] = we * yj;
+				trow[i] = y4;
+				if (TC)
+					wrow[i] = make_float4(w * y4.x, w * y4.y, w * y4.z, w * y4.w);
 			}
+		}
+		else if (TC)
+		{
+			/* the tensor cores take all 32 rows: missing entries are zero */
 #pragma unroll
 			for (int i = 0; i < B / 4; i++)
 			{
-				const float4 y4 = te4[i];
+				trow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+				wrow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+			}
+		}
+		__syncwarp();
+		if constexpr (TC)
+		{
+			gram_tc<B>(acc, wytile, tile, TS);
+			for (int e = 0; e < cnt; e++)
+			{
+				const float tt = tv[e];
+
+#pragma unroll
+				for (int q = 0; q < CPL; q++)
+					r[q] = fmaf(tt, tile[e * TS + lane + 32 * q], r[q]);
+			}
+		}
+		else
+		{
+			for (int e = 0; e < cnt; e++)
+			{
+				const float *te = tile + e * TS;
+				const float4 *te4 = reinterpret_cast<const float4 *>(te);
+				const float we = wv[e],
+							tt = tv[e];
+				float		wy[CPL];
 
 #pragma unroll
 				for (int q = 0; q < CPL; q++)
 				{
-					A[q][4 * i] = fmaf(wy[q], y4.x, A[q][4 * i]);
-					A[q][4 * i + 1] = fmaf(wy[q], y4.y, A[q][4 * i + 1]);
-					A[q][4 * i + 2] = fmaf(wy[q], y4.z, A[q][4 * i + 2]);
-					A[q][4 * i + 3] = fmaf(wy[q], y4.w, A[q][4 * i + 3]);
+					const float yj = te[lane + 32 * q];
+
+					r[q] = fmaf(tt, yj, r[q]);
+					wy[q] = we * yj;
+				}
+#pragma unroll
+				for (int i = 0; i < B / 4; i++)
+				{
+					const float4 y4 = te4[i];
+
+#pragma unroll
+					for (int q = 0; q < CPL; q++)
+					{
+						A[q][4 * i] = fmaf(wy[q], y4.x, A[q][4 * i]);
+						A[q][4 * i + 1] = fmaf(wy[q], y4.y, A[q][4 * i + 1]);
+						A[q][4 * i + 2] = fmaf(wy[q], y4.z, A[q][4 * i + 2]);
+						A[q][4 * i + 3] = fmaf(wy[q], y4.w, A[q][4 * i + 3]);
+					}
 				}
 			}
 		}
+		__syncwarp();
+	}
+
+	if constexpr (TC)
+	{
+		/* the tiles into the (free) entry tile as b x b row-major, then columns to registers */
+		float	   *am = tile;
+
+#pragma unroll
+		for (int mt = 0; mt < (TC ? B / 16 : 1); mt++)
+#pragma unroll
+			for (int nt = mt; nt < (TC ? B / 16 : 1); nt++)
+			{
+				wmma::store_matrix_sync(am + 16 * mt * B + 16 * nt, acc[mt][nt], B, wmma::mem_row_major);
+				if (nt != mt)
+					wmma::store_matrix_sync(am + 16 * nt * B + 16 * mt, acc[mt][nt], B,
+											wmma::mem_col_major);
+			}
+		__syncwarp();
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+#pragma unroll
+			for (int i = 0; i < B; i++)
+				A[q][i] = am[i * B + lane + 32 * q];
 		__syncwarp();
 	}
 
@@ -291,38 +412,50 @@ block_apply_kernel(gm_block_args a)
 
 /* Shared memory of a gm_block_pass launch. */
 size_t
-gm_block_smem(int b)
+gm_block_smem(int b, int tc)
 {
-	return sizeof(float) * ((size_t) b * b + (size_t) BWARPS * WARP_SMEM(b));
+	return sizeof(float) * ((size_t) b * b + (size_t) BWARPS * WARP_SMEM(b, tc));
 }
 
-/* Allow the b = 64 kernel its shared memory (above the default 48 KB). */
+/* Allow the kernels their shared memory (above the default 48 KB). */
 cudaError_t
 gm_block_prepare(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(block_pass_kernel<1>,
+	cudaError_t e = cudaFuncSetAttribute(block_pass_kernel<1, false>,
 										 cudaFuncAttributeMaxDynamicSharedMemorySize,
-										 (int) gm_block_smem(32));
+										 (int) gm_block_smem(32, 0));
 
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(block_pass_kernel<2>,
+		e = cudaFuncSetAttribute(block_pass_kernel<2, false>,
 								 cudaFuncAttributeMaxDynamicSharedMemorySize,
-								 (int) gm_block_smem(64));
+								 (int) gm_block_smem(64, 0));
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(block_pass_kernel<1, true>,
+								 cudaFuncAttributeMaxDynamicSharedMemorySize,
+								 (int) gm_block_smem(32, 1));
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(block_pass_kernel<2, true>,
+								 cudaFuncAttributeMaxDynamicSharedMemorySize,
+								 (int) gm_block_smem(64, 1));
 	return e;
 }
 
-/* Launch the accumulate-and-solve pass over a's chunks. */
+/* Launch the accumulate-and-solve pass over a's chunks (tc: Grams on tensor cores). */
 cudaError_t
-gm_block_pass(int b, const gm_block_args &a, cudaStream_t st)
+gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 {
 	dim3		grid((a.nchunks + BWARPS - 1) / BWARPS);
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
-	if (b == 32)
-		block_pass_kernel<1><<<grid, BWARPS * 32, gm_block_smem(32), st>>>(a);
+	if (b == 32 && !tc)
+		block_pass_kernel<1, false><<<grid, BWARPS * 32, gm_block_smem(32, 0), st>>>(a);
+	else if (b == 64 && !tc)
+		block_pass_kernel<2, false><<<grid, BWARPS * 32, gm_block_smem(64, 0), st>>>(a);
+	else if (b == 32)
+		block_pass_kernel<1, true><<<grid, BWARPS * 32, gm_block_smem(32, 1), st>>>(a);
 	else if (b == 64)
-		block_pass_kernel<2><<<grid, BWARPS * 32, gm_block_smem(64), st>>>(a);
+		block_pass_kernel<2, true><<<grid, BWARPS * 32, gm_block_smem(64, 1), st>>>(a);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();

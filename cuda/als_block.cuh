@@ -52,12 +52,15 @@ typedef struct gm_block_args
 	float		alpha0;
 } gm_block_args;
 
-/* Launch steps 2 and 3 above for a slice's chunks; b is 32 or 64. */
-cudaError_t gm_block_pass(int b, const gm_block_args &a, cudaStream_t st);
+/*
+ * Launch steps 2 and 3 above for a slice's chunks; b is 32 or 64; tc: the
+ * b x b Grams on tensor cores (TF32 inputs, FP32 accumulation).
+ */
+cudaError_t gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st);
 cudaError_t gm_block_apply(int b, const gm_block_args &a, cudaStream_t st);
 
-/* Shared memory gm_block_pass needs per launch (for cudaFuncSetAttribute). */
-size_t		gm_block_smem(int b);
+/* Shared memory gm_block_pass needs per launch. */
+size_t		gm_block_smem(int b, int tc);
 
 /* Raise the kernels' shared-memory limit once per process (b = 64 needs it). */
 cudaError_t gm_block_prepare(void);

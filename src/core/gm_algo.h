@@ -109,6 +109,9 @@ typedef struct gm_mf_params
 	int			block_size;		/* GM_SOLVER_BLOCK: coordinates per block (0: the
 								 * backend's default, gm_block_size) */
 	int			block_sweeps;	/* GM_SOLVER_BLOCK: passes over the blocks per row */
+	int			tf32;			/* GPU: products on tensor cores, TF32 inputs and FP32
+								 * accumulation (1) or FP32 throughout (0): the block
+								 * solver's b x b Grams, CG's dense products V G */
 
 	/* explicit models (ratings) */
 	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */

@@ -88,12 +88,14 @@ double		gm_rank_value(const gm_rank_result *r, gm_rank_metric m);
  * sorted), as LightGCN reports it: recall@K = hits / |test_u|, NDCG@K with
  * binary relevance and log2(rank + 1) discounts over min(K, |test_u|) ideal
  * positions, precision@K = hits / K.  Ties rank the lower item first.  cb
- * (may be NULL) is polled between batches of users: GM_ECANCELED.
+ * (may be NULL) is polled between batches of users: GM_ECANCELED.  With
+ * backend GM_BACKEND_CUDA and the module loaded, the scores are computed on
+ * the GPU (cuBLAS, FP32) and the top K on the CPU.
  */
 int			gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
 						 const float *Y, int k, int K, int threads,
-						 const gm_callbacks *cb, gm_rank_result *out,
-						 char *err, size_t errlen);
+						 gm_backend_kind backend, const gm_callbacks *cb,
+						 gm_rank_result *out, char *err, size_t errlen);
 
 /*
  * Split R (users x items) into train and test: each user with at least two

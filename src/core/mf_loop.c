@@ -410,8 +410,8 @@ evaluate_heldout(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 
 	if ((rc = s->ops->download(s->h, d, err, errlen)) != GM_OK)
 		return rc;
-	rc = gm_rank_eval(d->R, ev->test, d->X, d->Y, p->factors, ev->K, p->threads, cb,
-					  &r, err, errlen);
+	rc = gm_rank_eval(d->R, ev->test, d->X, d->Y, p->factors, ev->K, p->threads, p->backend,
+					  cb, &r, err, errlen);
 	ev->eval_seconds += gm_now() - t0;
 	if (rc != GM_OK)
 		return rc;

@@ -119,29 +119,101 @@ score_batch(const float *Xb, int nb, const float *Y, int32_t m, int k, float *S,
 #endif
 }
 
+/* What a batch of scores needs to become metrics. */
+typedef struct rank_state
+{
+	const gm_csr *train;
+	const gm_csr *test;
+	const int32_t *users;		/* the users with test entries */
+	int32_t		m;
+	int			K;
+	int			nt;
+	const double *disc;			/* 1 / log2(r + 2) */
+	int32_t    *top;			/* batch x K */
+	float	   *topsc;
+	double	   *vals;			/* batch x 3 */
+	double		rec,
+				ndcg,
+				prec;
+	const gm_callbacks *cb;
+} rank_state;
+
+/*
+ * The metrics of users first .. first + nb - 1 (of st->users) from their
+ * scores S (nb x m), added to the sums; GM_ECANCELED when cb asks to stop.
+ */
+static int
+rank_batch(void *arg, int64_t first, int nb, const float *S)
+{
+	rank_state *st = arg;
+	const gm_csr *test = st->test,
+			   *train = st->train;
+	int			K = st->K;
+	int32_t		m = st->m;
+
+	/* per-user values summed in user order afterwards: the same bits for any threads */
+#pragma omp parallel for num_threads(st->nt) schedule(dynamic, 8)
+	for (int j = 0; j < nb; j++)
+	{
+		int32_t		u = st->users[first + j];
+		int64_t		tb = test->indptr[u],
+					tn = test->indptr[u + 1] - tb,
+					rb = train->indptr[u];
+		int			got,
+					hits = 0;
+		double		dcg = 0.0,
+					idcg = 0.0;
+
+		got = gm_topk(S + (size_t) j * m, m, K, train->indices + rb,
+					  (int32_t) (train->indptr[u + 1] - rb), st->top + (size_t) j * K,
+					  st->topsc + (size_t) j * K);
+		for (int r = 0; r < got; r++)
+			if (sorted_has(test->indices + tb, tn, st->top[(size_t) j * K + r]))
+			{
+				hits++;
+				dcg += st->disc[r];
+			}
+		for (int r = 0; r < K && r < tn; r++)
+			idcg += st->disc[r];
+		st->vals[3 * j] = (double) hits / (double) tn;
+		st->vals[3 * j + 1] = dcg / idcg;
+		st->vals[3 * j + 2] = (double) hits / (double) K;
+	}
+	for (int j = 0; j < nb; j++)
+	{
+		st->rec += st->vals[3 * j];
+		st->ndcg += st->vals[3 * j + 1];
+		st->prec += st->vals[3 * j + 2];
+	}
+	if (st->cb && st->cb->should_stop && st->cb->should_stop(st->cb->arg))
+		return GM_ECANCELED;
+	return GM_OK;
+}
+
+typedef int (*gpu_scores_fn) (const float *, const int32_t *, int64_t, const float *,
+							  int32_t, int, int, int (*) (void *, int64_t, int, const float *),
+							  void *, char *, size_t);
+
 /* Ranking metrics (see gm_core.h). */
 int
 gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
-			 const float *Y, int k, int K, int threads, const gm_callbacks *cb,
-			 gm_rank_result *out, char *err, size_t errlen)
+			 const float *Y, int k, int K, int threads, gm_backend_kind backend,
+			 const gm_callbacks *cb, gm_rank_result *out, char *err, size_t errlen)
 {
-	int			nt = gm_resolve_threads(threads);
 	int32_t		nu = test->n_rows,
 				m = test->n_cols;
-	int			batch;
-	int32_t    *users = NULL,
-			   *top = NULL;
-	float	   *Xb = NULL,
-			   *S = NULL,
-			   *topsc = NULL;
-	double		rec = 0.0,
-				ndcg = 0.0,
-				prec = 0.0,
-			   *disc = NULL,
-			   *vals = NULL;
+	int			batch,
+				rc = GM_OK;
 	int64_t		n = 0;
+	int32_t    *users = NULL;
+	float	   *Xb = NULL,
+			   *S = NULL;
+	double	   *disc = NULL;
+	rank_state	st;
+	gpu_scores_fn gpu = NULL;
 
 	memset(out, 0, sizeof(*out));
+	memset(&st, 0, sizeof(st));
 	if (train->n_rows != nu || train->n_cols != m || K < 1)
 	{
 		snprintf(err, errlen, "ranking metrics: train (%d x %d) and test (%d x %d) differ in shape",
@@ -150,103 +222,72 @@ gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
 	}
 	if (K > m)
 		K = m;
+	if (backend == GM_BACKEND_CUDA)
+		*(void **) &gpu = gm_cuda_symbol("gm_cuda_rank_scores");
 	/* batches of users whose scores take at most ~64 MB */
 	batch = (int) (16777216 / (m > 0 ? m : 1));
 	batch = batch < 1 ? 1 : batch > 1024 ? 1024 : batch;
 	users = malloc(sizeof(int32_t) * (size_t) (nu > 0 ? nu : 1));
-	Xb = malloc(sizeof(float) * (size_t) batch * k);
-	S = malloc(sizeof(float) * (size_t) batch * (m > 0 ? m : 1));
-	top = malloc(sizeof(int32_t) * (size_t) batch * K);
-	topsc = malloc(sizeof(float) * (size_t) batch * K);
 	disc = malloc(sizeof(double) * (size_t) (K + 1));
-	vals = malloc(sizeof(double) * 3 * (size_t) batch);
-	if (!users || !Xb || !S || !top || !topsc || !disc || !vals)
+	st.top = malloc(sizeof(int32_t) * (size_t) batch * K);
+	st.topsc = malloc(sizeof(float) * (size_t) batch * K);
+	st.vals = malloc(sizeof(double) * 3 * (size_t) batch);
+	if (gpu == NULL)
 	{
-		free(vals);
-		free(users);
-		free(Xb);
-		free(S);
-		free(top);
-		free(topsc);
-		free(disc);
+		Xb = malloc(sizeof(float) * (size_t) batch * k);
+		S = malloc(sizeof(float) * (size_t) batch * (m > 0 ? m : 1));
+	}
+	if (!users || !disc || !st.top || !st.topsc || !st.vals || (gpu == NULL && (!Xb || !S)))
+	{
 		snprintf(err, errlen, "out of memory for ranking metrics (%d items)", m);
-		return GM_ENOMEM;
+		rc = GM_ENOMEM;
+		goto done;
 	}
 	for (int r = 0; r < K; r++)
 		disc[r] = 1.0 / log2((double) r + 2.0);
 	for (int32_t u = 0; u < nu; u++)
 		if (test->indptr[u + 1] > test->indptr[u])
 			users[n++] = u;
+	st.train = train;
+	st.test = test;
+	st.users = users;
+	st.m = m;
+	st.K = K;
+	st.nt = gm_resolve_threads(threads);
+	st.disc = disc;
+	st.cb = cb;
 
-	for (int64_t b0 = 0; b0 < n; b0 += batch)
+	if (gpu != NULL)
+		rc = gpu(X, users, n, Y, m, k, batch, rank_batch, &st, err, errlen);
+	else
+		for (int64_t b0 = 0; b0 < n && rc == GM_OK; b0 += batch)
+		{
+			int			nb = n - b0 < batch ? (int) (n - b0) : batch;
+
+			for (int j = 0; j < nb; j++)
+				memcpy(Xb + (size_t) j * k, X + (size_t) users[b0 + j] * k, sizeof(float) * k);
+			score_batch(Xb, nb, Y, m, k, S, st.nt);
+			rc = rank_batch(&st, b0, nb, S);
+		}
+	if (rc == GM_ECANCELED)
+		snprintf(err, errlen, "training canceled");
+	if (rc == GM_OK && n > 0)
 	{
-		int			nb = n - b0 < batch ? (int) (n - b0) : batch;
-
-		for (int j = 0; j < nb; j++)
-			memcpy(Xb + (size_t) j * k, X + (size_t) users[b0 + j] * k, sizeof(float) * k);
-		score_batch(Xb, nb, Y, m, k, S, nt);
-		/* per-user values summed in user order afterwards: the same bits for any threads */
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 8)
-		for (int j = 0; j < nb; j++)
-		{
-			int32_t		u = users[b0 + j];
-			int64_t		tb = test->indptr[u],
-						tn = test->indptr[u + 1] - tb,
-						rb = train->indptr[u];
-			int			got,
-						hits = 0;
-			double		dcg = 0.0,
-						idcg = 0.0;
-
-			got = gm_topk(S + (size_t) j * m, m, K, train->indices + rb,
-						  (int32_t) (train->indptr[u + 1] - rb), top + (size_t) j * K,
-						  topsc + (size_t) j * K);
-			for (int r = 0; r < got; r++)
-				if (sorted_has(test->indices + tb, tn, top[(size_t) j * K + r]))
-				{
-					hits++;
-					dcg += disc[r];
-				}
-			for (int r = 0; r < K && r < tn; r++)
-				idcg += disc[r];
-			vals[3 * j] = (double) hits / (double) tn;
-			vals[3 * j + 1] = dcg / idcg;
-			vals[3 * j + 2] = (double) hits / (double) K;
-		}
-		for (int j = 0; j < nb; j++)
-		{
-			rec += vals[3 * j];
-			ndcg += vals[3 * j + 1];
-			prec += vals[3 * j + 2];
-		}
-		if (cb && cb->should_stop && cb->should_stop(cb->arg))
-		{
-			free(users);
-			free(Xb);
-			free(S);
-			free(top);
-			free(topsc);
-			free(disc);
-			free(vals);
-			snprintf(err, errlen, "training canceled");
-			return GM_ECANCELED;
-		}
-	}
-	if (n > 0)
-	{
-		out->recall = rec / n;
-		out->ndcg = ndcg / n;
-		out->precision = prec / n;
+		out->recall = st.rec / n;
+		out->ndcg = st.ndcg / n;
+		out->precision = st.prec / n;
 	}
 	out->users = n;
+
+done:
 	free(users);
 	free(Xb);
 	free(S);
-	free(top);
-	free(topsc);
+	free(st.top);
+	free(st.topsc);
+	free(st.vals);
 	free(disc);
-	free(vals);
-	return GM_OK;
+	return rc;
 }
 
 /* Holdout split (see gm_core.h). */

@@ -2789,7 +2789,7 @@ test_rank_eval(void)
 			X[i] = (float) rint_range(-3, 3);
 		for (int64_t i = 0; i < (int64_t) I * k; i++)
 			Y[i] = (float) rint_range(-3, 3);
-		CHECK(gm_rank_eval(&tr, &te, X, Y, k, K, (int) rint_range(0, 3), NULL, &got, err,
+		CHECK(gm_rank_eval(&tr, &te, X, Y, k, K, (int) rint_range(0, 3), GM_BACKEND_CPU, NULL, &got, err,
 						   sizeof(err)) == GM_OK, "%s", err);
 		dtr = csr_dense(&tr, &mtr);
 		dte = csr_dense(&te, &mte);
@@ -3120,7 +3120,7 @@ test_train_eval(void)
 				CHECK(res.iterations_run == p.iterations, "stopped at %d of %d without cause",
 					  res.iterations_run, p.iterations);
 		}
-		CHECK(gm_rank_eval(&tr, &te, X, Y, p.factors, ev.K, p.threads, NULL, &check, err,
+		CHECK(gm_rank_eval(&tr, &te, X, Y, p.factors, ev.K, p.threads, GM_BACKEND_CPU, NULL, &check, err,
 						   sizeof(err)) == GM_OK, "%s", err);
 		if (ev.keep_best)
 			CHECK(gm_rank_value(&check, ev.metric) == ev.best,

@@ -327,7 +327,7 @@ train_and_test(const dataset *d, const gm_mf_params *p, int eval_every,
 		DIE("training failed: %s", err);
 	*seconds = res.train_seconds;
 	snprintf(device, devlen, "%s", res.device_name);
-	if (gm_rank_eval(&d->train, &d->test, X, Y, p->factors, 20, p->threads, NULL, out, err,
+	if (gm_rank_eval(&d->train, &d->test, X, Y, p->factors, 20, p->threads, p->backend, NULL, out, err,
 					 sizeof(err)) != GM_OK)
 		DIE("%s", err);
 	free(X);
