@@ -89,3 +89,75 @@ RETURNS gpumf.models
 AS 'MODULE_PATHNAME', 'gpumf_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback, confidence 1 + alpha * value), als_explicit or ccd (ratings, with biases); replaces the model of the same name atomically and returns its catalog row.';
+
+-- Implicit ALS in the general form (Rendle et al. 2022): the unobserved
+-- weight alpha0 and frequency-scaled ridges regularization * (n + alpha0 m)^nu
+-- (alpha0 = 1, nu = 0 is the 2008 model), the solver (cg, block: iALS++'s
+-- block coordinate descent, exact), and early stopping on held-out rows.
+-- New parameters are appended, so calls by position keep working.
+DROP FUNCTION gpumf_train(regclass, name, name, name, integer, text, integer, real, real, integer, bigint, text, integer, boolean, real);
+CREATE FUNCTION gpumf_train(
+	source regclass,
+	user_col name,
+	item_col name,
+	value_col name DEFAULT NULL,
+	factors integer DEFAULT 64,
+	model text DEFAULT NULL,
+	iterations integer DEFAULT 15,
+	regularization real DEFAULT NULL,
+	alpha real DEFAULT NULL,
+	cg_steps integer DEFAULT NULL,
+	seed bigint DEFAULT 42,
+	algorithm text DEFAULT 'als',
+	inner_iterations integer DEFAULT NULL,
+	biases boolean DEFAULT NULL,
+	tolerance real DEFAULT NULL,
+	alpha0 real DEFAULT NULL,
+	nu real DEFAULT NULL,
+	solver text DEFAULT NULL,
+	block_size integer DEFAULT NULL,
+	holdout real DEFAULT NULL,
+	metric text DEFAULT NULL)
+RETURNS gpumf.models
+AS 'MODULE_PATHNAME', 'gpumf_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback: observed pairs weigh 1 + alpha * value, unobserved ones alpha0; ridges regularization * (n + alpha0 * m)^nu; solver cg, block or exact; holdout => f stops early on a held-out metric), als_explicit or ccd (ratings, with biases); replaces the model of the same name atomically and returns its catalog row.';
+
+-- gpumf_tune: a hyper-parameter search for als on a held-out split made
+-- inside the function; one row per trial.
+CREATE TYPE gpumf.tune_trial AS (
+	trial integer,
+	factors integer,
+	regularization real,
+	alpha real,
+	alpha0 real,
+	nu real,
+	iterations integer,
+	metric double precision,
+	recall double precision,
+	ndcg double precision,
+	seconds double precision,
+	best boolean);
+COMMENT ON TYPE gpumf.tune_trial IS 'one trial of gpumf_tune: the setting (iterations: the best iteration), its held-out metric (and recall and NDCG at the same K), seconds, and whether it was the best';
+CREATE FUNCTION gpumf_tune(
+	source regclass,
+	user_col name,
+	item_col name,
+	value_col name DEFAULT NULL,
+	metric text DEFAULT 'recall@20',
+	budget integer DEFAULT 30,
+	holdout real DEFAULT 0.2,
+	factors integer[] DEFAULT '{32,64,128}',
+	iterations integer DEFAULT 20,
+	alpha real DEFAULT NULL,
+	solver text DEFAULT NULL,
+	method text DEFAULT 'local',
+	seed bigint DEFAULT 42,
+	model text DEFAULT NULL,
+	alpha0_range real[] DEFAULT NULL,
+	regularization_range real[] DEFAULT NULL,
+	nu_range real[] DEFAULT NULL)
+RETURNS SETOF gpumf.tune_trial
+AS 'MODULE_PATHNAME', 'gpumf_tune'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_tune IS 'Search factors, alpha0, the ridge, nu and the iteration count of als on holdout of each user''s rows (held out inside, seeded): budget trainings (local search or random), each stopped early on metric (recall@K, ndcg@K, precision@K over all items, training items excluded); a NOTICE and a row per trial; with model, the best setting is trained on all rows and stored under that name.  Ranges: alpha0 {0.001, 1} and the ridge of an average user {0.001, 1000} on log scales, nu {0, 1}.';

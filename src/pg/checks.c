@@ -72,3 +72,64 @@ gpumf_check_n(int32 n)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("n must be positive, got %d", n)));
 }
+
+/* A finite value in [0, 1]. */
+void
+gpumf_check_unit(const char *name, float8 v)
+{
+	if (isnan(v) || v < 0 || v > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between 0 and 1, not %g", name, v)));
+}
+
+/* A holdout fraction. */
+void
+gpumf_check_holdout(float8 v)
+{
+	if (isnan(v) || v <= 0 || v > 0.9)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout must be above 0 and at most 0.9, not %g", v),
+				 errhint("It is the fraction of each user's rows held out, e.g. 0.2.")));
+}
+
+static const char *const solver_names[GM_SOLVER_COUNT] = {
+	[GM_SOLVER_CG] = "cg",
+	[GM_SOLVER_BLOCK] = "block",
+	[GM_SOLVER_EXACT] = "exact",
+};
+
+/* The SQL name of a solver. */
+const char *
+gpumf_solver_name(gm_solver s)
+{
+	return (int) s >= 0 && s < GM_SOLVER_COUNT ? solver_names[s] : "?";
+}
+
+/* A solver by its SQL name. */
+gm_solver
+gpumf_solver_from_text(const char *s)
+{
+	for (int i = 0; i < GM_SOLVER_COUNT; i++)
+		if (strcmp(s, solver_names[i]) == 0)
+			return (gm_solver) i;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown solver \"%s\"", s),
+			 errhint("Valid solvers: \"cg\" (conjugate gradient, the default), \"block\" (block coordinate descent, iALS++) and \"exact\" (a Cholesky solve per row).")));
+	return GM_SOLVER_CG;		/* not reached */
+}
+
+/* A ranking metric and its cutoff from 'recall@20'. */
+void
+gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K)
+{
+	char		err[GM_ERRLEN];
+
+	if (gm_rank_metric_parse(s, m, K, err, sizeof(err)) != GM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", err),
+				 errhint("For example 'recall@20' or 'ndcg@10'.")));
+}

@@ -11,6 +11,7 @@
  *   model_store.c    factor tables: create, fill, grants, retire, drop
  *   model_cache.c    models served from backend memory
  *   train.c          gpumf_train, gpumf_drop_model
+ *   tune.c           gpumf_tune (hyper-parameter search)
  *   recommend.c      gpumf_recommend and its variants
  *   synth.c          gpumf_synthetic
  */
@@ -88,6 +89,34 @@ extern void gpumf_check_positive(const char *name, float8 v);
 extern void gpumf_check_nonneg(const char *name, float8 v);
 extern void gpumf_check_model_name(const char *name);
 extern void gpumf_check_n(int32 n);
+/* a finite value in [0, 1] */
+extern void gpumf_check_unit(const char *name, float8 v);
+/* a holdout fraction: above 0, at most 0.9 */
+extern void gpumf_check_holdout(float8 v);
+/* 'cg', 'block', 'exact' and back; ERROR naming the valid ones */
+extern gm_solver gpumf_solver_from_text(const char *s);
+extern const char *gpumf_solver_name(gm_solver s);
+/* 'recall@20' etc.; ERROR with a hint otherwise */
+extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
+
+/* ----------------------------------------------------------- train.c */
+
+/* What gpumf_train was asked for (gpumf_tune builds one for its best setting). */
+typedef struct TrainArgs
+{
+	Oid			relid;
+	char	   *ucol;
+	char	   *icol;
+	char	   *vcol;				/* NULL: every row counts 1 */
+	char	   *model;
+	gm_mf_params p;
+	double		holdout;			/* > 0: early stopping on held-out rows */
+	gm_rank_metric metric;
+	int			K;
+} TrainArgs;
+
+/* Train and store a model (the body of gpumf_train); returns the catalog row. */
+extern Datum gpumf_train_args(const TrainArgs *a);
 
 /* ----------------------------------------------------------- source.c */
 
@@ -183,6 +212,7 @@ typedef struct GpumfModelRow
 {
 	GpumfModel	m;
 	Jsonb	   *params;
+	Jsonb	   *metrics;		/* NULL: none */
 	Oid			source_relid;
 	int64		n_rows;
 	int64		nnz;

@@ -306,6 +306,8 @@ gpumf_model_write(const GpumfModelRow *row, bool exists)
 		CV("user_table", TEXTOID, CStringGetTextDatum(m->user_table)),
 		CV("item_table", TEXTOID, CStringGetTextDatum(m->item_table)),
 		CV("owner", REGROLEOID, ObjectIdGetDatum(m->owner)),
+		CV_NULLABLE("metrics", JSONBOID, row->metrics ? JsonbPGetDatum(row->metrics) : (Datum) 0,
+					row->metrics == NULL),
 	};
 	int			n = lengthof(v);
 	Oid			types[lengthof(v)];
@@ -329,7 +331,7 @@ gpumf_model_write(const GpumfModelRow *row, bool exists)
 		appendStringInfoString(&q, "UPDATE gpumf.models SET ");
 		for (int i = 2; i < n; i++)
 			appendStringInfo(&q, "%s%s = $%d", i > 2 ? ", " : "", v[i].column, i + 1);
-		appendStringInfoString(&q, ", created_at = pg_catalog.now(), metrics = NULL"
+		appendStringInfoString(&q, ", created_at = pg_catalog.now()"
 							   " WHERE id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2");
 	}
 	else

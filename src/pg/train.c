@@ -29,24 +29,18 @@ enum
 {
 	ARG_SOURCE, ARG_USER_COL, ARG_ITEM_COL, ARG_VALUE_COL, ARG_FACTORS, ARG_MODEL,
 	ARG_ITERATIONS, ARG_REGULARIZATION, ARG_ALPHA, ARG_CG_STEPS, ARG_SEED,
-	ARG_ALGORITHM, ARG_INNER_ITERATIONS, ARG_BIASES, ARG_TOLERANCE
+	ARG_ALGORITHM, ARG_INNER_ITERATIONS, ARG_BIASES, ARG_TOLERANCE,
+	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC
 };
-
-typedef struct TrainArgs
-{
-	Oid			relid;
-	char	   *ucol;
-	char	   *icol;
-	char	   *vcol;
-	char	   *model;
-	gm_mf_params p;
-} TrainArgs;
 
 /* Everything malloc'ed while training; freed by a memory-context callback. */
 typedef struct TrainState
 {
 	gm_csr		R;
 	gm_csr		Rt;
+	gm_csr		part;			/* holdout: the rows trained on, */
+	gm_csr		part_t;			/* their transpose */
+	gm_csr		held;			/* and the held-out rows */
 	float	   *X;
 	float	   *Y;
 	float	   *user_bias;
@@ -62,6 +56,9 @@ train_state_free(void *arg)
 
 	gm_csr_free(&ts->R);
 	gm_csr_free(&ts->Rt);
+	gm_csr_free(&ts->part);
+	gm_csr_free(&ts->part_t);
+	gm_csr_free(&ts->held);
 	free(ts->X);
 	free(ts->Y);
 	free(ts->user_bias);
@@ -86,11 +83,23 @@ given(FunctionCallInfo fcinfo, int argno, const char *name, const char *algorith
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("parameter \"%s\" does not apply to algorithm \"%s\"", name, algorithm),
 				 errhint("%s", strcmp(algorithm, "als") == 0 ?
-						 "Algorithm \"als\" takes factors, iterations, regularization, alpha, cg_steps, tolerance and seed." :
+						 "Algorithm \"als\" takes factors, iterations, regularization, alpha, alpha0, nu, solver, cg_steps (solver cg), block_size (solver block), holdout, metric, tolerance and seed." :
 						 strcmp(algorithm, "ccd") == 0 ?
 						 "Algorithm \"ccd\" takes factors, iterations, regularization, inner_iterations, biases, tolerance and seed." :
 						 "Algorithm \"als_explicit\" takes factors, iterations, regularization, biases, tolerance and seed.")));
 	return true;
+}
+
+/* A parameter that applies only with one solver was given with another. */
+static void
+check_solver_param(bool is_given, const char *name, gm_solver solver, gm_solver wanted)
+{
+	if (is_given && solver != wanted)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("parameter \"%s\" applies to solver \"%s\", not \"%s\"", name,
+						gpumf_solver_name(wanted), gpumf_solver_name(solver)),
+				 errhint("Give solver => '%s', or leave %s out.", gpumf_solver_name(wanted), name)));
 }
 
 static void
@@ -168,6 +177,42 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		a->p.tolerance = PG_GETARG_FLOAT4(ARG_TOLERANCE);
 		gpumf_check_nonneg("tolerance", a->p.tolerance);
 	}
+	if (given(fcinfo, ARG_ALPHA0, "alpha0", alg, implicit))
+	{
+		a->p.alpha0 = PG_GETARG_FLOAT4(ARG_ALPHA0);
+		gpumf_check_nonneg("alpha0", a->p.alpha0);
+	}
+	if (given(fcinfo, ARG_NU, "nu", alg, implicit))
+	{
+		a->p.nu = PG_GETARG_FLOAT4(ARG_NU);
+		gpumf_check_unit("nu", a->p.nu);
+	}
+	if (given(fcinfo, ARG_SOLVER, "solver", alg, implicit))
+		a->p.solver = gpumf_solver_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER)));
+	check_solver_param(PG_NARGS() > ARG_CG_STEPS && !PG_ARGISNULL(ARG_CG_STEPS), "cg_steps",
+					   a->p.solver, GM_SOLVER_CG);
+	if (given(fcinfo, ARG_BLOCK_SIZE, "block_size", alg, implicit))
+	{
+		check_solver_param(true, "block_size", a->p.solver, GM_SOLVER_BLOCK);
+		a->p.block_size = PG_GETARG_INT32(ARG_BLOCK_SIZE);
+		gpumf_check_int_range("block_size", a->p.block_size, 1, a->p.factors);
+	}
+	if (given(fcinfo, ARG_HOLDOUT, "holdout", alg, implicit))
+	{
+		a->holdout = PG_GETARG_FLOAT4(ARG_HOLDOUT);
+		gpumf_check_holdout(a->holdout);
+	}
+	a->metric = GM_METRIC_RECALL;
+	a->K = 20;
+	if (given(fcinfo, ARG_METRIC, "metric", alg, implicit))
+	{
+		if (a->holdout <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameter \"metric\" needs a holdout"),
+					 errhint("The metric is measured on held-out rows: give holdout => 0.2, say.")));
+		gpumf_metric_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_METRIC)), &a->metric, &a->K);
+	}
 	a->p.threads = gpumf_threads;
 }
 
@@ -183,16 +228,27 @@ real_text(float v)
 
 /* The hyper-parameters that apply to the algorithm, by name. */
 static Jsonb *
-params_jsonb(const gm_mf_params *p)
+params_jsonb(const TrainArgs *a)
 {
+	const gm_mf_params *p = &a->p;
 	StringInfoData s;
 
 	initStringInfo(&s);
 	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
 					 real_text(p->regularization));
 	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
-		appendStringInfo(&s, ", \"alpha\": %s, \"cg_steps\": %d", real_text(p->alpha),
-						 p->cg_steps);
+	{
+		appendStringInfo(&s, ", \"alpha\": %s, \"alpha0\": %s, \"nu\": %s, \"solver\": \"%s\"",
+						 real_text(p->alpha), real_text(p->alpha0), real_text(p->nu),
+						 gpumf_solver_name(p->solver));
+		if (p->solver == GM_SOLVER_CG)
+			appendStringInfo(&s, ", \"cg_steps\": %d", p->cg_steps);
+		if (p->solver == GM_SOLVER_BLOCK)
+			appendStringInfo(&s, ", \"block_size\": %d", gm_block_size(p));
+		if (a->holdout > 0)
+			appendStringInfo(&s, ", \"holdout\": %s, \"metric\": \"%s@%d\"",
+							 real_text(a->holdout), gm_rank_metric_name(a->metric), a->K);
+	}
 	else
 	{
 		if (p->algorithm == GM_ALG_CCD)
@@ -210,6 +266,8 @@ typedef struct ProgressArg
 {
 	int			iterations;
 	bool		explicit_model;
+	gm_rank_metric metric;		/* holdout */
+	int			K;
 	ErrorData  *error;			/* an ERROR raised while reporting progress */
 } ProgressArg;
 
@@ -267,9 +325,39 @@ elapsed(double *t)
 	return d;
 }
 
-/* Train the model on ts->R/Rt into ts's factor arrays. */
+/* A held-out evaluation's result, NOTICEd like an iteration (must not longjmp). */
 static void
-train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
+on_eval(void *arg, int it, const gm_rank_result *r)
+{
+	ProgressArg *pa = arg;
+	MemoryContext mcx = CurrentMemoryContext;
+
+	if (!gpumf_progress || pa->error)
+		return;
+	PG_TRY();
+	{
+		ereport(NOTICE,
+				(errmsg("iteration %d: held-out %s@%d %.6g", it,
+						gm_rank_metric_name(pa->metric), pa->K, gm_rank_value(r, pa->metric))));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		pa->error = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Train the model on ts->R/Rt into ts's factor arrays.  With a holdout,
+ * a->holdout of each user's rows are held out (seeded), the model trains on
+ * the rest, is measured on them after every iteration and stops once two
+ * measurements in a row did not beat the best; the best one is kept (*ev
+ * says which and how good).
+ */
+static void
+train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res, gm_mf_eval *ev)
 {
 	ProgressArg pa;
 	gm_callbacks cbs;
@@ -281,8 +369,9 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	int			k = a->p.factors;
 
 	/* factors on the host, and what the algorithms keep beside them */
-	gpumf_check_memory(((double) nu + ni) * k * sizeof(float) * 4 +
-					   (double) ts->R.nnz * sizeof(float) * 4, "training");
+	gpumf_check_memory(((double) nu + ni) * k * sizeof(float) * (a->holdout > 0 ? 6 : 4) +
+					   (double) ts->R.nnz * sizeof(float) * (a->holdout > 0 ? 8 : 4),
+					   "training");
 	ts->X = malloc(sizeof(float) * (size_t) nu * k);
 	ts->Y = malloc(sizeof(float) * (size_t) ni * k);
 	if (a->p.biases)
@@ -296,6 +385,29 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	memset(&d, 0, sizeof(d));
 	d.R = &ts->R;
 	d.Rt = &ts->Rt;
+	if (a->holdout > 0)
+	{
+		if (gm_split_holdout(&ts->R, a->holdout, a->p.seed, &ts->part, &ts->held,
+							 err, sizeof(err)) != GM_OK ||
+			gm_csr_transpose(&ts->part, &ts->part_t, err, sizeof(err)) != GM_OK)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		if (ts->held.nnz == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("no rows to hold out: every user has fewer than two rows"),
+					 errhint("Train without holdout.")));
+		d.R = &ts->part;
+		d.Rt = &ts->part_t;
+		memset(ev, 0, sizeof(*ev));
+		ev->test = &ts->held;
+		ev->metric = a->metric;
+		ev->K = a->K;
+		ev->every = 1;
+		ev->patience = 2;
+		ev->keep_best = 1;
+		ev->on_eval = on_eval;
+		ev->arg = &pa;
+	}
 	d.X = ts->X;
 	d.Y = ts->Y;
 	d.user_bias = ts->user_bias;
@@ -304,10 +416,12 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	pa.iterations = a->p.iterations;
 	pa.explicit_model = a->p.algorithm != GM_ALG_ALS_IMPLICIT;
 	pa.error = NULL;
+	pa.metric = a->metric;
+	pa.K = a->K;
 	cbs.should_stop = should_stop;
 	cbs.on_iteration = on_iteration;
 	cbs.arg = &pa;
-	rc = gm_mf_train(&a->p, &d, &cbs, res, err, sizeof(err));
+	rc = gm_mf_train_eval(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL, res, err, sizeof(err));
 	if (pa.error)
 		ReThrowError(pa.error);
 	if (rc == GM_ECANCELED)
@@ -331,11 +445,13 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	ts->global_mean = d.global_mean;	/* set by gm_mf_train when biases are on */
 }
 
+/* Train and store a model as a says (gpumf_train, gpumf_tune); the catalog row. */
 Datum
-gpumf_train(PG_FUNCTION_ARGS)
+gpumf_train_args(const TrainArgs *args)
 {
-	TrainArgs	a;
+	TrainArgs	a = *args;
 	TrainState *ts;
+	gm_mf_eval	ev;
 	GpumfSource *src;
 	GpumfModel	old;
 	GpumfModelRow row;
@@ -352,8 +468,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 	Datum		result;
 
-	parse_args(fcinfo, &a);
-
+	memset(&ev, 0, sizeof(ev));
 	/* the source is locked before its columns are checked */
 	src = gpumf_source_open(a.relid, a.ucol, a.icol, a.vcol,
 					  a.p.algorithm == GM_ALG_ALS_IMPLICIT ? GPUMF_VALUES_IMPLICIT :
@@ -398,7 +513,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 
 	/* ---- device and training */
 	a.p.backend = gpumf_training_backend(devname, sizeof(devname));
-	train_model(&a, ts, &res);
+	train_model(&a, ts, &res, &ev);
 	t = gm_now();
 
 	/* ---- store, as the extension's owner */
@@ -447,14 +562,28 @@ gpumf_train(PG_FUNCTION_ARGS)
 
 	row.m.user_table = tables.users;
 	row.m.item_table = tables.items;
-	row.params = params_jsonb(&a.p);
+	row.params = params_jsonb(&a);
+	if (a.holdout > 0)
+	{
+		StringInfoData m;
+
+		initStringInfo(&m);
+		appendStringInfo(&m, "{\"holdout\": {\"metric\": \"%s@%d\", \"value\": %.17g, "
+						 "\"best_iteration\": %d, \"recall\": %.17g, \"ndcg\": %.17g, "
+						 "\"precision\": %.17g, \"users\": " INT64_FORMAT ", \"rows\": " INT64_FORMAT
+						 ", \"iterations_trained\": %d}}",
+						 gm_rank_metric_name(a.metric), a.K, ev.best, ev.best_iteration,
+						 ev.best_result.recall, ev.best_result.ndcg, ev.best_result.precision,
+						 (int64) ev.best_result.users, (int64) ts->held.nnz, res.iterations_run);
+		row.metrics = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(m.data)));
+	}
 	row.n_rows = src->rows_read;
 	row.nnz = ts->R.nnz;
 	row.n_users = ts->R.n_rows;
 	row.n_items = ts->R.n_cols;
 	row.backend = a.p.backend == GM_BACKEND_CUDA ? "cuda" : "cpu";
 	row.device = res.device_name;
-	row.iterations_run = res.iterations_run;
+	row.iterations_run = a.holdout > 0 ? ev.best_iteration : res.iterations_run;
 	row.final_loss = res.final.loss;
 	row.train_rmse = res.final.rmse;
 	row.read_seconds = t_read;
@@ -470,7 +599,16 @@ gpumf_train(PG_FUNCTION_ARGS)
 	result = gpumf_model_row_datum(a.model);
 	SPI_finish();
 	train_state_free(ts);
-	PG_RETURN_DATUM(result);
+	return result;
+}
+
+Datum
+gpumf_train(PG_FUNCTION_ARGS)
+{
+	TrainArgs	a;
+
+	parse_args(fcinfo, &a);
+	PG_RETURN_DATUM(gpumf_train_args(&a));
 }
 
 Datum
