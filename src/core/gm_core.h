@@ -175,7 +175,7 @@ void		gm_mf_session_free(gm_mf_session *s);
  * Defaults for algorithm a (backend cpu, threads 0, tolerance 0, seed 42,
  * factors 64, iterations 15).  Implicit ALS: regularization 0.01, alpha 1,
  * cg_steps 3, alpha0 1, nu 0, solver CG, block_size 0, block_sweeps 1,
- * biases off.
+ * tf32 -1 (GPU: tensor cores for CG's products from 512 factors), biases off.
  * Explicit ALS and CCD++: regularization 0.05, biases on, inner_iterations 3
  * (used by CCD++); their implicit-only fields keep the implicit defaults.
  */

@@ -84,6 +84,7 @@ gm_mf_params_defaults(gm_mf_params *p, gm_algorithm a)
 	p->solver = GM_SOLVER_CG;
 	p->block_size = 0;
 	p->block_sweeps = 1;
+	p->tf32 = -1;
 	p->inner_iterations = 3;
 	p->biases = is_explicit(a) ? 1 : 0;
 }
@@ -143,6 +144,7 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 			snprintf(err, errlen, "nu must be between 0 and 1, not %g", p->nu);
 			return GM_EINVAL;
 		}
+		CHECK_INT("tf32", p->tf32, -1, 1);
 		if ((int) p->solver < 0 || p->solver >= GM_SOLVER_COUNT)
 		{
 			snprintf(err, errlen, "unknown solver %d", (int) p->solver);

@@ -2060,7 +2060,7 @@ test_params_and_ops(void)
 		if (a == GM_ALG_ALS_IMPLICIT)
 			CHECK(p.regularization == 0.01f && p.alpha == 1.0f && p.cg_steps == 3 &&
 				  p.alpha0 == 1.0f && p.nu == 0.0f && p.solver == GM_SOLVER_CG &&
-				  p.block_size == 0 && p.block_sweeps == 1 && p.biases == 0,
+				  p.block_size == 0 && p.block_sweeps == 1 && p.tf32 == -1 && p.biases == 0,
 				  "implicit ALS defaults differ from today's");
 		else
 			CHECK(p.regularization == 0.05f && p.biases == 1 && p.inner_iterations == 3,
@@ -2093,7 +2093,7 @@ test_params_and_ops(void)
 			{GM_ALG_ALS_IMPLICIT, "block_size", 10}, {GM_ALG_ALS_IMPLICIT, "threads", 11},
 			{GM_ALG_ALS_IMPLICIT, "alpha0", 12}, {GM_ALG_ALS_IMPLICIT, "nu", 13},
 			{GM_ALG_ALS_IMPLICIT, "nu", 14}, {GM_ALG_ALS_IMPLICIT, "block_sweeps", 15},
-			{GM_ALG_ALS_IMPLICIT, "block_size", 16},
+			{GM_ALG_ALS_IMPLICIT, "block_size", 16}, {GM_ALG_ALS_IMPLICIT, "tf32", 17},
 		};
 
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -2120,6 +2120,7 @@ test_params_and_ops(void)
 				case 14: p.nu = 1.5f; break;
 				case 15: p.solver = GM_SOLVER_BLOCK; p.block_sweeps = 0; break;
 				case 16: p.solver = GM_SOLVER_BLOCK; p.block_size = -1; break;
+				case 17: p.tf32 = 2; break;
 			}
 			err[0] = '\0';
 			CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_EINVAL,

@@ -18,7 +18,7 @@
  * dataset column), --backend cpu|cuda, --module PATH (gpumf_cuda.so),
  * --threads N.
  * Keys: k, iters, reg, alpha, alpha0, nu, solver (cg|exact|block), block,
- * sweeps, cg, seed, eval_every (run: print the test metrics every so many
+ * sweeps, cg, tf32 (-1 auto, 0, 1), seed, eval_every (run: print the test metrics every so many
  * iterations, for the learning curve only); tune: budget, method, seeds,
  * holdout, factors (e.g. 64,128,256), alpha0_lo/hi, reg_lo/hi, nu_lo/hi,
  * patience, every, metric (recall@20).
@@ -214,6 +214,8 @@ set_key(config *c, const char *kv)
 		c->p.block_size = atoi(v);
 	else if (!strcmp(key, "sweeps"))
 		c->p.block_sweeps = atoi(v);
+	else if (!strcmp(key, "tf32"))
+		c->p.tf32 = atoi(v);
 	else if (!strcmp(key, "seed"))
 		c->p.seed = strtoull(v, NULL, 10);
 	else if (!strcmp(key, "solver"))
@@ -348,9 +350,11 @@ print_row(const gm_mf_params *p, const gm_rank_result *r, double seconds,
 	char		solver[32];
 
 	if (p->solver == GM_SOLVER_BLOCK)
-		snprintf(solver, sizeof(solver), "block %dx%d", gm_block_size(p), p->block_sweeps);
+		snprintf(solver, sizeof(solver), "block %dx%d%s", gm_block_size(p), p->block_sweeps,
+				 p->backend == GM_BACKEND_CUDA && gm_use_tf32(p) ? " tf32" : "");
 	else if (p->solver == GM_SOLVER_CG)
-		snprintf(solver, sizeof(solver), "cg %d", p->cg_steps);
+		snprintf(solver, sizeof(solver), "cg %d%s", p->cg_steps,
+				 p->backend == GM_BACKEND_CUDA && gm_use_tf32(p) ? " tf32" : "");
 	else
 		snprintf(solver, sizeof(solver), "%s", solver_name(p->solver));
 	printf("| %s | %s | %d | %.4g | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.2f | %.3f | %s |\n",
