@@ -273,6 +273,8 @@ typedef enum gm_tune_method
 {
 	GM_TUNE_LOCAL = 0,			/* Latin-hypercube start, then local moves around the best */
 	GM_TUNE_RANDOM = 1,			/* uniform random draws (the baseline) */
+	GM_TUNE_BAYES = 2,			/* Latin-hypercube start, then Gaussian-process expected
+								 * improvement */
 	GM_TUNE_COUNT
 } gm_tune_method;
 

@@ -10,8 +10,14 @@
  *
  *   random  uniform draws from the space (log-uniform for alpha0 and the
  *           ridge), the baseline;
- *   local   a quarter of the budget (at least 2) as a Latin hypercube over
- *           the space, then each trial a move from one of the best three
+ *   bayes   a quarter of the budget (at least 2) as a Latin hypercube, then
+ *           Bayesian optimisation: a Gaussian process over the four
+ *           coordinates in [0, 1] (the factor candidates' index scaled to
+ *           [0, 1]; squared-exponential kernel, its length scale picked by
+ *           marginal likelihood from a grid, the metric standardised) and
+ *           each trial the candidate of largest expected improvement among
+ *           2000 uniform draws and 500 moves around the best three;
+ *   local   the same start, then each trial a move from one of the best three
  *           settings so far (the best two times in three): every
  *           continuous coordinate moves with probability 1/2 (at least one
  *           does) by a normal step of sigma times its range, sigma going
@@ -32,6 +38,7 @@
 static const char *const method_names[GM_TUNE_COUNT] = {
 	[GM_TUNE_LOCAL] = "local",
 	[GM_TUNE_RANDOM] = "random",
+	[GM_TUNE_BAYES] = "bayes",
 };
 
 /* The method's name, or NULL. */
@@ -246,6 +253,269 @@ ranked(const gm_tune_trial *t, int n, int i)
 	return order[i < n ? i : n - 1];
 }
 
+/* ---------------------------------------------- Gaussian process (bayes) */
+
+#define GP_DIMS		4
+
+/* x of a point in [0, 1]^4 (the factor index scaled) */
+static void
+point_x(const point *p, int n_factors, double *x)
+{
+	x[0] = p->u[0];
+	x[1] = p->u[1];
+	x[2] = p->u[2];
+	x[3] = n_factors > 1 ? (double) p->fi / (n_factors - 1) : 0.0;
+}
+
+static double
+kernel(const double *a, const double *b, double inv2l2)
+{
+	double		d2 = 0.0;
+
+	for (int d = 0; d < GP_DIMS; d++)
+		d2 += (a[d] - b[d]) * (a[d] - b[d]);
+	return exp(-d2 * inv2l2);
+}
+
+/* In-place Cholesky of the n x n SPD matrix M (lower); -1 if not positive definite. */
+static int
+chol(double *M, int n)
+{
+	for (int j = 0; j < n; j++)
+	{
+		double		d = M[j * n + j];
+
+		for (int p = 0; p < j; p++)
+			d -= M[j * n + p] * M[j * n + p];
+		if (!(d > 0.0))
+			return -1;
+		d = sqrt(d);
+		M[j * n + j] = d;
+		for (int i = j + 1; i < n; i++)
+		{
+			double		t = M[i * n + j];
+
+			for (int p = 0; p < j; p++)
+				t -= M[i * n + p] * M[j * n + p];
+			M[i * n + j] = t / d;
+		}
+	}
+	return 0;
+}
+
+/* v := L^-1 v */
+static void
+forward(const double *L, double *v, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		for (int p = 0; p < i; p++)
+			v[i] -= L[i * n + p] * v[p];
+		v[i] /= L[i * n + i];
+	}
+}
+
+/* v := L^-T v */
+static void
+backward(const double *L, double *v, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+	{
+		for (int p = i + 1; p < n; p++)
+			v[i] -= L[p * n + i] * v[p];
+		v[i] /= L[i * n + i];
+	}
+}
+
+/* A fitted process: L (Cholesky of K), alpha = K^-1 y (standardised). */
+typedef struct gp
+{
+	int			n;
+	double	   *X;				/* n x 4 */
+	double	   *L;
+	double	   *alpha;
+	double	   *tmp;
+	double		inv2l2;
+	double		best;			/* the best standardised y */
+} gp;
+
+#define GP_NOISE	1e-3
+
+/*
+ * Fit the process to the n trials: y standardised, the length scale from
+ * {0.1, 0.15, 0.25, 0.4, 0.7} by log marginal likelihood.  -1 when out of
+ * memory or no scale gives a positive definite K.
+ */
+static int
+gp_fit(gp *g, const point *pts, const gm_tune_trial *t, int n, int n_factors)
+{
+	static const double scales[] = {0.1, 0.15, 0.25, 0.4, 0.7};
+	double	   *y = malloc(sizeof(double) * n),
+			   *L = malloc(sizeof(double) * n * n),
+			   *a = malloc(sizeof(double) * n);
+	double		mu = 0.0,
+				sd = 0.0,
+				best_ll = -INFINITY;
+	int			rc = -1;
+
+	memset(g, 0, sizeof(*g));
+	g->X = malloc(sizeof(double) * n * GP_DIMS);
+	g->L = malloc(sizeof(double) * n * n);
+	g->alpha = malloc(sizeof(double) * n);
+	g->tmp = malloc(sizeof(double) * n);
+	if (!y || !L || !a || !g->X || !g->L || !g->alpha || !g->tmp)
+		goto done;
+	g->n = n;
+	for (int i = 0; i < n; i++)
+	{
+		point_x(&pts[i], n_factors, g->X + i * GP_DIMS);
+		mu += t[i].metric;
+	}
+	mu /= n;
+	for (int i = 0; i < n; i++)
+		sd += (t[i].metric - mu) * (t[i].metric - mu);
+	sd = n > 1 ? sqrt(sd / (n - 1)) : 0.0;
+	if (!(sd > 0))
+		sd = 1.0;
+	g->best = -INFINITY;
+	for (int i = 0; i < n; i++)
+	{
+		y[i] = (t[i].metric - mu) / sd;
+		if (y[i] > g->best)
+			g->best = y[i];
+	}
+	for (size_t si = 0; si < sizeof(scales) / sizeof(scales[0]); si++)
+	{
+		double		inv2l2 = 1.0 / (2.0 * scales[si] * scales[si]),
+					ll = 0.0;
+
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j <= i; j++)
+				L[i * n + j] = kernel(g->X + i * GP_DIMS, g->X + j * GP_DIMS, inv2l2) +
+					(i == j ? GP_NOISE : 0.0);
+		if (chol(L, n) != 0)
+			continue;
+		memcpy(a, y, sizeof(double) * n);
+		forward(L, a, n);
+		for (int i = 0; i < n; i++)
+			ll -= 0.5 * a[i] * a[i] + log(L[i * n + i]);
+		backward(L, a, n);
+		if (ll > best_ll)
+		{
+			best_ll = ll;
+			g->inv2l2 = inv2l2;
+			memcpy(g->L, L, sizeof(double) * n * n);
+			memcpy(g->alpha, a, sizeof(double) * n);
+			rc = 0;
+		}
+	}
+done:
+	free(y);
+	free(L);
+	free(a);
+	return rc;
+}
+
+static void
+gp_free(gp *g)
+{
+	free(g->X);
+	free(g->L);
+	free(g->alpha);
+	free(g->tmp);
+	memset(g, 0, sizeof(*g));
+}
+
+/* Expected improvement over the best at x (standardised units, xi = 0.01). */
+static double
+gp_ei(gp *g, const double *x)
+{
+	double		m = 0.0,
+				v = 1.0,
+				s,
+				z;
+
+	for (int i = 0; i < g->n; i++)
+	{
+		g->tmp[i] = kernel(x, g->X + i * GP_DIMS, g->inv2l2);
+		m += g->tmp[i] * g->alpha[i];
+	}
+	forward(g->L, g->tmp, g->n);
+	for (int i = 0; i < g->n; i++)
+		v -= g->tmp[i] * g->tmp[i];
+	s = sqrt(v > 1e-12 ? v : 1e-12);
+	z = (m - g->best - 0.01) / s;
+	return (m - g->best - 0.01) * 0.5 * erfc(-z / sqrt(2.0)) +
+		s * exp(-0.5 * z * z) / sqrt(2.0 * M_PI);
+}
+
+/*
+ * The next point (bayes): the largest expected improvement among uniform
+ * draws and moves around the best three; a point already tried is skipped.
+ */
+static point
+propose_bayes(const gm_tune_config *cfg, const point *pts, const gm_tune_trial *t, int n,
+			  rng *r, int *ok)
+{
+	const int	nf = cfg->space.n_factors;
+	gp			g;
+	point		best_p = pts[0];
+	double		best_ei = -1.0;
+
+	*ok = gp_fit(&g, pts, t, n, nf) == 0;
+	if (!*ok)
+	{
+		gp_free(&g);
+		return best_p;
+	}
+	for (int c = 0; c < 2500; c++)
+	{
+		point		x;
+		double		xv[GP_DIMS],
+					ei;
+		int			dup = 0;
+
+		if (c < 2000)
+		{
+			for (int d = 0; d < 3; d++)
+				x.u[d] = unif(r);
+			x.fi = (int) (unif(r) * nf);
+			if (x.fi >= nf)
+				x.fi = nf - 1;
+		}
+		else
+		{
+			x = pts[ranked(t, n, (c - 2000) % 3)];
+			for (int d = 0; d < 3; d++)
+				x.u[d] = reflect(x.u[d] + 0.08 * normal(r));
+			if (nf > 1 && unif(r) < 0.3)
+			{
+				x.fi += unif(r) < 0.5 ? -1 : 1;
+				x.fi = x.fi < 0 ? 1 : x.fi >= nf ? nf - 2 : x.fi;
+			}
+		}
+		point_x(&x, nf, xv);
+		for (int i = 0; i < n && !dup; i++)
+		{
+			double		d2 = 0.0;
+
+			for (int d = 0; d < GP_DIMS; d++)
+				d2 += (xv[d] - g.X[i * GP_DIMS + d]) * (xv[d] - g.X[i * GP_DIMS + d]);
+			dup = d2 < 1e-6;
+		}
+		if (dup)
+			continue;
+		ei = gp_ei(&g, xv);
+		if (ei > best_ei)
+		{
+			best_ei = ei;
+			best_p = x;
+		}
+	}
+	gp_free(&g);
+	return best_p;
+}
+
 /* The search (see gm_core.h). */
 int
 gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
@@ -285,7 +555,7 @@ gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
 		goto done;
 	}
 	r.s = gm_mix64(cfg->seed ^ 0x5EA2C4ULL);
-	n_init = cfg->method == GM_TUNE_LOCAL ? cfg->budget / 4 : cfg->budget;
+	n_init = cfg->method == GM_TUNE_RANDOM ? cfg->budget : cfg->budget / 4;
 	if (n_init < 2)
 		n_init = 2;
 
@@ -317,7 +587,7 @@ gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
 			}
 			for (int i = 0; i < m && 1 + i < cfg->budget; i++)
 			{
-				double		u = cfg->method == GM_TUNE_LOCAL ? (perm[i] + unif(&r)) / m : unif(&r);
+				double		u = cfg->method != GM_TUNE_RANDOM ? (perm[i] + unif(&r)) / m : unif(&r);
 
 				if (d == 3)
 					pts[1 + i].fi = (int) (u * sp->n_factors) < sp->n_factors ?
@@ -337,9 +607,13 @@ gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
 		gm_mf_data	d;
 		double		t0;
 
-		if (t >= n_init)
+		int			proposed = 0;
+
+		if (t >= n_init && cfg->method == GM_TUNE_BAYES)
+			pts[t] = propose_bayes(cfg, pts, trials, t, &r, &proposed);
+		if (t >= n_init && !proposed)
 		{
-			/* a move from one of the best three (local) */
+			/* a move from one of the best three (local; bayes when the fit fails) */
 			double		sigma = 0.25 - 0.19 * (double) (t - n_init) /
 				(cfg->budget - n_init > 1 ? cfg->budget - n_init - 1 : 1);
 			int			parent = ranked(trials, t, unif(&r) < 2.0 / 3.0 ? 0 :
