@@ -9,7 +9,7 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
        src/core/synth.o src/core/serve.o src/core/rank_eval.o src/core/tune.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade
+REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade ials
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config

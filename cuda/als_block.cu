@@ -5,9 +5,8 @@
  * gm_block_pass: a warp per chunk (up to GM_CHUNK entries of one row), 8
  * warps per thread block.  Lane j owns column j (and j + 32 when b = 64)
  * of the row's b x b matrix A in registers.  Entries go 32 at a time: lane
- * e loads entry e's weights w_e = c_e - alpha0, t_e = c_e - w_e s_e, the
- * warp loads each entry's slice y_eB into a shared tile (coalesced, lane j
- * taking coordinate j); then for each
+ * e loads entry e's slice y_eB (float4, 16-byte loads) into a shared tile
+ * and its weights w_e = c_e - alpha0, t_e = c_e - w_e s_e; then for each
  * entry every lane adds w_e y_ej y_eB to its column (the tile row read as
  * broadcast float4) and t_e y_ej to r_j: b^2 fused multiply-adds per entry
  * per warp.  A row split over several chunks adds its partial A and r into
@@ -143,43 +142,36 @@ block_pass_kernel(gm_block_args a)
 	{
 		const int64_t ent = base + lane;
 		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
-		int32_t		myid = 0;
-		float		w = 0.f,
-					t = 0.f;
+		float4	   *trow = reinterpret_cast<float4 *>(tile + lane * TS);
+		float4	   *wrow = reinterpret_cast<float4 *>(wytile + lane * TS);
 
 		if (ent < ce)
 		{
+			const int32_t id = __ldg(a.indices + ent);
 			const float c = __ldg(a.data + ent);
+			const float w = c - a.alpha0;
+			const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
 
-			myid = __ldg(a.indices + ent);
-			w = c - a.alpha0;
-			t = c - w * a.S[ent];
-		}
-		wv[lane] = w;
-		tv[lane] = t;
-
-		/*
-		 * Entry e's slice y_eB is read by the whole warp, lane j taking
-		 * coordinates j (and j + 32): one 128-byte line per load, where a
-		 * lane per entry would touch 32 lines per load (measured: the
-		 * kernel was bound by L1 at 79% of its throughput that way).  The
-		 * tensor cores take all 32 rows: missing entries are zero.
-		 */
-#pragma unroll 8
-		for (int e = 0; e < (TC ? 32 : cnt); e++)
-		{
-			const int32_t id = __shfl_sync(0xffffffffu, myid, e);
-			const float we = __shfl_sync(0xffffffffu, w, e);
-			const float *yp = a.Y + (size_t) id * a.kp + a.b0 + lane;
-
+			wv[lane] = w;
+			tv[lane] = c - w * a.S[ent];
 #pragma unroll
-			for (int q = 0; q < CPL; q++)
+			for (int i = 0; i < B / 4; i++)
 			{
-				const float v = e < cnt ? __ldg(yp + 32 * q) : 0.f;
+				const float4 y4 = __ldg(yp + i);
 
-				tile[e * TS + lane + 32 * q] = v;
+				trow[i] = y4;
 				if (TC)
-					wytile[e * TS + lane + 32 * q] = we * v;
+					wrow[i] = make_float4(w * y4.x, w * y4.y, w * y4.z, w * y4.w);
+			}
+		}
+		else if (TC)
+		{
+			/* the tensor cores take all 32 rows: missing entries are zero */
+#pragma unroll
+			for (int i = 0; i < B / 4; i++)
+			{
+				trow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+				wrow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 		}
 		__syncwarp();
@@ -381,21 +373,15 @@ block_pass_kernel(gm_block_args a)
 	}
 }
 
-/*
- * s_e += y_eB . d_row for the chunk's entries: lane j multiplies coordinate
- * j of each entry's slice (one 128-byte line per load, as in the pass) into
- * a shared 32 x 33 tile, then lane e sums row e.
- */
+/* s_e += y_eB . d_row for the chunk's entries, a lane per entry */
 template <int CPL>
 __global__ void
 __launch_bounds__(BWARPS * 32)
 block_apply_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
-	__shared__ float part[BWARPS][32][33];
 	const int	lane = threadIdx.x & 31;
-	const int	warp = threadIdx.x >> 5;
-	const int32_t task = blockIdx.x * BWARPS + warp;
+	const int32_t task = blockIdx.x * BWARPS + (threadIdx.x >> 5);
 
 	if (task >= a.nchunks)
 		return;
@@ -405,40 +391,22 @@ block_apply_kernel(gm_block_args a)
 	const int64_t re = a.indptr[ch.x + 1];
 	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
 	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
-	float		d[CPL];
-	float		(*pt)[33] = part[warp];
+	const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
+	float4		d[B / 4];
 
 #pragma unroll
-	for (int q = 0; q < CPL; q++)
-		d[q] = a.D[(size_t) ch.x * B + lane + 32 * q];
-	for (int64_t base = cb; base < ce; base += 32)
+	for (int i = 0; i < B / 4; i++)
+		d[i] = dp[i];
+	for (int64_t ent = cb + lane; ent < ce; ent += 32)
 	{
-		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
-		const int32_t myid = base + lane < ce ? __ldg(a.indices + base + lane) : 0;
-
-#pragma unroll 8
-		for (int e = 0; e < cnt; e++)
-		{
-			const int32_t id = __shfl_sync(0xffffffffu, myid, e);
-			const float *yp = a.Y + (size_t) id * a.kp + a.b0 + lane;
-			float		v = 0.f;
+		const float4 *yp = reinterpret_cast<const float4 *>(
+			a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
+		float		s = 0.f;
 
 #pragma unroll
-			for (int q = 0; q < CPL; q++)
-				v = fmaf(__ldg(yp + 32 * q), d[q], v);
-			pt[e][lane] = v;
-		}
-		__syncwarp();
-		if (lane < cnt)
-		{
-			float		sum = 0.f;
-
-#pragma unroll
-			for (int i = 0; i < 32; i++)
-				sum += pt[lane][i];
-			a.S[base + lane] += sum;
-		}
-		__syncwarp();
+		for (int i = 0; i < B / 4; i++)
+			s += dot4(__ldg(yp + i), d[i]);
+		a.S[ent] += s;
 	}
 }
 

@@ -227,7 +227,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown search method \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(T_METHOD))),
-				 errhint("Valid methods: \"local\" (a Latin hypercube, then moves around the best settings) and \"random\".")));
+				 errhint("Valid methods: \"local\" (a Latin hypercube, then moves around the best settings), \"bayes\" (a Latin hypercube, then Gaussian-process expected improvement) and \"random\".")));
 	cfg.seed = (uint64) PG_GETARG_INT64(T_SEED);
 	cfg.base.seed = cfg.seed;
 	if (!PG_ARGISNULL(T_MODEL))
