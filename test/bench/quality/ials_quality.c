@@ -10,13 +10,25 @@
  *       train on train.txt with each configuration, report the test metrics
  *   ials_quality [options] tune key=value ...
  *       carve a validation split (holdout) out of train.txt, search on it
- *       (method local, random or both, `seeds` searches each), train the
- *       best setting on the whole of train.txt, report the test metrics.
- *       The test split is never looked at before that last step.
+ *       with gm_tune (gpumf_tune's search; method local, bayes, random, a
+ *       comma list of them, both = local,random or all; `seeds` searches
+ *       each, every method and seed on the same validation split and with
+ *       the same budget), train the best setting on the whole of train.txt,
+ *       report the test metrics, and summarise each method against random
+ *       (mean, standard deviation, wins per seed, the best validation
+ *       metric after a third, two thirds and all of the budget).  The test
+ *       split is never looked at before that last step.
  *
- * Options: --data DIR (train.txt, test.txt), --name NAME (the table's
- * dataset column), --backend cpu|cuda, --module PATH (gpumf_cuda.so),
- * --threads N.
+ * Options: --data DIR (train.txt, test.txt), --users N (keep a seeded
+ * sample of N users of the split, and the items they touch; --sample-seed
+ * S), --ratings FILE (instead of --data: "user item ..." lines such as
+ * MovieLens' u.data, every row an interaction; the test split is a seeded
+ * --test-fraction, default 0.2, of each user's items), --synthetic USERS
+ * (instead of --data: the ML-20M-shaped synthetic data of the GPU
+ * benchmark, 138493 users for the full size, rows scaled with the users;
+ * its ratings are the values, its holdout marks the test split), --name NAME (the
+ * table's dataset column), --backend cpu|cuda, --module PATH
+ * (gpumf_cuda.so), --threads N.
  * Keys: k, iters, reg, alpha, alpha0, nu, solver (cg|exact|block), block,
  * sweeps, cg, tf32 (-1 auto, 0, 1), seed, eval_every (run: print the test metrics every so many
  * iterations, for the learning curve only); tune: budget, method, seeds,
@@ -24,8 +36,10 @@
  * patience, every, metric (recall@20).
  */
 #include "gm_core.h"
+#include "gm_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +107,263 @@ read_lists(const char *path, int32_t **r, int32_t **c, int64_t *n, int32_t *max_
 	*n = (int64_t) len;
 }
 
+static int	g_users = 0;			/* --users: 0 = all */
+static uint64_t g_sample_seed = 1;
+static double g_test_fraction = 0.2;
+
+/*
+ * Keep a seeded sample of n_keep users (of those with training rows) and
+ * renumber users and items compactly (items: those the kept users touch in
+ * either split).  The lists are filtered in place; *mu, *mi become counts.
+ */
+static void
+subsample(int32_t *r1, int32_t *c1, int64_t *n1, int32_t *r2, int32_t *c2,
+		  int64_t *n2, int32_t *mu, int32_t *mi, int n_keep)
+{
+	int32_t    *umap = malloc(sizeof(int32_t) * ((size_t) *mu + 1)),
+			   *imap = malloc(sizeof(int32_t) * ((size_t) *mi + 1)),
+			   *users = malloc(sizeof(int32_t) * ((size_t) *mu + 1));
+	int32_t		n_users = 0,
+				nu = 0,
+				ni = 0;
+	int64_t		o;
+
+	for (int32_t u = 0; u <= *mu; u++)
+		umap[u] = -1;
+	for (int64_t e = 0; e < *n1; e++)
+		umap[r1[e]] = 0;
+	for (int32_t u = 0; u <= *mu; u++)
+		if (umap[u] == 0)
+			users[n_users++] = u;
+	/* the first n_keep of a seeded shuffle, kept in id order */
+	for (int32_t i = 0; i < n_users && i < n_keep; i++)
+	{
+		int32_t		j = i + (int32_t) (gm_mix64(g_sample_seed * 0x9E3779B97F4A7C15ULL + i) %
+									   (uint64_t) (n_users - i));
+		int32_t		t = users[i];
+
+		users[i] = users[j];
+		users[j] = t;
+	}
+	for (int32_t u = 0; u <= *mu; u++)
+		umap[u] = -1;
+	for (int32_t i = 0; i < n_users && i < n_keep; i++)
+		umap[users[i]] = 1;
+	for (int32_t u = 0; u <= *mu; u++)
+		if (umap[u] == 1)
+			umap[u] = nu++;
+	for (int32_t i = 0; i <= *mi; i++)
+		imap[i] = -1;
+	for (int64_t e = 0; e < *n1; e++)
+		if (umap[r1[e]] >= 0)
+			imap[c1[e]] = 0;
+	for (int64_t e = 0; e < *n2; e++)
+		if (r2[e] <= *mu && umap[r2[e]] >= 0)
+			imap[c2[e]] = 0;
+	for (int32_t i = 0; i <= *mi; i++)
+		if (imap[i] == 0)
+			imap[i] = ni++;
+	o = 0;
+	for (int64_t e = 0; e < *n1; e++)
+		if (umap[r1[e]] >= 0)
+		{
+			r1[o] = umap[r1[e]];
+			c1[o++] = imap[c1[e]];
+		}
+	*n1 = o;
+	o = 0;
+	for (int64_t e = 0; e < *n2; e++)
+		if (r2[e] <= *mu && umap[r2[e]] >= 0)
+		{
+			r2[o] = umap[r2[e]];
+			c2[o++] = imap[c2[e]];
+		}
+	*n2 = o;
+	*mu = nu - 1;
+	*mi = ni - 1;
+	free(umap);
+	free(imap);
+	free(users);
+}
+
+/*
+ * A ratings file ("user item ..." per line, e.g. MovieLens' u.data): every
+ * row an interaction (0/1), users and items renumbered compactly, the test
+ * split a seeded g_test_fraction of each user's items (gm_split_holdout,
+ * seed 7; the validation split is carved later from the rest).
+ */
+static void
+load_ratings(const char *path, dataset *d)
+{
+	FILE	   *f = fopen(path, "r");
+	char	   *line = NULL;
+	size_t		cap = 0;
+	int64_t		n = 0,
+				alloc = 1 << 16;
+	int32_t    *r = malloc(sizeof(int32_t) * alloc),
+			   *c = malloc(sizeof(int32_t) * alloc),
+				mu = -1,
+				mi = -1,
+				nu = 0,
+				ni = 0,
+			   *umap,
+			   *imap;
+	float	   *v;
+	gm_csr		all;
+
+	if (!f)
+		DIE("cannot open %s", path);
+	while (getline(&line, &cap, f) > 0)
+	{
+		long		u,
+					i;
+
+		if (sscanf(line, "%ld %ld", &u, &i) != 2 || u < 0 || i < 0 || u > INT32_MAX - 1 ||
+			i > INT32_MAX - 1)
+			continue;
+		if (n == alloc)
+		{
+			alloc *= 2;
+			r = realloc(r, sizeof(int32_t) * alloc);
+			c = realloc(c, sizeof(int32_t) * alloc);
+		}
+		r[n] = (int32_t) u;
+		c[n++] = (int32_t) i;
+		mu = u > mu ? (int32_t) u : mu;
+		mi = i > mi ? (int32_t) i : mi;
+	}
+	free(line);
+	fclose(f);
+	if (n == 0)
+		DIE("no \"user item\" lines in %s", path);
+	umap = malloc(sizeof(int32_t) * ((size_t) mu + 1));
+	imap = malloc(sizeof(int32_t) * ((size_t) mi + 1));
+	for (int32_t u = 0; u <= mu; u++)
+		umap[u] = -1;
+	for (int32_t i = 0; i <= mi; i++)
+		imap[i] = -1;
+	for (int64_t e = 0; e < n; e++)
+		umap[r[e]] = imap[c[e]] = 0;
+	for (int32_t u = 0; u <= mu; u++)
+		if (umap[u] == 0)
+			umap[u] = nu++;
+	for (int32_t i = 0; i <= mi; i++)
+		if (imap[i] == 0)
+			imap[i] = ni++;
+	for (int64_t e = 0; e < n; e++)
+	{
+		r[e] = umap[r[e]];
+		c[e] = imap[c[e]];
+	}
+	v = malloc(sizeof(float) * (size_t) n);
+	for (int64_t e = 0; e < n; e++)
+		v[e] = 1.0f;
+	if (gm_csr_from_coo(nu, ni, n, r, c, v, &all, err, sizeof(err)) != GM_OK)
+		DIE("%s", err);
+	for (int64_t e = 0; e < all.nnz; e++)
+		all.data[e] = 1.0f;
+	if (gm_split_holdout(&all, g_test_fraction, 7, &d->train, &d->test, err, sizeof(err)) != GM_OK ||
+		gm_csr_transpose(&d->train, &d->train_t, err, sizeof(err)) != GM_OK)
+		DIE("%s", err);
+	d->n_test = d->test.nnz;
+	gm_csr_free(&all);
+	free(r);
+	free(c);
+	free(v);
+	free(umap);
+	free(imap);
+}
+
+/*
+ * A synthetic dataset of the ML-20M shape (gm_synth as the GPU benchmark
+ * makes it: 26,744 items, 144.4 rows per user on average, at least 20,
+ * 40 planted clusters, affinity 0.5, seed 2024) with n_users users and the
+ * rows scaled with them; values are the generator's ratings (0.5 .. 5),
+ * the test split the generator's holdout marks (about one row in five).
+ */
+static void
+load_synthetic(int32_t n_users, dataset *d)
+{
+	gm_synth	g;
+	int64_t    *off;
+	int32_t    *it,
+			   *r,
+			   *c,
+			   *rt,
+			   *ct;
+	float	   *val,
+			   *v,
+			   *vt;
+	uint8_t    *ho;
+	int64_t		ntr = 0,
+				nte = 0;
+
+	memset(&g, 0, sizeof(g));
+	g.n_users = n_users;
+	g.n_items = 26744;
+	g.n_rows = (int64_t) llround(20000263.0 * n_users / 138493.0);
+	g.min_per_user = 20;
+	g.clusters = 40;
+	g.affinity = 0.5;
+	g.seed = 2024;
+	if (gm_synth_init(&g, err, sizeof(err)) != GM_OK)
+		DIE("%s", err);
+	off = calloc((size_t) n_users + 1, sizeof(int64_t));
+	for (int32_t u = 0; u < n_users; u++)
+		off[u + 1] = off[u] + g.counts[u];
+	it = malloc(sizeof(int32_t) * (size_t) off[n_users]);
+	val = malloc(sizeof(float) * (size_t) off[n_users]);
+	ho = malloc((size_t) off[n_users]);
+#pragma omp parallel
+	{
+		uint8_t    *seen = calloc((size_t) g.n_items, 1);
+
+#pragma omp for schedule(dynamic, 256)
+		for (int32_t u = 0; u < n_users; u++)
+			gm_synth_user(&g, u, it + off[u], val + off[u], ho + off[u], seen);
+		free(seen);
+	}
+	for (int64_t e = 0; e < off[n_users]; e++)
+		ho[e] ? nte++ : ntr++;
+	r = malloc(sizeof(int32_t) * (size_t) ntr);
+	c = malloc(sizeof(int32_t) * (size_t) ntr);
+	v = malloc(sizeof(float) * (size_t) ntr);
+	rt = malloc(sizeof(int32_t) * (size_t) nte);
+	ct = malloc(sizeof(int32_t) * (size_t) nte);
+	vt = malloc(sizeof(float) * (size_t) nte);
+	ntr = nte = 0;
+	for (int32_t u = 0; u < n_users; u++)
+		for (int64_t e = off[u]; e < off[u + 1]; e++)
+			if (ho[e])
+			{
+				rt[nte] = u;
+				ct[nte] = it[e];
+				vt[nte++] = 1.0f;
+			}
+			else
+			{
+				r[ntr] = u;
+				c[ntr] = it[e];
+				v[ntr++] = val[e];
+			}
+	if (gm_csr_from_coo(n_users, g.n_items, ntr, r, c, v, &d->train, err, sizeof(err)) != GM_OK ||
+		gm_csr_transpose(&d->train, &d->train_t, err, sizeof(err)) != GM_OK ||
+		gm_csr_from_coo(n_users, g.n_items, nte, rt, ct, vt, &d->test, err, sizeof(err)) != GM_OK)
+		DIE("%s", err);
+	d->n_test = d->test.nnz;
+	gm_synth_free(&g);
+	free(off);
+	free(it);
+	free(val);
+	free(ho);
+	free(r);
+	free(c);
+	free(v);
+	free(rt);
+	free(ct);
+	free(vt);
+}
+
 static void
 load(const char *dir, dataset *d)
 {
@@ -111,6 +382,8 @@ load(const char *dir, dataset *d)
 	read_lists(path, &r1, &c1, &n1, &mu, &mi);
 	snprintf(path, sizeof(path), "%s/test.txt", dir);
 	read_lists(path, &r2, &c2, &n2, &mu, &mi);
+	if (g_users > 0)
+		subsample(r1, c1, &n1, r2, c2, &n2, &mu, &mi, g_users);
 	v = malloc(sizeof(float) * (size_t) (n1 > n2 ? n1 : n2));
 	for (int64_t e = 0; e < (n1 > n2 ? n1 : n2); e++)
 		v[e] = 1.0f;
@@ -147,8 +420,8 @@ typedef struct config
 				patience,
 				every;
 	double		holdout;
-	gm_tune_method method;
-	int			both;
+	gm_tune_method methods[GM_TUNE_COUNT];
+	int			n_methods;
 	gm_tune_space space;
 	gm_rank_metric metric;
 	int			K;
@@ -166,7 +439,8 @@ config_defaults(config *c)
 	c->patience = 2;
 	c->every = 1;
 	c->holdout = 0.2;
-	c->method = GM_TUNE_LOCAL;
+	c->methods[0] = GM_TUNE_LOCAL;
+	c->n_methods = 1;
 	gm_tune_space_defaults(&c->space);
 	c->metric = GM_METRIC_RECALL;
 	c->K = 20;
@@ -181,6 +455,30 @@ parse_factors(const char *v, gm_tune_space *s)
 	s->n_factors = 0;
 	for (char *t = strtok(buf, ","); t && s->n_factors < 16; t = strtok(NULL, ","))
 		s->factors[s->n_factors++] = atoi(t);
+}
+
+/* method=local|bayes|random|both|all or a comma list (no repeats) */
+static void
+parse_methods(config *c, const char *v)
+{
+	char		buf[256];
+
+	snprintf(buf, sizeof(buf), "%s", !strcmp(v, "both") ? "local,random" :
+			 !strcmp(v, "all") ? "local,bayes,random" : v);
+	c->n_methods = 0;
+	for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+	{
+		gm_tune_method m;
+
+		if (gm_tune_method_from_name(t, &m) != GM_OK)
+			DIE("method: local, bayes, random, a comma list of them, both or all; not %s", t);
+		for (int i = 0; i < c->n_methods; i++)
+			if (c->methods[i] == m)
+				DIE("method %s given twice", t);
+		c->methods[c->n_methods++] = m;
+	}
+	if (c->n_methods == 0)
+		DIE("method: name at least one");
 }
 
 /* key=value into c */
@@ -234,11 +532,7 @@ set_key(config *c, const char *kv)
 	else if (!strcmp(key, "holdout"))
 		c->holdout = atof(v);
 	else if (!strcmp(key, "method"))
-	{
-		c->both = !strcmp(v, "both");
-		if (!c->both && gm_tune_method_from_name(v, &c->method) != GM_OK)
-			DIE("method: local, random or both");
-	}
+		parse_methods(c, v);
 	else if (!strcmp(key, "factors"))
 		parse_factors(v, &c->space);
 	else if (!strcmp(key, "alpha0_lo"))
@@ -293,11 +587,16 @@ on_eval_curve(void *arg, int it, const gm_rank_result *r)
 		   r->ndcg);
 }
 
-/* Train p on the whole of train.txt; the test metrics of the last iteration. */
+/*
+ * Train p on the whole of train.txt; the test metrics of the last
+ * iteration (recall and NDCG at 20; *p10 precision at 10).
+ */
 static void
 train_and_test(const dataset *d, const gm_mf_params *p, int eval_every,
-			   gm_rank_result *out, double *seconds, char *device, size_t devlen)
+			   gm_rank_result *out, double *p10, double *seconds, char *device,
+			   size_t devlen)
 {
+	gm_rank_result r10;
 	gm_mf_data	md;
 	gm_mf_result res;
 	gm_callbacks cb = {NULL, getenv("VERBOSE") ? on_iter : NULL, NULL};
@@ -330,8 +629,11 @@ train_and_test(const dataset *d, const gm_mf_params *p, int eval_every,
 	*seconds = res.train_seconds;
 	snprintf(device, devlen, "%s", res.device_name);
 	if (gm_rank_eval(&d->train, &d->test, X, Y, p->factors, 20, p->threads, p->backend, NULL, out, err,
+					 sizeof(err)) != GM_OK ||
+		gm_rank_eval(&d->train, &d->test, X, Y, p->factors, 10, p->threads, p->backend, NULL, &r10, err,
 					 sizeof(err)) != GM_OK)
 		DIE("%s", err);
+	*p10 = r10.precision;
 	free(X);
 	free(Y);
 }
@@ -339,12 +641,12 @@ train_and_test(const dataset *d, const gm_mf_params *p, int eval_every,
 static void
 print_header(void)
 {
-	printf("| dataset | solver | k | reg | alpha | alpha0 | nu | iterations | recall@20 | NDCG@20 | train s | s / iteration | device |\n");
-	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| dataset | solver | k | reg | alpha | alpha0 | nu | iterations | recall@20 | NDCG@20 | p@10 | train s | s / iteration | device |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
 static void
-print_row(const gm_mf_params *p, const gm_rank_result *r, double seconds,
+print_row(const gm_mf_params *p, const gm_rank_result *r, double p10, double seconds,
 		  const char *device)
 {
 	char		solver[32];
@@ -357,9 +659,9 @@ print_row(const gm_mf_params *p, const gm_rank_result *r, double seconds,
 				 p->backend == GM_BACKEND_CUDA && gm_use_tf32(p) ? " tf32" : "");
 	else
 		snprintf(solver, sizeof(solver), "%s", solver_name(p->solver));
-	printf("| %s | %s | %d | %.4g | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.2f | %.3f | %s |\n",
+	printf("| %s | %s | %d | %.4g | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.4f | %.2f | %.3f | %s |\n",
 		   g_name, solver, p->factors, p->regularization, p->alpha, p->alpha0, p->nu,
-		   p->iterations, r->recall, r->ndcg, seconds, seconds / p->iterations, device);
+		   p->iterations, r->recall, r->ndcg, p10, seconds, seconds / p->iterations, device);
 	fflush(stdout);
 }
 
@@ -374,32 +676,91 @@ on_trial(void *arg, const gm_tune_trial *t)
 			"metric", t->metric, t->p.iterations, t->iterations_run, t->seconds);
 }
 
+/* one search's outcome, for the summary */
+typedef struct outcome
+{
+	double		val;			/* best validation metric */
+	double		test_recall,
+				test_ndcg,
+				test_p10;
+	double		search_s;
+	double		at[3];			/* best validation after a third, two thirds, all trials */
+} outcome;
+
+static double
+mean_of(const outcome *o, int n, size_t off)
+{
+	double		s = 0.0;
+
+	for (int i = 0; i < n; i++)
+		s += *(const double *) ((const char *) &o[i] + off);
+	return n > 0 ? s / n : 0.0;
+}
+
+static double
+sd_of(const outcome *o, int n, size_t off)
+{
+	double		m = mean_of(o, n, off),
+				s = 0.0;
+
+	for (int i = 0; i < n; i++)
+	{
+		double		x = *(const double *) ((const char *) &o[i] + off) - m;
+
+		s += x * x;
+	}
+	return n > 1 ? sqrt(s / (n - 1)) : 0.0;
+}
+
+/*
+ * The searches: every method in c->methods, c->seeds searches each, all on
+ * the same validation split (holdout of train.txt, seed 20240101) with the
+ * same budget; a row per search, then a summary per method and each
+ * method against random, seed by seed.
+ */
 static void
 tune(const dataset *d, config *c)
 {
 	gm_csr		tr,
 				va,
 				trt;
-	int			nm = c->both ? 2 : 1;
-	double		sum_val[2] = {0, 0},
-				sum_test[2] = {0, 0};
+	int			nm = c->n_methods,
+				rnd = -1,
+				marks[3];
+	outcome    *out = calloc((size_t) nm * c->seeds, sizeof(outcome));
+	char		mname[32];
 
 	if (gm_split_holdout(&d->train, c->holdout, 20240101, &tr, &va, err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&tr, &trt, err, sizeof(err)) != GM_OK)
 		DIE("%s", err);
-	printf("validation split: %.0f%% of each user's training items (%lld of %lld), carved from train.txt; the test split is used only for the last column\n\n",
+	snprintf(mname, sizeof(mname), "%s@%d", gm_rank_metric_name(c->metric), c->K);
+	marks[0] = (c->budget + 2) / 3;
+	marks[1] = (2 * c->budget + 2) / 3;
+	marks[2] = c->budget;
+	printf("validation split: %.0f%% of each user's training items (%lld of %lld), carved from the training part; the test split is used only for the test columns, after each search\n",
 		   100 * c->holdout, (long long) va.nnz, (long long) d->train.nnz);
-	printf("| dataset | method | seed | budget | best validation %s@%d | trial | k | reg | alpha0 | nu | iterations | test recall@20 | test NDCG@20 | search s | final train s |\n",
-		   gm_rank_metric_name(c->metric), c->K);
-	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("search: budget %d trainings, factors {", c->budget);
+	for (int i = 0; i < c->space.n_factors; i++)
+		printf("%s%d", i ? "," : "", c->space.factors[i]);
+	printf("}, alpha0 [%g, %g], ridge of an average user [%g, %g], nu [%g, %g], up to %d iterations (evaluated every %d, patience %d), solver %s; trial 1 the defaults for every method\n\n",
+		   c->space.alpha0_lo, c->space.alpha0_hi, c->space.reg_lo, c->space.reg_hi,
+		   c->space.nu_lo, c->space.nu_hi, c->p.iterations, c->every, c->patience,
+		   solver_name(c->p.solver));
+	printf("| dataset | method | seed | budget | best validation %s | trial | k | reg | alpha0 | nu | iterations | test recall@20 | test NDCG@20 | test p@10 | search s | final train s |\n",
+		   mname);
+	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	for (int mi = 0; mi < nm; mi++)
+	{
+		if (c->methods[mi] == GM_TUNE_RANDOM)
+			rnd = mi;
 		for (int sd = 0; sd < c->seeds; sd++)
 		{
 			gm_tune_config tc;
 			gm_tune_trial *trials = calloc(c->budget, sizeof(gm_tune_trial));
+			outcome    *o = &out[mi * c->seeds + sd];
 			int			best;
 			double		t0 = gm_now(),
-						secs;
+						run_best = -INFINITY;
 			gm_rank_result r;
 			gm_mf_params p;
 			char		device[128];
@@ -407,9 +768,10 @@ tune(const dataset *d, config *c)
 			memset(&tc, 0, sizeof(tc));
 			tc.base = c->p;
 			tc.space = c->space;
-			tc.method = c->both ? (gm_tune_method) mi : c->method;
+			tc.method = c->methods[mi];
 			tc.budget = c->budget;
 			tc.seed = 1000 + sd;
+			tc.base.seed = tc.seed;	/* as gpumf_tune does */
 			tc.metric = c->metric;
 			tc.K = c->K;
 			tc.eval_every = c->every;
@@ -417,26 +779,88 @@ tune(const dataset *d, config *c)
 			tc.on_trial = getenv("VERBOSE") ? on_trial : NULL;
 			if (gm_tune(&tc, &tr, &trt, &va, NULL, trials, &best, err, sizeof(err)) != GM_OK)
 				DIE("tune: %s", err);
-			secs = gm_now() - t0;
+			o->search_s = gm_now() - t0;
+			for (int t = 0, m = 0; t < c->budget; t++)
+			{
+				if (trials[t].metric > run_best)
+					run_best = trials[t].metric;
+				while (m < 3 && t + 1 == marks[m])
+					o->at[m++] = run_best;
+			}
 			p = trials[best].p;
 			if (p.iterations < 1)
 				p.iterations = 1;
-			train_and_test(d, &p, 0, &r, &t0, device, sizeof(device));
-			printf("| %s | %s | %d | %d | %.4f | %d | %d | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.0f | %.2f |\n",
-				   g_name, gm_tune_method_name(tc.method), sd + 1, c->budget, trials[best].metric,
+			train_and_test(d, &p, 0, &r, &o->test_p10, &t0, device, sizeof(device));
+			o->val = trials[best].metric;
+			o->test_recall = r.recall;
+			o->test_ndcg = r.ndcg;
+			printf("| %s | %s | %d | %d | %.4f | %d | %d | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.4f | %.0f | %.2f |\n",
+				   g_name, gm_tune_method_name(tc.method), sd + 1, c->budget, o->val,
 				   best + 1, p.factors, p.regularization, p.alpha0, p.nu, p.iterations,
-				   r.recall, r.ndcg, secs, t0);
+				   r.recall, r.ndcg, o->test_p10, o->search_s, t0);
 			fflush(stdout);
-			sum_val[mi] += trials[best].metric;
-			sum_test[mi] += r.recall;
 			free(trials);
 		}
-	printf("\n");
+	}
+
+	printf("\n| dataset | method | searches | best validation %s (mean +- sd) | after %d / %d / %d trials | test recall@20 | test NDCG@20 | search s |\n",
+		   mname, marks[0], marks[1], marks[2]);
+	printf("|---|---|---|---|---|---|---|---|\n");
 	for (int mi = 0; mi < nm; mi++)
-		printf("mean over %d searches, %s: best validation %s@%d %.4f, test recall@20 %.4f\n",
-			   c->seeds, gm_tune_method_name(c->both ? (gm_tune_method) mi : c->method),
-			   gm_rank_metric_name(c->metric), c->K, sum_val[mi] / c->seeds,
-			   sum_test[mi] / c->seeds);
+	{
+		const outcome *o = &out[mi * c->seeds];
+		int			n = c->seeds;
+
+		printf("| %s | %s | %d | %.4f +- %.4f | %.4f / %.4f / %.4f | %.4f +- %.4f | %.4f +- %.4f | %.0f |\n",
+			   g_name, gm_tune_method_name(c->methods[mi]), n,
+			   mean_of(o, n, offsetof(outcome, val)), sd_of(o, n, offsetof(outcome, val)),
+			   mean_of(o, n, offsetof(outcome, at[0])), mean_of(o, n, offsetof(outcome, at[1])),
+			   mean_of(o, n, offsetof(outcome, at[2])),
+			   mean_of(o, n, offsetof(outcome, test_recall)),
+			   sd_of(o, n, offsetof(outcome, test_recall)),
+			   mean_of(o, n, offsetof(outcome, test_ndcg)),
+			   sd_of(o, n, offsetof(outcome, test_ndcg)),
+			   mean_of(o, n, offsetof(outcome, search_s)));
+	}
+	if (rnd >= 0)
+	{
+		printf("\nagainst random, seed by seed (the same seed, budget and validation split):\n\n");
+		printf("| dataset | method | validation: wins / ties / losses | mean difference | test recall@20: wins / ties / losses | mean difference |\n");
+		printf("|---|---|---|---|---|---|\n");
+		for (int mi = 0; mi < nm; mi++)
+		{
+			int			w[2] = {0, 0},
+						tie[2] = {0, 0},
+						l[2] = {0, 0};
+			double		dv = 0.0,
+						dt = 0.0;
+
+			if (mi == rnd)
+				continue;
+			for (int sd = 0; sd < c->seeds; sd++)
+			{
+				const outcome *a = &out[mi * c->seeds + sd],
+						   *b = &out[rnd * c->seeds + sd];
+				double		x[2] = {a->val - b->val, a->test_recall - b->test_recall};
+
+				for (int q = 0; q < 2; q++)
+				{
+					if (fabs(x[q]) < 5e-5)
+						tie[q]++;
+					else if (x[q] > 0)
+						w[q]++;
+					else
+						l[q]++;
+				}
+				dv += x[0];
+				dt += x[1];
+			}
+			printf("| %s | %s | %d / %d / %d | %+.4f | %d / %d / %d | %+.4f |\n",
+				   g_name, gm_tune_method_name(c->methods[mi]), w[0], tie[0], l[0],
+				   dv / c->seeds, w[1], tie[1], l[1], dt / c->seeds);
+		}
+	}
+	free(out);
 	gm_csr_free(&tr);
 	gm_csr_free(&va);
 	gm_csr_free(&trt);
@@ -446,8 +870,10 @@ int
 main(int argc, char **argv)
 {
 	const char *dir = NULL,
+			   *ratings = NULL,
 			   *module = "cuda/gpumf_cuda.so";
-	int			a = 1;
+	int			a = 1,
+				synthetic = 0;
 	dataset		d;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -463,11 +889,21 @@ main(int argc, char **argv)
 			module = argv[++a];
 		else if (!strcmp(argv[a], "--threads") && a + 1 < argc)
 			g_threads = atoi(argv[++a]);
+		else if (!strcmp(argv[a], "--users") && a + 1 < argc)
+			g_users = atoi(argv[++a]);
+		else if (!strcmp(argv[a], "--sample-seed") && a + 1 < argc)
+			g_sample_seed = strtoull(argv[++a], NULL, 10);
+		else if (!strcmp(argv[a], "--ratings") && a + 1 < argc)
+			ratings = argv[++a];
+		else if (!strcmp(argv[a], "--test-fraction") && a + 1 < argc)
+			g_test_fraction = atof(argv[++a]);
+		else if (!strcmp(argv[a], "--synthetic") && a + 1 < argc)
+			synthetic = atoi(argv[++a]);
 		else
 			DIE("unknown option %s", argv[a]);
 	}
-	if (!dir || a >= argc)
-		DIE("usage: ials_quality --data DIR [--name N] [--backend cpu|cuda] [--module so] [--threads n] run|tune key=value ...");
+	if ((dir != NULL) + (ratings != NULL) + (synthetic > 0) != 1 || a >= argc)
+		DIE("usage: ials_quality --data DIR [--users N] [--sample-seed S] | --ratings FILE [--test-fraction F] | --synthetic USERS; [--name N] [--backend cpu|cuda] [--module so] [--threads n] run|tune key=value ...");
 	if (g_backend == GM_BACKEND_CUDA)
 	{
 		char		name[128];
@@ -477,9 +913,24 @@ main(int argc, char **argv)
 		printf("device: %s\n", name);
 	}
 	memset(&d, 0, sizeof(d));
-	load(dir, &d);
-	printf("%s: %d users x %d items, %lld training and %lld test interactions\n\n", g_name,
+	if (ratings)
+		load_ratings(ratings, &d);
+	else if (synthetic > 0)
+		load_synthetic(synthetic, &d);
+	else
+		load(dir, &d);
+	printf("%s: %d users x %d items, %lld training and %lld test interactions", g_name,
 		   d.train.n_rows, d.train.n_cols, (long long) d.train.nnz, (long long) d.n_test);
+	if (ratings)
+		printf(" (%s, every row an interaction; test: %.0f%% of each user's items, seed 7)",
+			   ratings, 100 * g_test_fraction);
+	else if (synthetic > 0)
+		printf(" (synthetic, the ML-20M shape with %d users: gm_synth seed 2024, 40 clusters, affinity 0.5, ratings 0.5 .. 5 as values; test: the generator's holdout rows)",
+			   synthetic);
+	else if (g_users > 0)
+		printf(" (%d users sampled with seed %llu from %s, and the items they touch)", g_users,
+			   (unsigned long long) g_sample_seed, dir);
+	printf("\n\n");
 	if (!strcmp(argv[a], "run"))
 	{
 		print_header();
@@ -487,7 +938,8 @@ main(int argc, char **argv)
 		{
 			config		c;
 			gm_rank_result r;
-			double		secs;
+			double		secs,
+						p10;
 			char		device[128];
 
 			config_defaults(&c);
@@ -496,8 +948,8 @@ main(int argc, char **argv)
 			a++;
 			if (gm_mf_params_check(&c.p, err, sizeof(err)) != GM_OK)
 				DIE("%s", err);
-			train_and_test(&d, &c.p, c.eval_every, &r, &secs, device, sizeof(device));
-			print_row(&c.p, &r, secs, device);
+			train_and_test(&d, &c.p, c.eval_every, &r, &p10, &secs, device, sizeof(device));
+			print_row(&c.p, &r, p10, secs, device);
 		}
 	}
 	else if (!strcmp(argv[a], "tune"))
