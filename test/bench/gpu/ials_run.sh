@@ -6,7 +6,9 @@
 #   bash test/bench/gpu/ials_run.sh quality DIR NAME tune key=value ...
 #
 # DIR holds a LightGCN-format split (train.txt, test.txt), e.g. .data/gowalla
-# (never committed).  Builds the CUDA module, the benchmark and ials_quality
+# (never committed); synthetic:USERS is the ML-20M-shaped synthetic data
+# (synthetic:138493 the full size); a path ending in u.data (or .data) a
+# MovieLens-style ratings file.  Builds the CUDA module, the benchmark and ials_quality
 # first.  Logs go to $OUT (default /tmp/gpumf_bench).
 set -o pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -39,7 +41,12 @@ case "$what" in
 		dir=$1
 		name=$2
 		shift 2
-		./test/bench/quality/ials_quality --data "$dir" --name "$name" --backend cuda "$@" 2>&1 |
+		case "$dir" in
+			synthetic:*) src=(--synthetic "${dir#synthetic:}") ;;
+			*.data | */u.data) src=(--ratings "$dir") ;;
+			*) src=(--data "$dir") ;;
+		esac
+		./test/bench/quality/ials_quality "${src[@]}" --name "$name" --backend cuda "$@" 2>&1 |
 			tee -a "$OUT/quality.log"
 		;;
 	*)
