@@ -439,7 +439,7 @@ check_planted_gpu(uint64_t seed)
 	dataset		ds;
 	const double sigma = 0.5;
 
-	make_dataset(&ds, 20000, 5000, 6000000, 10, sigma, 3.6, 0.3, 0.1, 0.8, 20, seed);
+	make_dataset(&ds, 20000, 5000, 8000000, 10, sigma, 3.6, 0.3, 0.1, 0.8, 20, seed);
 	printf("\n== 2. planted data on the GPU: %d x %d, rank 10, sigma %.2f, %lld training ratings, %zu held out\n",
 		   ds.R.n_rows, ds.R.n_cols, sigma, (long long) ds.R.nnz, ds.tr.size());
 	for (int alg = 0; alg < 2; alg++)
