@@ -26,7 +26,8 @@
  *  - Loss and RMSE accumulate in float64 (evaluate): groups of 8 lanes per
  *    rating compute the dot products.
  */
-#include "explicit_common.cuh"
+#include "explicit.cuh"
+#include "device_csr.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,9 +52,7 @@ typedef struct als_side
 {
 	int32_t		n;
 	const int64_t *ptr_h;
-	int64_t    *ptr;
-	int32_t    *idx;
-	float	   *val;
+	gm_dcsr		csr;			/* the ratings */
 	float	   *F;				/* n x ld */
 	int2	   *tasks;			/* (row, chunk) */
 	int32_t    *first_task_h;	/* host, n + 1 */
@@ -128,7 +127,8 @@ __global__ void
 __launch_bounds__(512, 1)
 als_gram(gram_args a)
 {
-	extern __shared__ float sh[];
+	extern __shared__ float4 sh4[];	/* float4: 16-byte aligned */
+	float	   *sh = reinterpret_cast<float *>(sh4);
 	float	   *ys = sh;			/* ALS_NB x kp */
 	float	   *ts = sh + ALS_NB * a.kp;	/* ALS_NB */
 	const int2	task = a.tasks[a.task0 + blockIdx.x];
@@ -350,7 +350,7 @@ als_chol_solve(const float *A, const float *b, int kk, int32_t row0,
 
 			for (int p = lane; p < i; p += 32)
 				s += M[i * kk + p] * x[p];
-			s = ex_group_sum<32>(s);
+			s = group_sum<32>(s);
 			if (lane == 0)
 				x[i] = (x[i] - s) / M[i * kk + i];
 			__syncwarp();
@@ -362,7 +362,7 @@ als_chol_solve(const float *A, const float *b, int kk, int32_t row0,
 
 			for (int p = i + 1 + lane; p < kk; p += 32)
 				s += M[p * kk + i] * x[p];
-			s = ex_group_sum<32>(s);
+			s = group_sum<32>(s);
 			if (lane == 0)
 				x[i] = (x[i] - s) / M[i * kk + i];
 			__syncwarp();
@@ -401,7 +401,7 @@ als_eval(const int64_t *ptr, const int32_t *idx, const float *val, int32_t n,
 
 		for (int f = lane; f < kk; f += 32)
 			nx += x[f] * x[f];
-		nx = ex_group_sum<32>(nx);
+		nx = group_sum<32>(nx);
 		if (lane == 0)
 			pen += (double) nx * (double) (re - rb);
 		for (int64_t base = rb; base < re; base += 4)
@@ -416,7 +416,7 @@ als_eval(const int64_t *ptr, const int32_t *idx, const float *val, int32_t n,
 				for (int f = q; f < k; f += 8)
 					dot = fmaf(x[f], y[f], dot);
 			}
-			dot = ex_group_sum<8>(dot);
+			dot = group_sum<8>(dot);
 			if (e < re && q == 0)
 			{
 				double		r = val[e] - mu - (double) dot -
@@ -426,8 +426,8 @@ als_eval(const int64_t *ptr, const int32_t *idx, const float *val, int32_t n,
 			}
 		}
 	}
-	sse = ex_warp_sum_d(sse);
-	pen = ex_warp_sum_d(pen);
+	sse = warp_sum_d(sse);
+	pen = warp_sum_d(pen);
 	if (lane == 0)
 	{
 		s0[warp] = sse;
@@ -466,7 +466,7 @@ als_penalty(const int64_t *ptr, int32_t n, const float *Y, int kk, int ld, doubl
 			ny += (double) Y[row * ld + f] * Y[row * ld + f];
 		pen += ny * (double) (ptr[row + 1] - ptr[row]);
 	}
-	pen = ex_warp_sum_d(pen);
+	pen = warp_sum_d(pen);
 	if ((threadIdx.x & 31) == 0)
 		s[threadIdx.x >> 5] = pen;
 	__syncthreads();
@@ -493,9 +493,7 @@ als_destroy(void *h)
 		cudaStreamSynchronize(c->stream);
 	for (int s = 0; s < 2; s++)
 	{
-		cudaFree(c->side[s].ptr);
-		cudaFree(c->side[s].idx);
-		cudaFree(c->side[s].val);
+		gm_dcsr_free(&c->side[s].csr);
 		cudaFree(c->side[s].F);
 		cudaFree(c->side[s].tasks);
 		free(c->side[s].first_task_h);
@@ -548,7 +546,7 @@ build_tasks(als_side *sd, char *err, size_t errlen)
 	if (e == cudaSuccess)
 		e = cudaMemcpy(sd->tasks, t, sizeof(int2) * (size_t) total, cudaMemcpyHostToDevice);
 	free(t);
-	EX_CHECK(e);
+	GM_CHECK(e);
 	return GM_OK;
 oom:
 	snprintf(err, errlen, "als_explicit: out of host memory for the task list");
@@ -562,47 +560,34 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	const gm_csr *A[2] = {d->R, d->Rt};
 	const float *F[2] = {d->X, d->Y};
 	const float *bias[2] = {d->user_bias, d->item_bias};
-	cudaDeviceProp prop;
 	int32_t		nmax;
 	size_t		per = (size_t) c->kk * c->kk * sizeof(float);
 	int			rc;
 
-	EX_CHECK(cudaSetDevice(0));
-	EX_CHECK(cudaGetDeviceProperties(&prop, 0));
-	snprintf(device, devlen, "%s", prop.name);
-	EX_CHECK(cudaStreamCreate(&c->stream));
+	GM_CHECK(cudaSetDevice(0));
+	gm_device_name(device, devlen);
+	GM_CHECK(cudaStreamCreate(&c->stream));
 	c->have_stream = 1;
-	EX_CHECK(cusolverDnCreate(&c->solver_h));
+	GM_CHECK(cusolverDnCreate(&c->solver_h));
 	c->have_solver = 1;
-	EX_CHECK(cusolverDnSetStream(c->solver_h, c->stream));
-	EX_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
+	GM_CHECK(cusolverDnSetStream(c->solver_h, c->stream));
+	GM_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
 	for (int s = 0; s < 2; s++)
 	{
 		als_side   *sd = &c->side[s];
 		size_t		n1 = (size_t) (sd->n > 0 ? sd->n : 1);
-		size_t		nz = (size_t) (c->nnz > 0 ? c->nnz : 1);
 
 		sd->ptr_h = A[s]->indptr;
-		EX_CHECK(cudaMalloc((void **) &sd->ptr, sizeof(int64_t) * (n1 + 1)));
-		EX_CHECK(cudaMalloc((void **) &sd->idx, sizeof(int32_t) * nz));
-		EX_CHECK(cudaMalloc((void **) &sd->val, sizeof(float) * nz));
-		EX_CHECK(cudaMalloc((void **) &sd->F, sizeof(float) * n1 * c->ld));
-		EX_CHECK(cudaMemcpy(sd->ptr, A[s]->indptr, sizeof(int64_t) * ((size_t) sd->n + 1),
-							cudaMemcpyHostToDevice));
-		if (c->nnz > 0)
-		{
-			EX_CHECK(cudaMemcpy(sd->idx, A[s]->indices, sizeof(int32_t) * (size_t) c->nnz,
-								cudaMemcpyHostToDevice));
-			EX_CHECK(cudaMemcpy(sd->val, A[s]->data, sizeof(float) * (size_t) c->nnz,
-								cudaMemcpyHostToDevice));
-		}
-		EX_CHECK(cudaMemset(sd->F, 0, sizeof(float) * n1 * c->ld));
+		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
+			return rc;
+		GM_CHECK(cudaMalloc((void **) &sd->F, sizeof(float) * n1 * c->ld));
+		GM_CHECK(cudaMemset(sd->F, 0, sizeof(float) * n1 * c->ld));
 		if (sd->n > 0)
 		{
-			EX_CHECK(cudaMemcpy2D(sd->F, sizeof(float) * c->ld, F[s], sizeof(float) * c->k,
+			GM_CHECK(cudaMemcpy2D(sd->F, sizeof(float) * c->ld, F[s], sizeof(float) * c->k,
 								  sizeof(float) * c->k, sd->n, cudaMemcpyHostToDevice));
 			if (c->biases)
-				EX_CHECK(cudaMemcpy2D(sd->F + c->k, sizeof(float) * c->ld, bias[s], sizeof(float),
+				GM_CHECK(cudaMemcpy2D(sd->F + c->k, sizeof(float) * c->ld, bias[s], sizeof(float),
 									  sizeof(float), sd->n, cudaMemcpyHostToDevice));
 		}
 		if ((rc = build_tasks(sd, err, errlen)) != GM_OK)
@@ -614,9 +599,9 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	c->batch = (int32_t) (ALS_WS_BYTES / per < (size_t) nmax ? ALS_WS_BYTES / per : (size_t) nmax);
 	if (c->batch < 1)
 		c->batch = 1;
-	EX_CHECK(cudaMalloc((void **) &c->A, per * c->batch));
-	EX_CHECK(cudaMalloc((void **) &c->b, sizeof(float) * (size_t) c->kk * c->batch));
-	EX_CHECK(cudaMalloc((void **) &c->info, sizeof(int) * ((size_t) c->batch + 1)));
+	GM_CHECK(cudaMalloc((void **) &c->A, per * c->batch));
+	GM_CHECK(cudaMalloc((void **) &c->b, sizeof(float) * (size_t) c->kk * c->batch));
+	GM_CHECK(cudaMalloc((void **) &c->info, sizeof(int) * ((size_t) c->batch + 1)));
 	if (c->solver == 0)
 	{
 		float	  **hp = (float **) malloc(sizeof(float *) * (size_t) c->batch * 2);
@@ -642,23 +627,23 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 							cudaMemcpyHostToDevice);
 		}
 		free(hp);
-		EX_CHECK(e1);
-		EX_CHECK(e2);
+		GM_CHECK(e1);
+		GM_CHECK(e2);
 	}
 	else
-		EX_CHECK(cudaFuncSetAttribute(als_chol_solve, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		GM_CHECK(cudaFuncSetAttribute(als_chol_solve, cudaFuncAttributeMaxDynamicSharedMemorySize,
 									  (int) (sizeof(float) * c->kk * (c->kk + 1))));
 	{
 		size_t		gram_smem = sizeof(float) * (ALS_NB * (size_t) c->kp + ALS_NB);
 
 		if (c->ts == 4)
-			EX_CHECK(cudaFuncSetAttribute(als_gram<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			GM_CHECK(cudaFuncSetAttribute(als_gram<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 										  (int) gram_smem));
 		else
-			EX_CHECK(cudaFuncSetAttribute(als_gram<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			GM_CHECK(cudaFuncSetAttribute(als_gram<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 										  (int) gram_smem));
 	}
-	EX_CHECK(cudaDeviceSynchronize());
+	GM_CHECK(cudaDeviceSynchronize());
 	return GM_OK;
 }
 
@@ -757,12 +742,12 @@ solve_batch(als_gpu *c, int s, int32_t r0, int32_t nb, char *err, size_t errlen)
 
 	if (threads < 64)
 		threads = 64;
-	EX_CHECK(cudaMemsetAsync(c->A, 0, sizeof(float) * (size_t) c->kk * c->kk * nb, c->stream));
-	EX_CHECK(cudaMemsetAsync(c->b, 0, sizeof(float) * (size_t) c->kk * nb, c->stream));
+	GM_CHECK(cudaMemsetAsync(c->A, 0, sizeof(float) * (size_t) c->kk * c->kk * nb, c->stream));
+	GM_CHECK(cudaMemsetAsync(c->b, 0, sizeof(float) * (size_t) c->kk * nb, c->stream));
 	memset(&g, 0, sizeof(g));
-	g.ptr = sd->ptr;
-	g.idx = sd->idx;
-	g.val = sd->val;
+	g.ptr = sd->csr.indptr;
+	g.idx = sd->csr.indices;
+	g.val = sd->csr.data;
 	g.tasks = sd->tasks;
 	g.task0 = t0;
 	g.Y = c->side[1 - s].F;
@@ -781,25 +766,25 @@ solve_batch(als_gpu *c, int s, int32_t r0, int32_t nb, char *err, size_t errlen)
 			als_gram<4><<<t1 - t0, threads, smem, c->stream>>>(g);
 		else
 			als_gram<8><<<t1 - t0, threads, smem, c->stream>>>(g);
-		EX_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 	}
 	if (c->solver == 1)
 	{
 		als_chol_solve<<<nb, 256, sizeof(float) * c->kk * (c->kk + 1), c->stream>>>(
-			c->A, c->b, c->kk, r0, sd->ptr, c->lambda, sd->F, c->ld);
-		EX_CHECK_LAUNCH();
+			c->A, c->b, c->kk, r0, sd->csr.indptr, c->lambda, sd->F, c->ld);
+		GM_CHECK_LAUNCH();
 		return GM_OK;
 	}
-	als_finish<<<ex_blocks((int64_t) c->kk * c->kk * nb, 256), 256, 0, c->stream>>>(
-		c->A, c->kk, nb, r0, sd->ptr, c->lambda);
-	EX_CHECK_LAUNCH();
-	EX_CHECK(cusolverDnSpotrfBatched(c->solver_h, CUBLAS_FILL_MODE_LOWER, c->kk, c->Aptr,
+	als_finish<<<blocks_for((int64_t) c->kk * c->kk * nb, 256), 256, 0, c->stream>>>(
+		c->A, c->kk, nb, r0, sd->csr.indptr, c->lambda);
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cusolverDnSpotrfBatched(c->solver_h, CUBLAS_FILL_MODE_LOWER, c->kk, c->Aptr,
 									 c->kk, c->info, nb));
-	EX_CHECK(cusolverDnSpotrsBatched(c->solver_h, CUBLAS_FILL_MODE_LOWER, c->kk, 1, c->Aptr,
+	GM_CHECK(cusolverDnSpotrsBatched(c->solver_h, CUBLAS_FILL_MODE_LOWER, c->kk, 1, c->Aptr,
 									 c->kk, c->bptr, c->kk, c->info + c->batch, nb));
-	als_scatter<<<ex_blocks((int64_t) c->kk * nb, 256), 256, 0, c->stream>>>(
+	als_scatter<<<blocks_for((int64_t) c->kk * nb, 256), 256, 0, c->stream>>>(
 		c->b, c->kk, nb, r0, sd->F, c->ld);
-	EX_CHECK_LAUNCH();
+	GM_CHECK_LAUNCH();
 	return GM_OK;
 }
 
@@ -839,8 +824,8 @@ als_sync(void *h, char *err, size_t errlen)
 {
 	als_gpu    *c = (als_gpu *) h;
 
-	EX_CHECK(cudaStreamSynchronize(c->stream));
-	EX_CHECK(cudaGetLastError());
+	GM_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK(cudaGetLastError());
 	return GM_OK;
 }
 
@@ -850,16 +835,17 @@ als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	als_gpu    *c = (als_gpu *) h;
 	double		sums[3];
 
-	EX_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 3, c->stream));
-	als_eval<<<1024, 256, 0, c->stream>>>(c->side[0].ptr, c->side[0].idx, c->side[0].val,
+	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 3, c->stream));
+	als_eval<<<1024, 256, 0, c->stream>>>(c->side[0].csr.indptr, c->side[0].csr.indices,
+										  c->side[0].csr.data,
 										  c->side[0].n, c->side[0].F, c->side[1].F, c->k,
 										  c->kk, c->ld, c->biases, c->mu, c->dsum);
-	EX_CHECK_LAUNCH();
-	als_penalty<<<256, 256, 0, c->stream>>>(c->side[1].ptr, c->side[1].n, c->side[1].F,
+	GM_CHECK_LAUNCH();
+	als_penalty<<<256, 256, 0, c->stream>>>(c->side[1].csr.indptr, c->side[1].n, c->side[1].F,
 											c->kk, c->ld, c->dsum + 2);
-	EX_CHECK_LAUNCH();
-	EX_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 3, cudaMemcpyDeviceToHost, c->stream));
-	EX_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 3, cudaMemcpyDeviceToHost, c->stream));
+	GM_CHECK(cudaStreamSynchronize(c->stream));
 	m->loss = (sums[0] + c->lambda * (sums[1] + sums[2])) / (double) (c->nnz > 0 ? c->nnz : 1);
 	m->rmse = sqrt(sums[0] / (double) (c->nnz > 0 ? c->nnz : 1));
 	return GM_OK;
@@ -878,10 +864,10 @@ als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 
 		if (sd->n == 0)
 			continue;
-		EX_CHECK(cudaMemcpy2D(F, sizeof(float) * c->k, sd->F, sizeof(float) * c->ld,
+		GM_CHECK(cudaMemcpy2D(F, sizeof(float) * c->k, sd->F, sizeof(float) * c->ld,
 							  sizeof(float) * c->k, sd->n, cudaMemcpyDeviceToHost));
 		if (c->biases && bias)
-			EX_CHECK(cudaMemcpy2D(bias, sizeof(float), sd->F + c->k, sizeof(float) * c->ld,
+			GM_CHECK(cudaMemcpy2D(bias, sizeof(float), sd->F + c->k, sizeof(float) * c->ld,
 								  sizeof(float), sd->n, cudaMemcpyDeviceToHost));
 	}
 	return GM_OK;

@@ -31,8 +31,10 @@
  *    per row in row order (gm_cuda_ccd_set_binning).
  *  - Loss and RMSE accumulate in float64.
  */
-#include "explicit_common.cuh"
-#include "../src/core/gm_ccd_plan.h"
+#include "explicit.cuh"
+#include "device_csr.cuh"
+#include "gm_core.h"			/* gm_csr_nnz_bins */
+#include "gm_ccd_plan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,15 +62,13 @@ typedef struct ccd_side
 {
 	int32_t		n;
 	const int64_t *ptr_h;		/* the caller's row pointers (natural order) */
-	int64_t    *ptr;			/* device, n + 1 */
-	int32_t    *idx;			/* device, nnz */
-	float	   *res;			/* device, nnz: the residual */
-	int32_t    *perm;			/* device: rows in binned order */
+	gm_dcsr		csr;			/* indptr, indices; data holds the residual */
+	gm_dbins	bins;			/* rows in task order: bin 0 the long rows, then
+								 * the classes from long to short */
 	int4	   *tasks;			/* device: (kind, first or row, count or chunk, slot) */
 	int32_t		ntasks;
 	int32_t    *task_pos_h;		/* host: binned position of each task's first row, + n */
-	int32_t		class_task_h[CCD_CLASSES + 1];	/* host: bin b's tasks start at [b]; bin 0
-												 * long rows, bin b > 0 class 11 - b */
+	int32_t		bin_task_h[CCD_CLASSES + 1];	/* host: bin b's tasks start at [b] */
 	int64_t    *ptr_perm_h;		/* host: nonzeros in binned order, cumulative */
 	double2    *acc;			/* device: partial sums of rows of many chunks */
 	unsigned   *cnt;
@@ -201,8 +201,8 @@ ccd_pass_plain(pass_args a)
 	row = a.row0 + (int32_t) r;
 	row_sums<32, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
 						WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
-	num = ex_group_sum<32>(num);
-	den = ex_group_sum<32>(den);
+	num = group_sum<32>(num);
+	den = group_sum<32>(den);
 	if (lane == 0)
 		a.target[row] = ccd_update(num, den, a.lambda);
 }
@@ -230,8 +230,8 @@ rows_task(const pass_args &a, int4 t)
 			row_sums<G, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
 							   WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
 		}
-		num = ex_group_sum<G>(num);
-		den = ex_group_sum<G>(den);
+		num = group_sum<G>(num);
+		den = group_sum<G>(den);
 		if (row >= 0 && lane == 0)
 			a.target[row] = ccd_update(num, den, a.lambda);
 	}
@@ -259,8 +259,8 @@ block_task(const pass_args &a, int4 t)
 
 	row_sums<CCD_THREADS, WRITE>(a, b, e, threadIdx.x,
 								 WRITE ? a.rp[t.y] : make_float4(0, 0, 0, 0), num, den);
-	num = ex_group_sum<32>(num);
-	den = ex_group_sum<32>(den);
+	num = group_sum<32>(num);
+	den = group_sum<32>(den);
 	if (lane == 0)
 	{
 		s_num[warp] = num;
@@ -409,7 +409,7 @@ ccd_eval_sse(pass_args a, int32_t n, double *out)
 			acc += v * v;
 		}
 	}
-	acc = ex_warp_sum_d(acc);
+	acc = warp_sum_d(acc);
 	if (lane == 0)
 		s[warp] = acc;
 	__syncthreads();
@@ -433,7 +433,7 @@ ccd_sum_squares(const float *v, int64_t n, double *out)
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 		acc += (double) v[i] * v[i];
-	acc = ex_warp_sum_d(acc);
+	acc = warp_sum_d(acc);
 	if ((threadIdx.x & 31) == 0)
 		s[threadIdx.x >> 5] = acc;
 	__syncthreads();
@@ -499,15 +499,6 @@ vec_of(ccd_gpu *c, int s, int id)
 }
 
 static int
-cmp_int64(const void *a, const void *b)
-{
-	int64_t		x = *(const int64_t *) a,
-				y = *(const int64_t *) b;
-
-	return (x > y) - (x < y);
-}
-
-static int
 ceil_log2(int64_t v)
 {
 	int			c = 0;
@@ -517,135 +508,139 @@ ceil_log2(int64_t v)
 	return c;
 }
 
+/* lanes per row of class c (rows of 2^(c-1) < nnz <= 2^c): about 4 nonzeros a lane */
+static int
+class_lanes(int c)
+{
+	int			g = (1 << c) / 4;
+
+	return g < 1 ? 1 : (g > 32 ? 32 : g);
+}
+
 /*
- * The binned order and task list of one side: rows longer than
- * CCD_BLOCK_ROW first (longest first, a task per chunk), then the classes
- * 2^(c-1) < nnz <= 2^c from long to short, rows ascending within a class,
- * cut into tasks of about CCD_TASK_NNZ nonzeros.
+ * The task list of one side.  gm_csr_nnz_bins groups the rows into the
+ * classes nnz <= 1, 2, 4, ..., 1024 and longer; the task order (and the
+ * sweep's row order) takes the long rows first, a task per CCD_CHUNK
+ * nonzeros, then the classes from long to short, rows ascending within a
+ * class, cut into tasks of about CCD_TASK_NNZ nonzeros; heavy work first,
+ * so the launch ends on short tasks.
  */
 static int
-build_schedule(ccd_side *sd, int32_t *n_long, char *err, size_t errlen)
+build_schedule(ccd_side *sd, const gm_csr *A, int32_t *n_long, char *err, size_t errlen)
 {
 	int32_t		n = sd->n;
 	const int64_t *ptr = sd->ptr_h;
+	int64_t		upper[CCD_CLASSES];
+	int32_t		start[CCD_CLASSES + 1],
+				bstart[CCD_CLASSES + 1];
 	int32_t    *perm = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
-	int32_t    *cls = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
-	int64_t		cnt[CCD_CLASSES] = {0};
-	int64_t		ntasks = 0;
+	int32_t    *order = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
 	int4	   *tasks = NULL;
-	int32_t		pos = 0,
-				nl = 0;
+	int64_t		ntasks = 0;
+	int32_t		pos = 0;
+	int			rc;
 
-	sd->task_pos_h = NULL;
-	sd->ptr_perm_h = (int64_t *) malloc(sizeof(int64_t) * ((size_t) n + 1));
-	if (!perm || !cls || !sd->ptr_perm_h)
+	if (!perm || !order)
 		goto oom;
-	for (int32_t i = 0; i < n; i++)
+	for (int c = 0; c < CCD_CLASSES - 1; c++)
+		upper[c] = (int64_t) 1 << c;
+	upper[CCD_CLASSES - 1] = INT64_MAX;
+	if ((rc = gm_csr_nnz_bins(A, CCD_CLASSES, upper, perm, start, err, errlen)) != GM_OK)
 	{
-		int64_t		len = ptr[i + 1] - ptr[i];
-
-		cls[i] = len > CCD_BLOCK_ROW ? CCD_CLASSES - 1 : ceil_log2(len > 0 ? len : 1);
-		cnt[cls[i]]++;
-		if (len > CCD_BLOCK_ROW)
-			ntasks += (len + CCD_CHUNK - 1) / CCD_CHUNK;
+		free(perm);
+		free(order);
+		return rc;
 	}
+	/* count the tasks: long rows by chunks, classes by groups of rows */
+	for (int32_t p = start[CCD_CLASSES - 1]; p < n; p++)
+		ntasks += (ptr[perm[p] + 1] - ptr[perm[p]] + CCD_CHUNK - 1) / CCD_CHUNK;
 	for (int c = 0; c < CCD_CLASSES - 1; c++)
 	{
-		int			G = (1 << c) / 4 < 1 ? 1 : ((1 << c) / 4 > 32 ? 32 : (1 << c) / 4);
-		int64_t		per = (int64_t) (CCD_THREADS / G) *
-			((CCD_TASK_NNZ / ((CCD_THREADS / G) * (1 << c))) > 1 ?
-			 (CCD_TASK_NNZ / ((CCD_THREADS / G) * (1 << c))) : 1);
+		int			groups = CCD_THREADS / class_lanes(c);
+		int			rounds = CCD_TASK_NNZ / (groups << c);
+		int64_t		per = (int64_t) groups * (rounds > 1 ? rounds : 1);
 
-		ntasks += (cnt[c] + per - 1) / per;
+		ntasks += (start[c + 1] - start[c] + per - 1) / per;
 	}
 	if (ntasks > INT32_MAX / 2)
 	{
 		free(perm);
-		free(cls);
+		free(order);
 		snprintf(err, errlen, "ccd: too many nonzeros for the CUDA schedule");
 		return GM_EINVAL;
 	}
 	tasks = (int4 *) malloc(sizeof(int4) * (size_t) (ntasks > 0 ? ntasks : 1));
 	sd->task_pos_h = (int32_t *) malloc(sizeof(int32_t) * (size_t) (ntasks + 1));
-	if (!tasks || !sd->task_pos_h)
+	sd->ptr_perm_h = (int64_t *) malloc(sizeof(int64_t) * ((size_t) n + 1));
+	if (!tasks || !sd->task_pos_h || !sd->ptr_perm_h)
 		goto oom;
+
+	/* bin 0: the long rows, a task per chunk (a slot when several) */
 	sd->ntasks = 0;
-
-	/* long rows, longest first (ties by row) */
+	sd->bin_task_h[0] = 0;
+	bstart[0] = 0;
+	*n_long = 0;
+	for (int32_t p = start[CCD_CLASSES - 1]; p < n; p++)
 	{
-		int64_t    *key = (int64_t *) malloc(sizeof(int64_t) * (size_t) (cnt[CCD_CLASSES - 1] + 1));
-
-		if (!key)
-			goto oom;
-		for (int32_t i = 0; i < n; i++)
-			if (cls[i] == CCD_CLASSES - 1)
-				key[nl++] = ((int64_t) (INT32_MAX - (ptr[i + 1] - ptr[i])) << 32) | i;
-		qsort(key, (size_t) nl, sizeof(int64_t), cmp_int64);
-		for (int32_t a = 0; a < nl; a++)
-			perm[a] = (int32_t) (key[a] & 0xffffffff);
-		free(key);
-	}
-	sd->class_task_h[0] = 0;
-	for (int32_t a = 0; a < nl; a++)
-	{
-		int32_t		r = perm[a];
-		int64_t		len = ptr[r + 1] - ptr[r];
-		int32_t		nch = (int32_t) ((len + CCD_CHUNK - 1) / CCD_CHUNK);
+		int32_t		r = perm[p];
+		int32_t		nch = (int32_t) ((ptr[r + 1] - ptr[r] + CCD_CHUNK - 1) / CCD_CHUNK);
 
 		for (int32_t ch = 0; ch < nch; ch++)
 		{
-			tasks[sd->ntasks] = make_int4(CCD_KIND_BLOCK, r, ch, nch > 1 ? a : -1);
-			sd->task_pos_h[sd->ntasks++] = a;
+			tasks[sd->ntasks] = make_int4(CCD_KIND_BLOCK, r, ch, nch > 1 ? *n_long : -1);
+			sd->task_pos_h[sd->ntasks++] = pos;
 		}
+		if (nch > 1)
+			(*n_long)++;
+		order[pos++] = r;
 	}
-	sd->class_task_h[1] = sd->ntasks;
-	pos = nl;
-	/* then the classes from long to short: class c is bin CCD_CLASSES - 1 - c */
+	sd->bin_task_h[1] = sd->ntasks;
+	bstart[1] = pos;
+	/* bins 1 ..: class c = CCD_CLASSES - 1 - bin */
 	for (int c = CCD_CLASSES - 2; c >= 0; c--)
 	{
-		int			G = (1 << c) / 4 < 1 ? 1 : ((1 << c) / 4 > 32 ? 32 : (1 << c) / 4);
-		int			lg = ceil_log2(G);
+		int			G = class_lanes(c);
 		int			groups = CCD_THREADS / G;
-		int			rounds = CCD_TASK_NNZ / (groups * (1 << c));
+		int			rounds = CCD_TASK_NNZ / (groups << c);
 		int32_t		per = groups * (rounds > 1 ? rounds : 1);
-		int32_t		start = pos;
+		int32_t		first = pos;
 
-		for (int32_t i = 0; i < n; i++)
-			if (cls[i] == c)
-				perm[pos++] = i;
-		for (int32_t f = start; f < pos; f += per)
+		for (int32_t p = start[c]; p < start[c + 1]; p++)
+			order[pos++] = perm[p];
+		for (int32_t f = first; f < pos; f += per)
 		{
-			tasks[sd->ntasks] = make_int4(lg, f, pos - f < per ? pos - f : per, -1);
+			tasks[sd->ntasks] = make_int4(ceil_log2(G), f, pos - f < per ? pos - f : per, -1);
 			sd->task_pos_h[sd->ntasks++] = f;
 		}
-		sd->class_task_h[CCD_CLASSES - c] = sd->ntasks;
+		sd->bin_task_h[CCD_CLASSES - c] = sd->ntasks;
+		bstart[CCD_CLASSES - c] = pos;
 	}
 	sd->task_pos_h[sd->ntasks] = n;
 	sd->ptr_perm_h[0] = 0;
 	for (int32_t p = 0; p < n; p++)
-		sd->ptr_perm_h[p + 1] = sd->ptr_perm_h[p] + (ptr[perm[p] + 1] - ptr[perm[p]]);
-	*n_long = nl;
+		sd->ptr_perm_h[p + 1] = sd->ptr_perm_h[p] + (ptr[order[p] + 1] - ptr[order[p]]);
 
+	rc = gm_dbins_upload(&sd->bins, order, n, bstart, CCD_CLASSES, err, errlen);
+	if (rc == GM_OK)
 	{
-		cudaError_t e1 = cudaMalloc((void **) &sd->perm, sizeof(int32_t) * ((size_t) n + 1));
-		cudaError_t e2 = cudaMalloc((void **) &sd->tasks, sizeof(int4) * (size_t) (sd->ntasks > 0 ? sd->ntasks : 1));
+		cudaError_t e = cudaMalloc((void **) &sd->tasks, sizeof(int4) * (size_t) (sd->ntasks > 0 ? sd->ntasks : 1));
 
-		if (e1 == cudaSuccess && e2 == cudaSuccess)
+		if (e == cudaSuccess && sd->ntasks > 0)
+			e = cudaMemcpy(sd->tasks, tasks, sizeof(int4) * (size_t) sd->ntasks, cudaMemcpyHostToDevice);
+		if (e != cudaSuccess)
 		{
-			e1 = cudaMemcpy(sd->perm, perm, sizeof(int32_t) * (size_t) n, cudaMemcpyHostToDevice);
-			e2 = cudaMemcpy(sd->tasks, tasks, sizeof(int4) * (size_t) sd->ntasks, cudaMemcpyHostToDevice);
+			snprintf(err, errlen, "ccd: uploading the GPU schedule failed: %s", cudaGetErrorString(e));
+			rc = GM_EDEVICE;
 		}
-		free(perm);
-		free(cls);
-		free(tasks);
-		EX_CHECK(e1);
-		EX_CHECK(e2);
 	}
-	return GM_OK;
+	free(perm);
+	free(order);
+	free(tasks);
+	return rc;
 
 oom:
 	free(perm);
-	free(cls);
+	free(order);
 	free(tasks);
 	snprintf(err, errlen, "ccd: out of host memory for the GPU schedule");
 	return GM_ENOMEM;
@@ -664,10 +659,8 @@ ccd_destroy(void *h)
 	{
 		ccd_side   *sd = &c->side[s];
 
-		cudaFree(sd->ptr);
-		cudaFree(sd->idx);
-		cudaFree(sd->res);
-		cudaFree(sd->perm);
+		gm_dcsr_free(&sd->csr);
+		gm_dbins_free(&sd->bins);
 		cudaFree(sd->tasks);
 		cudaFree(sd->acc);
 		cudaFree(sd->cnt);
@@ -706,82 +699,70 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	int			nvec = k + 1 + GM_CCD_SLOTS;
 	float	  **Fd = c->tmpF,
 			  **bd = c->tmpb;
-	cudaDeviceProp prop;
 	int			rc = GM_OK;
 
-	EX_CHECK(cudaSetDevice(0));
-	EX_CHECK(cudaGetDeviceProperties(&prop, 0));
-	snprintf(device, devlen, "%s", prop.name);
-	EX_CHECK(cudaStreamCreate(&c->stream));
+	GM_CHECK(cudaSetDevice(0));
+	gm_device_name(device, devlen);
+	GM_CHECK(cudaStreamCreate(&c->stream));
 	c->have_stream = 1;
 	if (c->binning == 2)
 	{
-		EX_CHECK(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming));
+		GM_CHECK(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming));
 		for (int q = 0; q < CCD_STREAMS; q++)
 		{
-			EX_CHECK(cudaStreamCreateWithFlags(&c->bin_stream[q], cudaStreamNonBlocking));
-			EX_CHECK(cudaEventCreateWithFlags(&c->ev_join[q], cudaEventDisableTiming));
+			GM_CHECK(cudaStreamCreateWithFlags(&c->bin_stream[q], cudaStreamNonBlocking));
+			GM_CHECK(cudaEventCreateWithFlags(&c->ev_join[q], cudaEventDisableTiming));
 			c->have_bin_streams = q + 1 == CCD_STREAMS;
 		}
 	}
-	EX_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
+	GM_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
 
 	for (int s = 0; s < 2; s++)
 	{
 		ccd_side   *sd = &c->side[s];
 		size_t		n1 = (size_t) (sd->n > 0 ? sd->n : 1);
-		size_t		nz = (size_t) (c->nnz > 0 ? c->nnz : 1);
 		int32_t		n_long = 0;
 
 		sd->ptr_h = A[s]->indptr;
-		EX_CHECK(cudaMalloc((void **) &sd->ptr, sizeof(int64_t) * (n1 + 1)));
-		EX_CHECK(cudaMalloc((void **) &sd->idx, sizeof(int32_t) * nz));
-		EX_CHECK(cudaMalloc((void **) &sd->res, sizeof(float) * nz));
-		EX_CHECK(cudaMalloc((void **) &sd->rowpack, sizeof(float4) * n1));
-		EX_CHECK(cudaMalloc((void **) &sd->colpack, sizeof(float4) * n1));
-		EX_CHECK(cudaMemcpy(sd->ptr, A[s]->indptr, sizeof(int64_t) * ((size_t) sd->n + 1),
-							cudaMemcpyHostToDevice));
-		if (c->nnz > 0)
-		{
-			EX_CHECK(cudaMemcpy(sd->idx, A[s]->indices, sizeof(int32_t) * (size_t) c->nnz,
-								cudaMemcpyHostToDevice));
-			EX_CHECK(cudaMemcpy(sd->res, A[s]->data, sizeof(float) * (size_t) c->nnz,
-								cudaMemcpyHostToDevice));
-		}
-		if ((rc = build_schedule(sd, &n_long, err, errlen)) != GM_OK)
+		/* the ratings go up as the CSR's values and become the residual there */
+		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
 			return rc;
-		EX_CHECK(cudaMalloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
-		EX_CHECK(cudaMalloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
-		EX_CHECK(cudaMemset(sd->acc, 0, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
-		EX_CHECK(cudaMemset(sd->cnt, 0, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMalloc((void **) &sd->rowpack, sizeof(float4) * n1));
+		GM_CHECK(cudaMalloc((void **) &sd->colpack, sizeof(float4) * n1));
+		if ((rc = build_schedule(sd, A[s], &n_long, err, errlen)) != GM_OK)
+			return rc;
+		GM_CHECK(cudaMalloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMalloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMemset(sd->acc, 0, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMemset(sd->cnt, 0, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
 
 		/* factors: row-major upload, feature-major on the device */
-		EX_CHECK(cudaMalloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
+		GM_CHECK(cudaMalloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
 		/* poison the slots (NaN): a term read before its snapshot shows */
-		EX_CHECK(cudaMemset(c->vec[s], 0xff, sizeof(float) * n1 * nvec));
-		EX_CHECK(cudaMalloc((void **) &Fd[s], sizeof(float) * n1 * k));
-		EX_CHECK(cudaMemcpy(Fd[s], F[s], sizeof(float) * (size_t) sd->n * k, cudaMemcpyHostToDevice));
+		GM_CHECK(cudaMemset(c->vec[s], 0xff, sizeof(float) * n1 * nvec));
+		GM_CHECK(cudaMalloc((void **) &Fd[s], sizeof(float) * n1 * k));
+		GM_CHECK(cudaMemcpy(Fd[s], F[s], sizeof(float) * (size_t) sd->n * k, cudaMemcpyHostToDevice));
 		if (c->biases)
 		{
-			EX_CHECK(cudaMalloc((void **) &bd[s], sizeof(float) * n1));
-			EX_CHECK(cudaMemcpy(bd[s], bias[s], sizeof(float) * (size_t) sd->n, cudaMemcpyHostToDevice));
+			GM_CHECK(cudaMalloc((void **) &bd[s], sizeof(float) * n1));
+			GM_CHECK(cudaMemcpy(bd[s], bias[s], sizeof(float) * (size_t) sd->n, cudaMemcpyHostToDevice));
 		}
-		ccd_to_feature_major<<<ex_blocks(sd->n, 256), 256, 0, c->stream>>>(Fd[s], bd[s], sd->n, k, c->vec[s]);
-		EX_CHECK_LAUNCH();
+		ccd_to_feature_major<<<blocks_for(sd->n, 256), 256, 0, c->stream>>>(Fd[s], bd[s], sd->n, k, c->vec[s]);
+		GM_CHECK_LAUNCH();
 	}
 	for (int s = 0; s < 2; s++)
 	{
 		ccd_side   *sd = &c->side[s];
 
-		ccd_init_residual<<<ex_blocks(sd->n, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(
-			sd->ptr, sd->idx, sd->res, sd->n, Fd[s], Fd[1 - s], k, bd[s], bd[1 - s], c->mu);
-		EX_CHECK_LAUNCH();
+		ccd_init_residual<<<blocks_for(sd->n, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(
+			sd->csr.indptr, sd->csr.indices, sd->csr.data, sd->n, Fd[s], Fd[1 - s], k, bd[s], bd[1 - s], c->mu);
+		GM_CHECK_LAUNCH();
 	}
-	EX_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK(cudaStreamSynchronize(c->stream));
 	for (int s = 0; s < 2; s++)
 	{
-		EX_CHECK(cudaFree(Fd[s]));
-		EX_CHECK(cudaFree(bd[s]));
+		GM_CHECK(cudaFree(Fd[s]));
+		GM_CHECK(cudaFree(bd[s]));
 		Fd[s] = bd[s] = NULL;
 	}
 	return GM_OK;
@@ -875,8 +856,8 @@ launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows,
 	}
 	a.cur = vec_of(c, g, pk->cur);
 	nmax = a.n_fixed > a.n_gath ? a.n_fixed : a.n_gath;
-	ccd_pack<<<ex_blocks(nmax, 256), 256, 0, c->stream>>>(a);
-	EX_CHECK_LAUNCH();
+	ccd_pack<<<blocks_for(nmax, 256), 256, 0, c->stream>>>(a);
+	GM_CHECK_LAUNCH();
 	return GM_OK;
 }
 
@@ -895,7 +876,7 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 		return GM_EINVAL;
 	}
 	for (int m = 0; m < st->n_copies; m++)
-		EX_CHECK(cudaMemcpyAsync(vec_of(c, st->copies[m].side, st->copies[m].dst),
+		GM_CHECK(cudaMemcpyAsync(vec_of(c, st->copies[m].side, st->copies[m].dst),
 								 vec_of(c, st->copies[m].side, st->copies[m].src),
 								 sizeof(float) * c->side[st->copies[m].side].n,
 								 cudaMemcpyDeviceToDevice, c->stream));
@@ -960,12 +941,12 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	if (begin == end)
 		return GM_OK;
 	memset(&a, 0, sizeof(a));
-	a.ptr = sd->ptr;
-	a.idx = sd->idx;
-	a.res = sd->res;
+	a.ptr = sd->csr.indptr;
+	a.idx = sd->csr.indices;
+	a.res = sd->csr.data;
 	a.rp = sd->rowpack;
 	a.cp = c->side[1 - st->side].colpack;
-	a.perm = sd->perm;
+	a.perm = sd->bins.perm;
 	a.tasks = sd->tasks;
 	a.target = vec_of(c, st->side, st->target);
 	a.lambda = c->lambda;
@@ -977,10 +958,10 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 		a.row0 = begin;
 		a.nrows = end - begin;
 		if (write)
-			ccd_pass_plain<true><<<ex_blocks(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
+			ccd_pass_plain<true><<<blocks_for(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
 		else
-			ccd_pass_plain<false><<<ex_blocks(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
-		EX_CHECK_LAUNCH();
+			ccd_pass_plain<false><<<blocks_for(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
+		GM_CHECK_LAUNCH();
 		return GM_OK;
 	}
 	{
@@ -989,24 +970,24 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 		if (c->binning == 1)
 		{
-			EX_CHECK(launch_tasks(a, t0, t1, write, c->stream));
+			GM_CHECK(launch_tasks(a, t0, t1, write, c->stream));
 			return GM_OK;
 		}
 		/* a stream per class, joined back into the main stream */
-		EX_CHECK(cudaEventRecord(c->ev_fork, c->stream));
+		GM_CHECK(cudaEventRecord(c->ev_fork, c->stream));
 		for (int q = 0; q < CCD_STREAMS; q++)
-			EX_CHECK(cudaStreamWaitEvent(c->bin_stream[q], c->ev_fork, 0));
+			GM_CHECK(cudaStreamWaitEvent(c->bin_stream[q], c->ev_fork, 0));
 		for (int cl = 0; cl < CCD_CLASSES; cl++)
 		{
-			int32_t		b = sd->class_task_h[cl] > t0 ? sd->class_task_h[cl] : t0;
-			int32_t		e = sd->class_task_h[cl + 1] < t1 ? sd->class_task_h[cl + 1] : t1;
+			int32_t		b = sd->bin_task_h[cl] > t0 ? sd->bin_task_h[cl] : t0;
+			int32_t		e = sd->bin_task_h[cl + 1] < t1 ? sd->bin_task_h[cl + 1] : t1;
 
-			EX_CHECK(launch_tasks(a, b, e, write, c->bin_stream[cl % CCD_STREAMS]));
+			GM_CHECK(launch_tasks(a, b, e, write, c->bin_stream[cl % CCD_STREAMS]));
 		}
 		for (int q = 0; q < CCD_STREAMS; q++)
 		{
-			EX_CHECK(cudaEventRecord(c->ev_join[q], c->bin_stream[q]));
-			EX_CHECK(cudaStreamWaitEvent(c->stream, c->ev_join[q], 0));
+			GM_CHECK(cudaEventRecord(c->ev_join[q], c->bin_stream[q]));
+			GM_CHECK(cudaStreamWaitEvent(c->stream, c->ev_join[q], 0));
 		}
 	}
 	return GM_OK;
@@ -1027,8 +1008,8 @@ ccd_sync(void *h, char *err, size_t errlen)
 {
 	ccd_gpu    *c = (ccd_gpu *) h;
 
-	EX_CHECK(cudaStreamSynchronize(c->stream));
-	EX_CHECK(cudaGetLastError());
+	GM_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK(cudaGetLastError());
 	return GM_OK;
 }
 
@@ -1050,23 +1031,23 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	}
 	if ((rc = launch_pack(c, 0, &pk, 1, err, errlen)) != GM_OK)
 		return rc;
-	EX_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 2, c->stream));
+	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 2, c->stream));
 	memset(&a, 0, sizeof(a));
-	a.ptr = c->side[0].ptr;
-	a.idx = c->side[0].idx;
-	a.res = c->side[0].res;
+	a.ptr = c->side[0].csr.indptr;
+	a.idx = c->side[0].csr.indices;
+	a.res = c->side[0].csr.data;
 	a.rp = c->side[0].rowpack;
 	a.cp = c->side[1].colpack;
 	ccd_eval_sse<<<1024, CCD_THREADS, 0, c->stream>>>(a, c->side[0].n, c->dsum);
-	EX_CHECK_LAUNCH();
+	GM_CHECK_LAUNCH();
 	for (int s = 0; s < 2; s++)
 	{
 		ccd_sum_squares<<<256, CCD_THREADS, 0, c->stream>>>(
 			c->vec[s], (int64_t) c->side[s].n * (c->k + c->biases), c->dsum + 1);
-		EX_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 	}
-	EX_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 2, cudaMemcpyDeviceToHost, c->stream));
-	EX_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 2, cudaMemcpyDeviceToHost, c->stream));
+	GM_CHECK(cudaStreamSynchronize(c->stream));
 	m->loss = (sums[0] + c->lambda * sums[1]) / (double) (c->nnz > 0 ? c->nnz : 1);
 	m->rmse = sqrt(sums[0] / (double) (c->nnz > 0 ? c->nnz : 1));
 	return GM_OK;
@@ -1098,7 +1079,7 @@ ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 				e = cudaStreamSynchronize(c->stream);
 			if (e != cudaSuccess)
 				free(V);
-			EX_CHECK(e);
+			GM_CHECK(e);
 		}
 		for (int32_t i = 0; i < n; i++)
 		{

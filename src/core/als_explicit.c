@@ -201,7 +201,7 @@ als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	c->kk = k + c->biases;
 	c->ld = k + 1;
 	c->lambda = p->regularization;
-	c->threads = p->threads > 0 ? p->threads : gm_default_threads();
+	c->threads = gm_resolve_threads(p->threads);
 	c->mu = c->biases ? d->global_mean : 0.0;
 	for (int s = 0; s < 2; s++)
 	{

@@ -131,7 +131,7 @@ ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	c->nnz = d->R->nnz;
 	c->k = k;
 	c->lambda = p->regularization;
-	c->threads = p->threads > 0 ? p->threads : gm_default_threads();
+	c->threads = gm_resolve_threads(p->threads);
 	c->biases = p->biases ? 1 : 0;
 	c->mu = c->biases ? d->global_mean : 0.0;
 	gm_ccd_plan_init(&c->plan, k, p->inner_iterations, c->biases);

@@ -18,7 +18,7 @@
 #ifndef GM_EXPLICIT_H
 #define GM_EXPLICIT_H
 
-#include "gm_algo.h"
+#include "gm_core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,23 +81,6 @@ typedef struct gm_ratings_spec
 int			gm_synth_ratings(const gm_ratings_spec *s, int32_t *users,
 							 int32_t *items, float *ratings, uint8_t *holdout,
 							 char *err, size_t errlen);
-
-/*
- * Until gm_core.h shares gm_algo.h's types, the core functions explicit
- * models use, declared here with gm_algo.h's gm_csr (the same layout).
- */
-#ifndef GM_CORE_H
-int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
-							const int32_t *rows, const int32_t *cols,
-							const float *vals, gm_csr *out,
-							char *err, size_t errlen);
-int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
-							 char *err, size_t errlen);
-void		gm_csr_free(gm_csr *a);
-void		gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side);
-double		gm_now(void);
-int			gm_default_threads(void);
-#endif
 
 #ifdef __cplusplus
 }

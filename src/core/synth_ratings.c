@@ -191,7 +191,7 @@ gm_synth_ratings(const gm_ratings_spec *s, int32_t *users, int32_t *items,
 
 	if ((rc = check_spec(s, err, errlen)) != GM_OK)
 		return rc;
-	nt = s->threads > 0 ? s->threads : gm_default_threads();
+	nt = gm_resolve_threads(s->threads);
 	counts = malloc(sizeof(int32_t) * U);
 	offset = malloc(sizeof(int64_t) * ((size_t) U + 1));
 	w = malloc(sizeof(double) * U);

@@ -358,6 +358,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 		int32	   *idx;
 		float	   *sc;
 		int			got;
+		int32		rescored = 0;
 
 		if (!ok || SPI_execute_plan(m->user_plan, &key, NULL, false, 1) != SPI_OK_SELECT)
 		{
@@ -384,9 +385,9 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 		idx = palloc(sizeof(int32) * (n > 0 ? n : 1));
 		sc = palloc(sizeof(float) * (n > 0 ? n : 1));
 		got = gm_topk_dot(m->Y, &m->Q, (const float *) ARR_DATA_PTR(xf), n, skip, nskip,
-						  m->scratch, idx, sc);
+						  m->scratch, idx, sc, &rescored);
 		elog(DEBUG1, "gpumf: scored %d items, rescored %d exactly", m->n_items,
-			 gm_topk_dot_rescored);
+			 rescored);
 		for (int r = 0; r < got; r++)
 		{
 			Datum		values[2];

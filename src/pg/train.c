@@ -389,10 +389,10 @@ should_stop(void *arg)
  * memory that only its own exit path frees, so nothing may longjmp out of
  * here: an ERROR raised while sending the NOTICE (out of memory, say) is
  * caught, stops the training through should_stop(), and is re-thrown by the
- * caller once gm_als_train() has returned and freed everything.
+ * caller once gm_mf_train() has returned and freed everything.
  */
 static void
-on_iteration(void *arg, int it, double loss, double seconds)
+on_iteration(void *arg, int it, double loss, double rmse, double seconds)
 {
 	ProgressArg *pa = arg;
 	MemoryContext mcx = CurrentMemoryContext;
@@ -664,8 +664,9 @@ gpumf_train(PG_FUNCTION_ARGS)
 				ustore,
 				istore;
 	TrainState *ts;
-	gm_als_params params;
-	gm_als_result res;
+	gm_mf_params params;
+	gm_mf_result res;
+	gm_mf_data	data;
 	gm_callbacks cbs;
 	ProgressArg pa;
 	char		err[GM_ERRLEN];
@@ -827,8 +828,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 		free_coo(ts);
 		if (rc != GM_OK)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
-		/* confidence c = 1 + alpha * v, in place: R becomes C */
-		gm_confidence_inplace(&R, alpha);
+		/* the values as read: the algorithm derives its confidences */
 		ts->C = R;
 		rc = gm_csr_transpose(&ts->C, &ts->Ct, err, sizeof(err));
 		if (rc != GM_OK)
@@ -837,7 +837,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	t_csr = elapsed(&t);
 
 	/* ---- device */
-	memset(&params, 0, sizeof(params));
+	gm_mf_params_defaults(&params, GM_ALG_ALS_IMPLICIT);
 	params.backend = gpumf_training_backend(devname, sizeof(devname));
 
 	/* ---- train */
@@ -852,14 +852,17 @@ gpumf_train(PG_FUNCTION_ARGS)
 	ts->Y = malloc(sizeof(float) * (size_t) ts->C.n_cols * factors);
 	if (!ts->X || !ts->Y)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
-	gm_factors_init(ts->X, ts->C.n_rows, factors, params.seed, 0);
-	gm_factors_init(ts->Y, ts->C.n_cols, factors, params.seed, 1);
+	memset(&data, 0, sizeof(data));
+	data.R = &ts->C;
+	data.Rt = &ts->Ct;
+	data.X = ts->X;
+	data.Y = ts->Y;
 	pa.iterations = iterations;
 	cbs.should_stop = should_stop;
 	cbs.on_iteration = on_iteration;
 	cbs.arg = &pa;
 	pa.error = NULL;
-	rc = gm_als_train(&params, &ts->C, &ts->Ct, ts->X, ts->Y, &cbs, &res, err, sizeof(err));
+	rc = gm_mf_train(&params, &data, &cbs, &res, err, sizeof(err));
 	if (pa.error)
 		ReThrowError(pa.error);
 	if (rc == GM_ECANCELED)
@@ -871,7 +874,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY : ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("training failed: %s", err)));
-	if (isnan(res.final_loss) || isinf(res.final_loss))
+	if (isnan(res.final.loss) || isinf(res.final.loss))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("training diverged: the loss is not finite"),
@@ -951,7 +954,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 		v[18] = Int64GetDatum(ts->C.nnz);
 		v[19] = CStringGetTextDatum(params.backend == GM_BACKEND_CUDA ? "cuda" : "cpu");
 		v[20] = CStringGetTextDatum(res.device_name);
-		v[21] = Float8GetDatum(res.final_loss);
+		v[21] = Float8GetDatum(res.final.loss);
 		v[22] = Float8GetDatum(t_read);
 		v[23] = Float8GetDatum(t_csr);
 		v[24] = Float8GetDatum(res.transfer_seconds);

@@ -26,6 +26,7 @@
  *   --quick: checks only.
  */
 #include "../../../src/core/gm_explicit.h"
+#include "../../../cuda/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 
@@ -40,10 +41,9 @@
 #include <omp.h>
 #endif
 
+/* the module's switches (cuda/ccd.cu, cuda/als_explicit.cu) */
 extern "C"
 {
-	extern const gm_algo_ops gm_cuda_ccd_ops;
-	extern const gm_algo_ops gm_cuda_als_explicit_ops;
 	void		gm_cuda_ccd_set_binning(int mode);
 	void		gm_cuda_als_explicit_set_solver(int solver);
 }
@@ -179,7 +179,7 @@ longest_row(const gm_csr *A)
 	return m;
 }
 
-/* A model: factors and biases, initialised as gm_mf_train does. */
+/* A model: factors and biases (gm_mf_train initialises them). */
 typedef struct model
 {
 	int			k;
@@ -187,22 +187,22 @@ typedef struct model
 				Y,
 				ub,
 				ib;
+	double		mu;
 } model;
 
 static void
-model_init(model *m, const dataset *ds, int k, uint64_t seed)
+model_alloc(model *m, const dataset *ds, int k)
 {
 	m->k = k;
-	m->X.assign((size_t) ds->R.n_rows * k, 0.0f);
-	m->Y.assign((size_t) ds->R.n_cols * k, 0.0f);
-	m->ub.assign(ds->R.n_rows, 0.0f);
-	m->ib.assign(ds->R.n_cols, 0.0f);
-	gm_factors_init(m->X.data(), ds->R.n_rows, k, seed, 0);
-	gm_factors_init(m->Y.data(), ds->R.n_cols, k, seed, 1);
+	m->X.assign((size_t) ds->R.n_rows * k, NAN);
+	m->Y.assign((size_t) ds->R.n_cols * k, NAN);
+	m->ub.assign(ds->R.n_rows, NAN);
+	m->ib.assign(ds->R.n_cols, NAN);
+	m->mu = 0.0;
 }
 
 static int
-model_finite(const model *m)
+model_finite(const model *m, int biases)
 {
 	for (float v : m->X)
 		if (!isfinite(v))
@@ -210,11 +210,11 @@ model_finite(const model *m)
 	for (float v : m->Y)
 		if (!isfinite(v))
 			return 0;
-	for (float v : m->ub)
-		if (!isfinite(v))
+	for (size_t i = 0; biases && i < m->ub.size(); i++)
+		if (!isfinite(m->ub[i]))
 			return 0;
-	for (float v : m->ib)
-		if (!isfinite(v))
+	for (size_t i = 0; biases && i < m->ib.size(); i++)
+		if (!isfinite(m->ib[i]))
 			return 0;
 	return 1;
 }
@@ -231,7 +231,7 @@ heldout_rmse(const dataset *ds, const model *m, int biases)
 	{
 		int32_t		u = ds->tu[e],
 					i = ds->ti[e];
-		double		p = biases ? ds->mu + m->ub[u] + m->ib[i] : 0.0;
+		double		p = biases ? m->mu + m->ub[u] + m->ib[i] : 0.0;
 
 		for (int f = 0; f < k; f++)
 			p += (double) m->X[(size_t) u * k + f] * m->Y[(size_t) i * k + f];
@@ -249,91 +249,67 @@ typedef struct run_result
 	char		device[128];
 	std::vector<double> rmse,
 				loss,
-				seconds;		/* per iteration: sweeps + sync + evaluate */
-	double		create_seconds;
+				seconds;		/* per iteration, as gm_mf_train reports them */
+	double		setup_seconds;	/* create + download (gm_mf_result.transfer_seconds) */
 } run_result;
 
+static void
+on_iteration(void *arg, int iteration, double loss, double rmse, double seconds)
+{
+	run_result *r = (run_result *) arg;
+	double		before = 0.0;
+
+	for (double s : r->seconds)
+		before += s;
+	r->rmse.push_back(rmse);
+	r->loss.push_back(loss);
+	r->seconds.push_back(seconds - before);
+}
+
 /*
- * Train like the training loop does (each sweep in one slice, a sync and an
- * evaluate per iteration), timing each iteration.  The host model is poisoned
- * with NaN before the download.
+ * Train through the core's gm_mf_train (the registered CPU table, or the
+ * CUDA module's through dlopen): factors from gm_factors_init(seed 42),
+ * biases 0, the mean rating; each iteration's loss, RMSE and time (every
+ * sweep in the loop's slices, its syncs and polls, and the evaluation).
  */
 static void
-train(const gm_algo_ops *ops, const dataset *ds, model *m, int alg, int k,
+train(gm_backend_kind backend, const dataset *ds, model *m, gm_algorithm alg, int k,
 	  int iterations, float lambda, int biases, int inner, int threads,
 	  run_result *res)
 {
 	gm_mf_params p;
 	gm_mf_data	d;
-	void	   *h = NULL;
-	double		t0;
+	gm_mf_result out;
+	gm_callbacks cb;
 
-	memset(&p, 0, sizeof(p));
-	p.algorithm = (gm_algorithm) alg;
+	model_alloc(m, ds, k);
+	gm_mf_params_defaults(&p, alg);
+	p.backend = backend;
 	p.factors = k;
 	p.iterations = iterations;
 	p.regularization = lambda;
 	p.threads = threads;
 	p.inner_iterations = inner;
 	p.biases = biases;
+	p.seed = 42;
 	memset(&d, 0, sizeof(d));
 	d.R = &ds->R;
 	d.Rt = &ds->Rt;
 	d.X = m->X.data();
 	d.Y = m->Y.data();
-	d.user_bias = biases ? m->ub.data() : NULL;
-	d.item_bias = biases ? m->ib.data() : NULL;
-	d.global_mean = biases ? ds->mu : 0.0;
+	d.user_bias = m->ub.data();
+	d.item_bias = m->ib.data();
+	memset(&cb, 0, sizeof(cb));
+	cb.on_iteration = on_iteration;
+	cb.arg = res;
 	res->rmse.clear();
 	res->loss.clear();
 	res->seconds.clear();
 	res->err[0] = '\0';
-	t0 = gm_now();
-	res->rc = ops->create(&h, &d, &p, NULL, res->device, sizeof(res->device),
-						  res->err, sizeof(res->err));
-	if (res->rc != GM_OK)
-		return;
-	if (ops->sync)
-		res->rc = ops->sync(h, res->err, sizeof(res->err));
-	res->create_seconds = gm_now() - t0;
-	for (int it = 0; it < iterations && res->rc == GM_OK; it++)
-	{
-		gm_mf_metrics mt;
-
-		t0 = gm_now();
-		for (int s = 0; s < ops->n_sweeps(h) && res->rc == GM_OK; s++)
-		{
-			gm_sweep	sw;
-
-			memset(&sw, 0, sizeof(sw));
-			res->rc = ops->begin_sweep(h, s, &sw, res->err, sizeof(res->err));
-			if (res->rc == GM_OK)
-				res->rc = ops->run(h, s, 0, sw.n_rows, res->err, sizeof(res->err));
-			if (res->rc == GM_OK)
-				res->rc = ops->end_sweep(h, s, res->err, sizeof(res->err));
-		}
-		if (res->rc == GM_OK)
-			res->rc = ops->sync(h, res->err, sizeof(res->err));
-		if (res->rc == GM_OK)
-			res->rc = ops->evaluate(h, &mt, res->err, sizeof(res->err));
-		if (res->rc != GM_OK)
-			break;
-		res->seconds.push_back(gm_now() - t0);
-		res->rmse.push_back(mt.rmse);
-		res->loss.push_back(mt.loss);
-	}
-	if (res->rc == GM_OK)
-	{
-		std::fill(m->X.begin(), m->X.end(), NAN);
-		std::fill(m->Y.begin(), m->Y.end(), NAN);
-		if (biases)
-		{
-			std::fill(m->ub.begin(), m->ub.end(), NAN);
-			std::fill(m->ib.begin(), m->ib.end(), NAN);
-		}
-		res->rc = ops->download(h, &d, res->err, sizeof(res->err));
-	}
-	ops->destroy(h);
+	res->rc = gm_mf_train(&p, &d, &cb, &out, res->err, sizeof(res->err));
+	snprintf(res->device, sizeof(res->device), "%s", out.device_name);
+	res->setup_seconds = out.transfer_seconds;
+	m->mu = d.global_mean;
 }
 
 static double
@@ -364,12 +340,94 @@ max_rel(const std::vector<double> &a, const std::vector<double> &b)
 
 /* ------------------------------------------------------------ checks */
 
+/*
+ * Drive the module's table directly (as gm_mf_train would, from the same
+ * start) but in random slices of every sweep, a sync after each: RMSE per
+ * iteration into r.  Exercises run() on partial ranges (the binned task
+ * lookup, rows split across slices).
+ */
 static void
-check_agreement(const dataset *ds, int threads)
+train_sliced(gm_algorithm alg, const dataset *ds, int k, int iterations, float lambda,
+			 int biases, int inner, uint64_t seed, run_result *r)
+{
+	const gm_algo_ops *ops = gm_cuda_algo_ops(alg);
+	gm_mf_params p;
+	gm_mf_data	d;
+	model		m;
+	void	   *h = NULL;
+	double		sum = 0.0;
+	uint64_t	st = seed;
+
+	r->rmse.clear();
+	r->loss.clear();
+	model_alloc(&m, ds, k);
+	gm_mf_params_defaults(&p, alg);
+	p.backend = GM_BACKEND_CUDA;
+	p.factors = k;
+	p.iterations = iterations;
+	p.regularization = lambda;
+	p.inner_iterations = inner;
+	p.biases = biases;
+	gm_factors_init(m.X.data(), ds->R.n_rows, k, 42, 0);
+	gm_factors_init(m.Y.data(), ds->R.n_cols, k, 42, 1);
+	std::fill(m.ub.begin(), m.ub.end(), 0.0f);
+	std::fill(m.ib.begin(), m.ib.end(), 0.0f);
+	for (int64_t e = 0; e < ds->R.nnz; e++)
+		sum += ds->R.data[e];
+	memset(&d, 0, sizeof(d));
+	d.R = &ds->R;
+	d.Rt = &ds->Rt;
+	d.X = m.X.data();
+	d.Y = m.Y.data();
+	d.user_bias = biases ? m.ub.data() : NULL;
+	d.item_bias = biases ? m.ib.data() : NULL;
+	d.global_mean = biases ? sum / ds->R.nnz : 0.0;
+	r->rc = ops ? ops->create(&h, &d, &p, NULL, r->device, sizeof(r->device), r->err, sizeof(r->err))
+		: GM_ENOTSUP;
+	for (int it = 0; it < iterations && r->rc == GM_OK; it++)
+	{
+		gm_mf_metrics mt;
+
+		for (int s = 0; s < ops->n_sweeps(h) && r->rc == GM_OK; s++)
+		{
+			gm_sweep	sw;
+
+			memset(&sw, 0, sizeof(sw));
+			r->rc = ops->begin_sweep(h, s, &sw, r->err, sizeof(r->err));
+			for (int32_t b = 0; b < sw.n_rows && r->rc == GM_OK;)
+			{
+				int32_t		e;
+
+				st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+				e = b + 1 + (int32_t) ((st >> 33) % (uint64_t) (sw.n_rows / 3 + 1));
+				if (e > sw.n_rows)
+					e = sw.n_rows;
+				r->rc = ops->run(h, s, b, e, r->err, sizeof(r->err));
+				if (r->rc == GM_OK)
+					r->rc = ops->sync(h, r->err, sizeof(r->err));
+				b = e;
+			}
+			if (r->rc == GM_OK)
+				r->rc = ops->end_sweep(h, s, r->err, sizeof(r->err));
+		}
+		if (r->rc == GM_OK)
+			r->rc = ops->evaluate(h, &mt, r->err, sizeof(r->err));
+		if (r->rc == GM_OK)
+		{
+			r->rmse.push_back(mt.rmse);
+			r->loss.push_back(mt.loss);
+		}
+	}
+	if (ops)
+		ops->destroy(h);
+}
+
+static void
+check_agreement(const dataset *ds, int threads, uint64_t seed)
 {
 	struct
 	{
-		int			alg;
+		gm_algorithm alg;
 		int			biases;
 		int			mode;		/* ccd: binning; als: solver */
 		int			inner;
@@ -382,11 +440,11 @@ check_agreement(const dataset *ds, int threads)
 	const int	k = 12,
 				iters = 5;
 
-	printf("\n== 1. GPU vs CPU from the same start: %d x %d, %lld ratings (longest row %lld, column %lld), k %d, %d iterations\n",
+	printf("\n== 1. GPU vs CPU through gm_mf_train from the same start: %d x %d, %lld ratings (longest row %lld, column %lld), k %d, %d iterations\n",
 		   ds->R.n_rows, ds->R.n_cols, (long long) ds->R.nnz, (long long) longest_row(&ds->R),
 		   (long long) longest_row(&ds->Rt), k, iters);
-	printf("  %-13s %-6s %-22s %-5s %12s %12s %10s %10s\n", "algorithm", "biases", "gpu layout / solver",
-		   "inner", "rmse cpu", "rmse gpu", "rmse diff", "loss diff");
+	printf("  %-13s %-6s %-22s %-5s %11s %11s %9s %9s %9s %9s\n", "algorithm", "biases", "gpu layout / solver",
+		   "inner", "rmse cpu", "rmse gpu", "rmse", "loss", "held-out", "sliced");
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
 	{
 		int			ccd = cases[c].alg == GM_ALG_CCD;
@@ -394,10 +452,14 @@ check_agreement(const dataset *ds, int threads)
 		model		mc,
 					mg;
 		run_result	rc,
-					rg;
+					rg,
+					rs;
 		double		dr,
-					dl;
+					dl,
+					dh,
+					ds_;
 		const char *layout;
+		const char *name = gm_algorithm_name(cases[c].alg);
 
 		if (ccd)
 		{
@@ -409,28 +471,43 @@ check_agreement(const dataset *ds, int threads)
 			gm_cuda_als_explicit_set_solver(cases[c].mode);
 			layout = cases[c].mode == 0 ? "cuSOLVER batched" : "own Cholesky kernel";
 		}
-		model_init(&mc, ds, k, 7);
-		model_init(&mg, ds, k, 7);
-		train(ccd ? &gm_cpu_ccd_ops : &gm_cpu_als_explicit_ops, ds, &mc, cases[c].alg, k, iters,
-			  lambda, cases[c].biases, cases[c].inner, threads, &rc);
-		train(ccd ? &gm_cuda_ccd_ops : &gm_cuda_als_explicit_ops, ds, &mg, cases[c].alg, k, iters,
-			  lambda, cases[c].biases, cases[c].inner, 0, &rg);
-		if (rc.rc != GM_OK || rg.rc != GM_OK)
+		train(GM_BACKEND_CPU, ds, &mc, cases[c].alg, k, iters, lambda, cases[c].biases,
+			  cases[c].inner, threads, &rc);
+		train(GM_BACKEND_CUDA, ds, &mg, cases[c].alg, k, iters, lambda, cases[c].biases,
+			  cases[c].inner, 0, &rg);
+		train_sliced(cases[c].alg, ds, k, iters, lambda, cases[c].biases, cases[c].inner,
+					 seed + c, &rs);
+		if (rc.rc != GM_OK || rg.rc != GM_OK || rs.rc != GM_OK)
 		{
-			CHECK(0, "%s biases %d %s: cpu rc %d (%s), gpu rc %d (%s)", ccd ? "ccd" : "als_explicit",
-				  cases[c].biases, layout, rc.rc, rc.err, rg.rc, rg.err);
+			CHECK(0, "%s biases %d %s: cpu rc %d (%s), gpu rc %d (%s), sliced rc %d (%s)", name,
+				  cases[c].biases, layout, rc.rc, rc.err, rg.rc, rg.err, rs.rc, rs.err);
 			continue;
 		}
 		dr = max_rel(rg.rmse, rc.rmse);
 		dl = max_rel(rg.loss, rc.loss);
-		printf("  %-13s %-6s %-22s %-5d %12.8f %12.8f %10.2e %10.2e\n", ccd ? "ccd" : "als_explicit",
-			   cases[c].biases ? "on" : "off", layout, cases[c].inner, rc.rmse.back(), rg.rmse.back(), dr, dl);
-		CHECK(dr <= 1e-3 && dl <= 1e-3 && model_finite(&mg),
-			  "%s, biases %s, %s, inner %d: rmse and loss per iteration within 1e-3 (%.2e, %.2e), model finite",
-			  ccd ? "ccd" : "als_explicit", cases[c].biases ? "on" : "off", layout, cases[c].inner, dr, dl);
+		dh = fabs(heldout_rmse(ds, &mg, cases[c].biases) / heldout_rmse(ds, &mc, cases[c].biases) - 1.0);
+		ds_ = max_rel(rs.rmse, rg.rmse);
+		printf("  %-13s %-6s %-22s %-5d %11.7f %11.7f %9.2e %9.2e %9.2e %9.2e\n", name,
+			   cases[c].biases ? "on" : "off", layout, cases[c].inner, rc.rmse.back(), rg.rmse.back(),
+			   dr, dl, dh, ds_);
+		CHECK(dr <= 1e-3 && dl <= 1e-3 && dh <= 1e-3 && ds_ <= 1e-5 && model_finite(&mg, cases[c].biases),
+			  "%s, biases %s, %s, inner %d: rmse, loss per iteration and held-out rmse of the downloaded model within 1e-3 of the CPU's (%.1e %.1e %.1e); random slices within 1e-5 (%.1e); model finite",
+			  name, cases[c].biases ? "on" : "off", layout, cases[c].inner, dr, dl, dh, ds_);
 	}
 	gm_cuda_ccd_set_binning(1);
 	gm_cuda_als_explicit_set_solver(1);
+}
+
+/* The module refuses what it cannot do, with a message. */
+static void
+check_refusals(const dataset *ds)
+{
+	model		m;
+	run_result	r;
+
+	train(GM_BACKEND_CUDA, ds, &m, GM_ALG_ALS_EXPLICIT, 512, 1, 0.05f, 1, 1, 0, &r);
+	CHECK(r.rc == GM_ENOTSUP && strstr(r.err, "factors") != NULL,
+		  "als_explicit at k 512 on the GPU refused: rc %d: %s", r.rc, r.err);
 }
 
 static void
@@ -449,10 +526,8 @@ check_planted_gpu(uint64_t seed)
 		run_result	r;
 		double		rmse;
 
-		model_init(&m, &ds, 10, 42);
-		train(ccd ? &gm_cuda_ccd_ops : &gm_cuda_als_explicit_ops, &ds, &m,
-			  ccd ? GM_ALG_CCD : GM_ALG_ALS_EXPLICIT, 10, ccd ? 20 : 10,
-			  ccd ? 0.8f : 0.003f, 1, 1, 0, &r);
+		train(GM_BACKEND_CUDA, &ds, &m, ccd ? GM_ALG_CCD : GM_ALG_ALS_EXPLICIT, 10,
+			  ccd ? 20 : 10, ccd ? 0.8f : 0.003f, 1, 1, 0, &r);
 		if (r.rc != GM_OK)
 		{
 			CHECK(0, "%s: rc %d: %s", ccd ? "ccd" : "als_explicit", r.rc, r.err);
@@ -627,7 +702,6 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 		{
 			model		m;
 			run_result	r;
-			const gm_algo_ops *ops = v == 0 ? &gm_cpu_ccd_ops : &gm_cuda_ccd_ops;
 			int			n_it = v == 0 ? cpu_iterations : iters;
 			const char *name[4] = {"CPU", "GPU, no binning", "GPU, binned (one launch)", "GPU, binned (streams)"};
 			char		label[64];
@@ -641,8 +715,8 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 				snprintf(label, sizeof(label), "%s (%d threads, %d it)", name[v], threads, n_it);
 			else
 				snprintf(label, sizeof(label), "%s", name[v]);
-			model_init(&m, &ds, k, 42);
-			train(ops, &ds, &m, GM_ALG_CCD, k, n_it, lambda, 0, 1, threads, &r);
+			train(v == 0 ? GM_BACKEND_CPU : GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, k, n_it, lambda,
+				  0, 1, threads, &r);
 			if (r.rc != GM_OK)
 			{
 				printf("  %-4d %-26s failed: rc %d: %s\n", k, label, r.rc, r.err);
@@ -663,8 +737,7 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 		model		m;
 		run_result	r;
 
-		model_init(&m, &ds, ks[ki], 42);
-		train(&gm_cuda_ccd_ops, &ds, &m, GM_ALG_CCD, ks[ki], iters, 0.8f, 0, 1, 0, &r);
+		train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, ks[ki], iters, 0.8f, 0, 1, 0, &r);
 		if (r.rc == GM_OK)
 			printf("  k %-4d %10.1f ms/iter   train rmse %.4f   held-out %.4f\n", ks[ki],
 				   median(r.seconds) * 1e3, r.rmse.back(), heldout_rmse(&ds, &m, 0));
@@ -687,8 +760,7 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 			double		ms;
 
 			gm_cuda_als_explicit_set_solver(solver);
-			model_init(&m, &ds, k, 42);
-			train(&gm_cuda_als_explicit_ops, &ds, &m, GM_ALG_ALS_EXPLICIT, k, iters, lambda, 0, 1, 0, &r);
+			train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_ALS_EXPLICIT, k, iters, lambda, 0, 1, 0, &r);
 			if (r.rc != GM_OK)
 			{
 				printf("  %-4d %-24s failed: rc %d: %s\n", k, solver ? "own Cholesky" : "cuSOLVER batched",
@@ -711,6 +783,9 @@ main(int argc, char **argv)
 {
 	int			quick = 0,
 				cpu_iterations = 1;
+	const char *module = "cuda/gpumf_cuda.so";
+	char		err[GM_ERRLEN],
+				name[128];
 	uint64_t	seed = (uint64_t) time(NULL);
 	int			threads;
 	cudaDeviceProp prop;
@@ -723,9 +798,11 @@ main(int argc, char **argv)
 			seed = strtoull(argv[++a], NULL, 10);
 		else if (strcmp(argv[a], "--cpu-iterations") == 0 && a + 1 < argc)
 			cpu_iterations = atoi(argv[++a]);
+		else if (strcmp(argv[a], "--module") == 0 && a + 1 < argc)
+			module = argv[++a];
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -734,12 +811,25 @@ main(int argc, char **argv)
 	printf("# mf_explicit_bench: %s, %d SMs, %.0f GiB; %d CPU threads; seed %llu\n", prop.name,
 		   prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, threads, (unsigned long long) seed);
 
+	/* the core trains on the GPU through the module it loads with dlopen */
+	if (gm_cuda_available(module, name, sizeof(name), err, sizeof(err)) != GM_OK)
+	{
+		CHECK(0, "gm_cuda_available(%s): %s", module, err);
+		printf("\n%d passed, %d failed\n", checks - failures, failures);
+		return 1;
+	}
+	CHECK(gm_cuda_abi_version() == GM_ALGO_ABI_VERSION &&
+		  gm_algo_ops_get(GM_ALG_CCD, GM_BACKEND_CUDA, err, sizeof(err)) == gm_cuda_algo_ops(GM_ALG_CCD) &&
+		  gm_algo_ops_get(GM_ALG_ALS_EXPLICIT, GM_BACKEND_CUDA, err, sizeof(err)) ==
+		  gm_cuda_algo_ops(GM_ALG_ALS_EXPLICIT) && gm_cuda_algo_ops(GM_ALG_CCD) != NULL,
+		  "the module (%s, on %s) registers ccd and als_explicit", module, name);
 	{
 		dataset		ds;
 
 		/* long columns (popular items over 4096 ratings: multi-chunk) and short rows */
-		make_dataset(&ds, 12000, 2000, 1200000, 6, 0.5, 3.5, 0.3, 0.0, 0.8, 3, seed);
-		check_agreement(&ds, threads);
+		make_dataset(&ds, 12000, 2000, 1200000, 6, 0.5, 3.5, 0.3, 0.05, 0.8, 3, seed);
+		check_agreement(&ds, threads, seed);
+		check_refusals(&ds);
 		free_dataset(&ds);
 	}
 	check_planted_gpu(seed + 1);
