@@ -130,16 +130,17 @@ ccd_update(double num, double den, float lambda)
 /*
  * Lane `lane` of a group of G lanes runs over nonzeros b + lane, b + lane +
  * G, ... < e: adds the packed terms (WRITE) and accumulates
- * num += res * cur, den += cur^2.  Four nonzeros in flight per lane.
+ * num += res * cur, den += cur^2.  Four nonzeros in flight per lane, the
+ * last round predicated (a row's tail costs one memory round trip, not up
+ * to three); the residual and the indices are read once, so they stream
+ * past the caches (__ldcs, __stcs) and leave L2 to the gathered packs.
  */
 template <int G, bool WRITE>
 __device__ __forceinline__ void
 row_sums(const pass_args &a, int64_t b, int64_t e, int lane, float4 rp,
 		 float &num, float &den)
 {
-	int64_t		x = b + lane;
-
-	for (; x + 3 * G < e; x += 4 * G)
+	for (int64_t x = b + lane; x < e; x += 4 * G)
 	{
 		int32_t		j[4];
 		float		r[4];
@@ -147,40 +148,29 @@ row_sums(const pass_args &a, int64_t b, int64_t e, int lane, float4 rp,
 
 #pragma unroll
 		for (int u = 0; u < 4; u++)
-		{
-			j[u] = __ldcs(a.idx + x + u * G);
-			r[u] = __ldcs(a.res + x + u * G);
-		}
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-			g[u] = __ldg(a.cp + j[u]);
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-		{
-			float		v = r[u];
-
-			if (WRITE)
+			if (x + u * G < e)
 			{
-				v += rp.x + g[u].x + rp.y * g[u].y + rp.z * g[u].z;
-				__stcs(a.res + x + u * G, v);
+				j[u] = __ldcs(a.idx + x + u * G);
+				r[u] = __ldcs(a.res + x + u * G);
 			}
-			num = fmaf(v, g[u].w, num);
-			den = fmaf(g[u].w, g[u].w, den);
-		}
-	}
-	for (; x < e; x += G)
-	{
-		int32_t		j = __ldcs(a.idx + x);
-		float		v = __ldcs(a.res + x);
-		float4		g = __ldg(a.cp + j);
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (x + u * G < e)
+				g[u] = __ldg(a.cp + j[u]);
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (x + u * G < e)
+			{
+				float		v = r[u];
 
-		if (WRITE)
-		{
-			v += rp.x + g.x + rp.y * g.y + rp.z * g.z;
-			__stcs(a.res + x, v);
-		}
-		num = fmaf(v, g.w, num);
-		den = fmaf(g.w, g.w, den);
+				if (WRITE)
+				{
+					v += rp.x + g[u].x + rp.y * g[u].y + rp.z * g[u].z;
+					__stcs(a.res + x + u * G, v);
+				}
+				num = fmaf(v, g[u].w, num);
+				den = fmaf(g[u].w, g[u].w, den);
+			}
 	}
 }
 
