@@ -482,6 +482,7 @@ als_penalty(const int64_t *ptr, int32_t n, const float *Y, int kk, int ld, doubl
 
 /* ------------------------------------------------------- host side */
 
+/* Free the state (safe on NULL and half-built states). */
 static void
 als_destroy(void *h)
 {
@@ -553,6 +554,7 @@ oom:
 	return GM_ENOMEM;
 }
 
+/* Everything create does that can fail on the device. */
 static int
 create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 			 char *err, size_t errlen)
@@ -647,6 +649,7 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	return GM_OK;
 }
 
+/* Upload the problem: ratings in both orders, factors with their biases as a last column. */
 static int
 als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -703,6 +706,7 @@ als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	return GM_OK;
 }
 
+/* Two sweeps: users, then items. */
 static int
 als_n_sweeps(void *h)
 {
@@ -710,6 +714,7 @@ als_n_sweeps(void *h)
 	return 2;
 }
 
+/* Describe sweep s's rows (users or items) and their cost. */
 static int
 als_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 {
@@ -788,6 +793,7 @@ solve_batch(als_gpu *c, int s, int32_t r0, int32_t nb, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Solve rows [begin, end) of sweep s. */
 static int
 als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
@@ -809,6 +815,7 @@ als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing to finish after a sweep. */
 static int
 als_end_sweep(void *h, int s, char *err, size_t errlen)
 {
@@ -819,6 +826,7 @@ als_end_sweep(void *h, int s, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Wait for the queued work; report asynchronous errors. */
 static int
 als_sync(void *h, char *err, size_t errlen)
 {
@@ -829,6 +837,7 @@ als_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Loss and training RMSE (gm_explicit.h) of the current model. */
 static int
 als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 {
@@ -851,6 +860,7 @@ als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Write the model back into d's arrays. */
 static int
 als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 {

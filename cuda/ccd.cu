@@ -119,6 +119,7 @@ struct pass_args
 	int32_t		nrows;
 };
 
+/* The closed-form coordinate update num / (lambda + den), 0 for an empty row. */
 __device__ __forceinline__ float
 ccd_update(double num, double den, float lambda)
 {
@@ -482,12 +483,14 @@ ccd_to_feature_major(const float *F, const float *bias, int32_t n, int k, float 
 
 /* ------------------------------------------------------- host helpers */
 
+/* Vector id of side s on the device, NULL for the all-ones vector. */
 static inline float *
 vec_of(ccd_gpu *c, int s, int id)
 {
 	return id == GM_CCD_ONES ? NULL : c->vec[s] + (size_t) id * c->side[s].n;
 }
 
+/* The smallest c with 2^c >= v. */
 static int
 ceil_log2(int64_t v)
 {
@@ -636,6 +639,7 @@ oom:
 	return GM_ENOMEM;
 }
 
+/* Free the state (safe on NULL and half-built states). */
 static void
 ccd_destroy(void *h)
 {
@@ -678,6 +682,7 @@ ccd_destroy(void *h)
 	free(c);
 }
 
+/* Everything create does that can fail on the device. */
 static int
 create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 			 char *device, size_t devlen, char *err, size_t errlen)
@@ -758,6 +763,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	return GM_OK;
 }
 
+/* Upload the problem: the model feature-major, the residual in both orders. */
 static int
 ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -805,6 +811,7 @@ ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	return GM_OK;
 }
 
+/* Sweeps per outer iteration (the plan's). */
 static int
 ccd_n_sweeps(void *h)
 {
@@ -851,6 +858,7 @@ launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows,
 	return GM_OK;
 }
 
+/* Plan sweep s: take its snapshots, pack its terms, describe its rows. */
 static int
 ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 {
@@ -898,6 +906,7 @@ task_at(const ccd_side *sd, int32_t pos)
 	return lo;
 }
 
+/* Launch tasks [t0, t1) of a binned pass on stream st. */
 static cudaError_t
 launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, cudaStream_t st)
 {
@@ -913,6 +922,7 @@ launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, cudaStream_t
 	return cudaGetLastError();
 }
 
+/* Rows [begin, end) of the current sweep's pass. */
 static int
 ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
@@ -983,6 +993,7 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing to finish after a pass. */
 static int
 ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 {
@@ -993,6 +1004,7 @@ ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Wait for the queued work; report asynchronous errors. */
 static int
 ccd_sync(void *h, char *err, size_t errlen)
 {
@@ -1003,6 +1015,7 @@ ccd_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Loss and training RMSE (gm_explicit.h) of the current model. */
 static int
 ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 {
@@ -1043,6 +1056,7 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Write the model back row-major into d's arrays. */
 static int
 ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 {

@@ -45,6 +45,7 @@ typedef struct als_cpu
 	double	   *dwork;			/* per thread: kk * (kk + 1) */
 } als_cpu;
 
+/* This thread's number in the enclosing parallel region. */
 static inline int
 thread_num(void)
 {
@@ -153,6 +154,7 @@ gm_als_explicit_solve_row(const int32_t *idx, const float *vals, int64_t n,
 	return 0;
 }
 
+/* Free the state (safe on NULL and half-built states). */
 static void
 als_destroy(void *h)
 {
@@ -167,6 +169,7 @@ als_destroy(void *h)
 	free(c);
 }
 
+/* Take the problem: factors with their biases as a last column. */
 static int
 als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -234,6 +237,7 @@ oom:
 	return GM_ENOMEM;
 }
 
+/* Two sweeps: users, then items. */
 static int
 als_n_sweeps(void *h)
 {
@@ -241,6 +245,7 @@ als_n_sweeps(void *h)
 	return 2;
 }
 
+/* Describe sweep s's rows (users or items) and their cost. */
 static int
 als_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 {
@@ -259,6 +264,7 @@ als_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Solve rows [begin, end) of sweep s. */
 static int
 als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
@@ -300,6 +306,7 @@ als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing to finish after a sweep. */
 static int
 als_end_sweep(void *h, int s, char *err, size_t errlen)
 {
@@ -310,6 +317,7 @@ als_end_sweep(void *h, int s, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing queued on the CPU. */
 static int
 als_sync(void *h, char *err, size_t errlen)
 {
@@ -319,6 +327,7 @@ als_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Loss and training RMSE (gm_explicit.h) of the current model. */
 static int
 als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 {
@@ -367,6 +376,7 @@ als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Write the model back into d's arrays. */
 static int
 als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 {

@@ -54,6 +54,7 @@ vec_of(ccd_cpu *c, int s, int id)
 	return id == GM_CCD_ONES ? NULL : c->vec[s] + (size_t) id * c->n[s];
 }
 
+/* Free the state (safe on NULL and half-built states). */
 static void
 ccd_destroy(void *h)
 {
@@ -99,6 +100,7 @@ initial_residual(const gm_csr *A, const float *X, const float *Y, int k,
 	}
 }
 
+/* Copy the model feature-major, compute the residual in both orders. */
 static int
 ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -178,6 +180,7 @@ oom:
 	return GM_ENOMEM;
 }
 
+/* Sweeps per outer iteration (the plan's). */
 static int
 ccd_n_sweeps(void *h)
 {
@@ -237,6 +240,7 @@ fill_packs(ccd_cpu *c, int s, const gm_ccd_pack *pk)
 	}
 }
 
+/* Plan sweep s: take its snapshots, pack its terms, describe its rows. */
 static int
 ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 {
@@ -310,6 +314,7 @@ ccd_rows(const gm_csr *A, float *res, const float *rp, const float *cp,
 	}
 }
 
+/* Rows [begin, end) of the current sweep's pass. */
 static int
 ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
@@ -329,6 +334,7 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing to finish after a pass. */
 static int
 ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 {
@@ -339,6 +345,7 @@ ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing queued on the CPU. */
 static int
 ccd_sync(void *h, char *err, size_t errlen)
 {
@@ -348,6 +355,7 @@ ccd_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Sum of v[i]^2 in float64. */
 static double
 sum_squares(const float *v, size_t n, int nt)
 {
@@ -360,6 +368,7 @@ sum_squares(const float *v, size_t n, int nt)
 	return s;
 }
 
+/* Loss and training RMSE (gm_explicit.h) of the current model. */
 static int
 ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 {
@@ -402,6 +411,7 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Write the model back row-major into d's arrays. */
 static int
 ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 {

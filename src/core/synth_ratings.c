@@ -20,6 +20,7 @@ typedef struct
 	uint64_t	s;
 } rng;
 
+/* Uniform [0, 1) from the generator r. */
 static inline double
 rnd(rng *r)
 {
@@ -27,6 +28,7 @@ rnd(rng *r)
 	return (gm_mix64(r->s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* A standard normal draw (Box-Muller). */
 static inline double
 rnd_normal(rng *r)
 {
@@ -83,6 +85,7 @@ planted_side(uint64_t seed, int side, int32_t n, int rank, double sd,
 	}
 }
 
+/* Range checks of a spec; the message names the field. */
 static int
 check_spec(const gm_ratings_spec *s, char *err, size_t errlen)
 {
@@ -167,6 +170,7 @@ user_counts(const gm_ratings_spec *s, double *w, int32_t *counts)
 		}
 }
 
+/* Generate the planted ratings (see gm_explicit.h). */
 int
 gm_synth_ratings(const gm_ratings_spec *s, int32_t *users, int32_t *items,
 				 float *ratings, uint8_t *holdout, char *err, size_t errlen)
