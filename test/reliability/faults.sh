@@ -7,7 +7,7 @@
 #   KILLS=20 CANCELS=40 bash test/reliability/faults.sh
 #   FAULT_USERS, FAULT_ITEMS, FAULT_ROWS, FAULT_ITERS: the dataset and the
 #   length of a training (default 300000 x 40000, 8000000 rows, 3
-#   iterations; --fast: 150000 x 20000, 4000000 rows)
+#   iterations; --fast: 100000 x 15000, 2500000 rows)
 #
 # A first training of the model, then a retraining that measures its phases
 # (the catalog's read/build/train/store seconds, warm caches).  Each trial then retrains it and aims at
@@ -41,7 +41,7 @@ DEV=${GPUMF_TEST_DEVICE:-cpu}
 fast=0; [ "${1:-}" = --fast ] && fast=1
 if [ $fast = 1 ]; then kills=${KILLS:-2}; cancels=${CANCELS:-4}; else kills=${KILLS:-10}; cancels=${CANCELS:-20}; fi
 if [ $fast = 1 ]; then
-  users=${FAULT_USERS:-150000}; items=${FAULT_ITEMS:-20000}; rows=${FAULT_ROWS:-4000000}
+  users=${FAULT_USERS:-100000}; items=${FAULT_ITEMS:-15000}; rows=${FAULT_ROWS:-2500000}
 else
   users=${FAULT_USERS:-300000}; items=${FAULT_ITEMS:-40000}; rows=${FAULT_ROWS:-8000000}
 fi
@@ -99,6 +99,8 @@ read -r r_s b_s t_s s_s <<<"$(q "SELECT round(read_seconds::numeric, 3), round(b
                                         round((transfer_seconds + train_seconds)::numeric, 3), round(store_seconds::numeric, 3)
                                    FROM gpumf.models WHERE name = 'm'" | tr '|' ' ')"
 it_s=$(awk "BEGIN { printf \"%.3f\", $t_s / $iters }")
+# a checkpoint now keeps each crash recovery short (nothing of the set-up to redo)
+q "CHECKPOINT"
 echo "# set-up $(fsub "$(now)" "$t0") s; phases of one training: reading $r_s s, building $b_s s, iterating $t_s s ($it_s s each), storing $s_s s"
 before=$(state)
 check "no orphan factor table before the trials" "$(orphans)" ""
