@@ -4,7 +4,8 @@ MODULE_big = gpumf
 DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 OBJS = src/pg/gpumf.o src/pg/device.o src/pg/train.o src/pg/recommend.o src/pg/synth.o \
        src/core/csr.o src/core/als.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o src/core/backend_cuda.o
+       src/core/synth.o src/core/serve.o src/core/backend_cuda.o \
+       src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o
 
 REGRESS = setup train_basic keys bad_input recommend privileges precision device
 REGRESS_OPTS = --dbname=gpumf_regression
