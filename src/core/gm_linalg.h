@@ -165,7 +165,8 @@ typedef enum gm_spmv_impl
 {
 	GM_SPMV_AUTO = 0,			/* the faster one: own */
 	GM_SPMV_OWN = 1,			/* gpumf's row-block kernel */
-	GM_SPMV_CUSPARSE = 2		/* cusparseSpMV */
+	GM_SPMV_CUSPARSE = 2,		/* cusparseSpMV (its default algorithm) */
+	GM_SPMV_CUSPARSE_ALG2 = 3	/* cusparseSpMV, CUSPARSE_SPMV_CSR_ALG2 (for comparisons) */
 } gm_spmv_impl;
 
 typedef struct gm_linalg_ops gm_linalg_ops;

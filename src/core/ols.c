@@ -349,7 +349,8 @@ gm_ols_add_rows(gm_ols_state *s, int64_t n, const double *X, int64_t ldx,
 {
 	int			rc = check_state(s, err, errlen);
 	int			m = s->m;
-	int			nt;
+	int			nt,
+				use_gpu;
 	int64_t		gpu_min;
 
 	if (rc != GM_OK)
@@ -364,8 +365,11 @@ gm_ols_add_rows(gm_ols_state *s, int64_t n, const double *X, int64_t ldx,
 	if ((rc = check_finite(s, n, X, ldx, y, err, errlen)) != GM_OK)
 		return rc;
 
+	gpu_min = ex && ex->gpu_min_rows > 0 ? ex->gpu_min_rows : 65536;
+	use_gpu = ex && ex->gpu && ex->gpu_handle && n >= gpu_min;
+
 	/* a few rows: through the buffer */
-	if (n < 4 * (int64_t) s->buf_cap)
+	if (!use_gpu && n < 4 * (int64_t) s->buf_cap)
 	{
 		for (int64_t i = 0; i < n; i++)
 		{
@@ -386,8 +390,7 @@ gm_ols_add_rows(gm_ols_state *s, int64_t n, const double *X, int64_t ldx,
 	if (!s->shifted)
 		choose_shift(s, X, ldx, y, n < 4096 ? n : 4096);
 
-	gpu_min = ex && ex->gpu_min_rows > 0 ? ex->gpu_min_rows : 65536;
-	if (ex && ex->gpu && ex->gpu_handle && n >= gpu_min)
+	if (use_gpu)
 	{
 		rc = ex->gpu->ols_fold(ex->gpu_handle, n, X, ldx, y, st_shift(s), st_R(s),
 							   err, errlen);
