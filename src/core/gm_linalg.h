@@ -208,7 +208,9 @@ typedef struct gm_cg_result
  * CG, with cheaper iterations).  Convergence is tested on the true
  * residual: when the recurrence says converged, b - A x is recomputed in
  * float64, and iteration continues from it if it is not below the
- * tolerance.  Returns GM_OK also when not converged (result->converged = 0,
+ * tolerance (three restarts in a row that do not halve the residual stop
+ * the solve as stagnated, except with tolerance 0, which runs exactly
+ * max_iterations).  Returns GM_OK also when not converged (result->converged = 0,
  * x the last iterate); GM_EINVAL when A is found not positive definite;
  * GM_ECANCELED when cb->should_stop asked (polled every few milliseconds of
  * work); GPU errors as GM_EDEVICE and friends.

@@ -237,7 +237,9 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 				break;
 			broke = single ? iterate_s(&c, &rr, check, &rru, &pq)
 				: iterate_d(&c, &rr, check, &rru, &pq);
-			if (broke)
+			if (broke && pq == 0.0)
+				verify = 1;		/* p underflowed: nothing to learn from the recurrence */
+			else if (broke)
 			{
 				snprintf(err, errlen,
 						 "the matrix is not positive definite: p'Ap = %.6g at iteration %d of "
@@ -245,11 +247,14 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 				rc = GM_EINVAL;
 				break;
 			}
-			it++;
-			if (check)
+			else
 			{
-				since = 0;
-				verify = sqrt(rru) <= target;
+				it++;
+				if (check)
+				{
+					since = 0;
+					verify = sqrt(rru) <= target;
+				}
 			}
 		}
 		if (verify)
@@ -276,7 +281,7 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 			 * huge first step
 			 */
 			rr = single ? replace_residual_s(&c, 1) : replace_residual_d(&c, 1);
-			if (stall >= STALL_LIMIT || rr == 0.0)
+			if ((stall >= STALL_LIMIT && prm->tolerance > 0.0) || rr == 0.0)
 			{
 				/* no progress, or a residual the working precision rounds to 0 */
 				res->stagnated = 1;

@@ -137,6 +137,7 @@ FN(iterate) (cg_cpu *c, double *rr, int check, double *rru, double *pq_out)
 				rq += part[4 * t + 1];
 				qq += part[4 * t + 2];
 			}
+			/* pq == 0: p underflowed (a recurrence run far below the tolerance) */
 			lbroke = !(pq > 0.0) || !isfinite(pq);
 			alpha = lbroke ? 0.0 : rr0 / pq;
 			rrn = rr0 - 2.0 * alpha * rq + alpha * alpha * qq;

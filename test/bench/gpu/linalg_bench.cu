@@ -233,9 +233,12 @@ poisson2d(int64_t side, gm_spmat *A)
 }
 
 /*
- * The seed's case (~30,000 rows, ~1M nonzeros): a 31^3 grid with the
- * 27-point stencil (off-diagonal -1, diagonal 26 + 0.05) plus 4 random
- * symmetric long-range couplings per row (-0.5 each, added to the diagonal).
+ * The seed's case (~30,000 rows, ~1M nonzeros, a few hundred Jacobi-PCG
+ * iterations): diffusion on a 31^3 grid with the 27-point stencil and
+ * coefficients 10^U(-2, 2) per edge (a weighted graph Laplacian), a weak
+ * Dirichlet boundary (5e-4 per missing neighbour) and 4 weak random
+ * couplings (1e-5) per row; 29,791 rows, 991,681 nonzeros.  Tuned on the CPU
+ * solver to need about as many iterations as the seed's (378 with Jacobi).
  */
 static void
 seed_case(gm_spmat *A)
@@ -245,7 +248,7 @@ seed_case(gm_spmat *A)
 	std::vector<int64_t> r,
 				c;
 	std::vector<double> v;
-	std::vector<double> extra((size_t) n, 0.0);
+	std::vector<double> diag((size_t) n, 0.0);
 
 	for (int64_t i = 0; i < n; i++)
 	{
@@ -259,13 +262,26 @@ seed_case(gm_spmat *A)
 				{
 					int64_t		xx = x + dx,
 								yy = y + dy,
-								zz = z + dz;
+								zz = z + dz,
+								j;
+					double		w;
 
-					if (xx < 0 || yy < 0 || zz < 0 || xx >= s || yy >= s || zz >= s)
+					if (!dx && !dy && !dz)
 						continue;
-					r.push_back(i);
-					c.push_back(xx + s * (yy + s * zz));
-					v.push_back(dx == 0 && dy == 0 && dz == 0 ? 26.05 : -1.0);
+					if (xx < 0 || yy < 0 || zz < 0 || xx >= s || yy >= s || zz >= s)
+					{
+						diag[i] += 5e-4;
+						continue;
+					}
+					j = xx + s * (yy + s * zz);
+					if (j < i)
+						continue;
+					w = pow(10.0, 2.0 * (2.0 * unif(5, (uint64_t) i * 27 + (dz + 1) * 9 + (dy + 1) * 3 + dx + 1) - 1.0));
+					r.push_back(j);
+					c.push_back(i);
+					v.push_back(-w);
+					diag[i] += w;
+					diag[j] += w;
 				}
 		for (int t = 0; t < 4; t++)
 		{
@@ -273,23 +289,20 @@ seed_case(gm_spmat *A)
 
 			if (j == i)
 				continue;
-			r.push_back(i);
-			c.push_back(j);
-			v.push_back(-0.5);
-			r.push_back(j);
-			c.push_back(i);
-			v.push_back(-0.5);
-			extra[i] += 0.5;
-			extra[j] += 0.5;
+			r.push_back(std::max(i, j));
+			c.push_back(std::min(i, j));
+			v.push_back(-1e-5);
+			diag[i] += 1e-5;
+			diag[j] += 1e-5;
 		}
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
 		r.push_back(i);
 		c.push_back(i);
-		v.push_back(extra[i]);
+		v.push_back(diag[i]);
 	}
-	from_triplets(n, r, c, v, GM_TRI_BOTH, A);
+	from_triplets(n, r, c, v, GM_TRI_LOWER, A);
 }
 
 /* a random SPD system like the unit tests' (graph Laplacian + diagonal, rescaled) */
@@ -749,16 +762,36 @@ ols_checks()
 					X[(size_t) i * k + j] = 1000.0 * j + normal(43 + j, i);
 				v += (j % 3 - 1 + 0.25) * X[(size_t) i * k + j];
 			}
-			y[i] = v + (c == 0 ? 1e-7 : 1.0) * normal(60, i);
+			y[i] = v + (c == 0 ? 1e-7 : 1.0) * normal(999, i);	/* a stream no column uses */
 		}
 		GM(ops->ols_create(&g, k, 1, 1 << 18, err, sizeof(err)));
 		GM(fit(k, 1, n, X.data(), y.data(), NULL, fc, &tc));
 		GM(fit(k, 1, n, X.data(), y.data(), g, fg, &tg));
-		for (int j = 0; j <= k; j++)
+		/*
+		 * slopes and their SEs relative to themselves; the intercept (and its
+		 * SE) relative to the size of what cancels in it, sum |b_j mean_j|
+		 */
+		{
+			double		scale = fabs(fc.coef[0]),
+						sescale = fc.se[0];
+
+			for (int j = 1; j <= k; j++)
+			{
+				double		mean = 0.0;
+
+				for (int64_t i = 0; i < n; i += 97)
+					mean += X[(size_t) i * k + j - 1];
+				mean /= (double) ((n + 96) / 97);
+				scale += fabs(fc.coef[j] * mean);
+				sescale += fc.se[j] * fabs(mean);
+			}
+			worst = std::max(fabs(fg.coef[0] - fc.coef[0]) / scale, fabs(fg.se[0] - fc.se[0]) / sescale);
+		}
+		for (int j = 1; j <= k; j++)
 			worst = std::max(worst, std::max(fabs(fg.coef[j] - fc.coef[j]) / fabs(fc.coef[j]),
 											 fabs(fg.se[j] - fc.se[j]) / fabs(fc.se[j])));
-		CHECK(worst <= 1e-6, "%s, %lld x %d: GPU vs CPU coefficients and SEs within %.2e "
-			  "(condition number %.3g)", c == 0 ? "polynomial x..x^10" : "random, offsets 1e3 j",
+		CHECK(worst <= 1e-7, "%s, %lld x %d: GPU vs CPU coefficients and SEs within %.2e "
+			  "(condition number of X %.3g)", c == 0 ? "polynomial x..x^10" : "random, offsets 1e3 j",
 			  (long long) n, k, worst, fc.r.condition_number);
 		ops->ols_destroy(g);
 	}
@@ -879,7 +912,7 @@ cg_ms_per_iteration(const gm_spmat *A, const std::vector<double> &b, gm_precisio
 	gm_cg_result r;
 	std::vector<double> x((size_t) A->n);
 	double		t[2];
-	const int	its[2] = {40, 440};
+	const int	its[2] = {30, 150};
 
 	gm_cg_params_default(&p);
 	p.precision = prec;
@@ -1097,7 +1130,9 @@ ols_bench(int64_t n, int k)
 int
 main(int argc, char **argv)
 {
-	bool		quick = false;
+	bool		quick = false,
+				spmv_only = false,
+				profile = false;
 	const char *dir = "/tmp/gpumf_linalg";
 	const char *cupy = NULL;
 	int64_t		ols_rows = 10000000;
@@ -1109,6 +1144,10 @@ main(int argc, char **argv)
 	{
 		if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--spmv-only"))
+			spmv_only = true;
+		else if (!strcmp(argv[i], "--profile"))
+			profile = true;
 		else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
 			dir = argv[++i];
 		else if (!strcmp(argv[i], "--cupy") && i + 1 < argc)
@@ -1133,6 +1172,59 @@ main(int argc, char **argv)
 		return 1;
 	}
 
+	if (spmv_only || profile)
+	{
+		gm_spmat	P,
+					Q;
+
+		poisson2d(2048, &P);
+		powerlaw_spd(1000000, 15500000, 0.55, 601, &Q);
+		for (gm_spmat *A : {&P, &Q})
+			for (int pi = 0; pi < 2; pi++)
+			{
+				size_t		ts = pi ? 4 : 8;
+				void	   *h,
+						   *dx,
+						   *dy;
+				char		dev[128];
+				double		bytes = (double) A->nnz * (ts + 4) + 4.0 * (A->n + 1) + 2.0 * ts * A->n;
+
+				GM(ops->sparse_create(&h, A, pi ? GM_PRECISION_SINGLE : GM_PRECISION_DOUBLE, dev,
+									  sizeof(dev), err, sizeof(err)));
+				CK(cudaMalloc(&dx, ts * (A->n + 4)));
+				CK(cudaMalloc(&dy, ts * (A->n + 4)));
+				CK(cudaMemset(dx, 0x3c, ts * (A->n + 4)));
+				if (profile)
+				{
+					std::vector<double> b((size_t) A->n, 1.0),
+								x((size_t) A->n, 0.0);
+					gm_cg_params p;
+					gm_cg_result r;
+
+					for (int i = 0; i < 2; i++)
+						GM(ops->sparse_spmv_device(h, GM_SPMV_OWN, dx, dy, err, sizeof(err)));
+					gm_cg_params_default(&p);
+					p.precision = pi ? GM_PRECISION_SINGLE : GM_PRECISION_DOUBLE;
+					p.tolerance = 0;
+					p.max_iterations = 2;
+					GM(ops->sparse_cg(h, b.data(), x.data(), &p, NULL, &r, err, sizeof(err)));
+				}
+				else
+				{
+					double		o = time_spmv(h, GM_SPMV_OWN, dx, dy),
+								c = time_spmv(h, GM_SPMV_CUSPARSE, dx, dy);
+
+					printf("%s %s own %.4f ms %.0f GB/s, cusparse %.4f ms %.0f GB/s\n",
+						   A == &P ? "poisson" : "powerlaw", pi ? "fp32" : "fp64", o,
+						   bytes / o / 1e6, c, bytes / c / 1e6);
+				}
+				CK(cudaDeviceSynchronize());
+				CK(cudaFree(dx));
+				CK(cudaFree(dy));
+				ops->sparse_destroy(h);
+			}
+		return 0;
+	}
 	spmv_checks();
 	pcg_checks();
 	ols_checks();
