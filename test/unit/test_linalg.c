@@ -1537,6 +1537,20 @@ fail:
 	return 0;
 }
 
+/* Without the module (or a GPU) the GPU table is NULL with a reason. */
+static int
+test_cuda_ops_absent(void)
+{
+	const gm_linalg_ops *ops;
+
+	err[0] = '\0';
+	ops = gm_linalg_cuda_ops("/nonexistent/gpumf_cuda.so", err, sizeof(err));
+	CHECK(ops == NULL && err[0] != '\0', "ops %p, reason '%s'", (const void *) ops, err);
+	return 0;
+fail:
+	return 1;
+}
+
 /* ------------------------------------------------------------ main */
 
 static const struct
@@ -1560,6 +1574,7 @@ static const struct
 	{"OLS rank deficiency names the columns; bad rows", test_ols_rank_and_errors},
 	{"Student t p-values and the incomplete beta", test_pvalues},
 	{"OLS condition number of X", test_condition_number},
+	{"no CUDA module: the GPU table is absent, with a reason", test_cuda_ops_absent},
 };
 
 int
