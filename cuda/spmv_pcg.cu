@@ -789,6 +789,8 @@ build_row_blocks(const int64_t *indptr, int n, std::vector<RowBlock> &blocks,
 	*nlongpart = part;
 }
 
+struct CgWork;
+
 struct SparseHandle
 {
 	int			n;
@@ -825,6 +827,9 @@ struct SparseHandle
 	void	   *dx,
 			   *dy;
 	double	   *dx64;
+	struct CgWork *cgw;			/* CG buffers, kept between solves */
+	char		devname[128];
+	gm_spmv_impl auto_impl;		/* GM_SPMV_AUTO resolved by timing, once */
 };
 
 int
@@ -951,9 +956,70 @@ cusparse_alg(gm_spmv_impl impl)
 }
 
 template <typename T>
+int			spmv_device_t(SparseHandle *h, gm_spmv_impl impl, const T *x, T *y, char *err,
+						  size_t errlen);
+
+/*
+ * GM_SPMV_AUTO: the faster of the two on this matrix, timed once per handle
+ * (a warm-up and three products each; cuSPARSE must win by 3% to be taken,
+ * gpumf's kernel also fuses the CG's dot products)
+ */
+gm_spmv_impl
+resolve_impl(SparseHandle *h, gm_spmv_impl impl)
+{
+	cudaEvent_t e0 = nullptr,
+				e1 = nullptr;
+	float		t[2] = {0, 0};
+	char		err[GM_ERRLEN];
+	size_t		errlen = sizeof(err);
+	const size_t ts = h->prec == GM_PRECISION_SINGLE ? sizeof(float) : sizeof(double);
+
+	if (impl != GM_SPMV_AUTO)
+		return impl;
+	if (h->auto_impl != GM_SPMV_AUTO)
+		return h->auto_impl;
+	h->auto_impl = GM_SPMV_OWN;
+	if (h->idx64 || h->mat == nullptr)
+		return h->auto_impl;
+	if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess ||
+		cudaMemsetAsync(h->dx, 0x3c, ts * (size_t) h->n, h->stream) != cudaSuccess)
+		goto out;
+	for (int k = 0; k < 2; k++)
+	{
+		gm_spmv_impl which = k ? GM_SPMV_CUSPARSE : GM_SPMV_OWN;
+
+		for (int rep = 0; rep < 4; rep++)
+		{
+			int			rc;
+
+			if (rep == 1 && cudaEventRecord(e0, h->stream) != cudaSuccess)
+				goto out;
+			rc = h->prec == GM_PRECISION_SINGLE
+				? spmv_device_t<float>(h, which, (const float *) h->dx, (float *) h->dy, err, errlen)
+				: spmv_device_t<double>(h, which, (const double *) h->dx, (double *) h->dy, err, errlen);
+			if (rc != GM_OK)
+				goto out;
+		}
+		if (cudaEventRecord(e1, h->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+			cudaEventElapsedTime(&t[k], e0, e1) != cudaSuccess)
+			goto out;
+	}
+	if (t[1] < 0.97f * t[0])
+		h->auto_impl = GM_SPMV_CUSPARSE;
+out:
+	(void) cudaGetLastError();
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
+	return h->auto_impl;
+}
+
+template <typename T>
 int
 spmv_device_t(SparseHandle *h, gm_spmv_impl impl, const T *x, T *y, char *err, size_t errlen)
 {
+	impl = resolve_impl(h, impl);
 	if (impl == GM_SPMV_CUSPARSE || impl == GM_SPMV_CUSPARSE_ALG2)
 		return cusparse_spmv(h, h->mat, cusparse_alg(impl), x, y, err, errlen);
 	if (h->idx64)
@@ -963,7 +1029,12 @@ spmv_device_t(SparseHandle *h, gm_spmv_impl impl, const T *x, T *y, char *err, s
 
 /* ------------------------------------------------------------ CG on the device */
 
-/* Device memory of one solve; freed by the destructor on every path. */
+/*
+ * The CG's device memory.  The vectors, Â's values, the pinned status and
+ * the events are kept in the handle and reused by later solves (a solve of
+ * a small system is otherwise mostly allocation); the graph and the
+ * cuSPARSE descriptor belong to one solve (CgSolveGuard releases them).
+ */
 struct CgWork
 {
 	double	   *b = nullptr,
@@ -983,7 +1054,9 @@ struct CgWork
 	cusparseSpMatDescr_t mat = nullptr;
 	cudaStream_t stream = nullptr;
 
-	~CgWork()
+	bool		ready = false;	/* allocated and zeroed */
+
+	void		release_solve()
 	{
 		if (stream)
 			cudaStreamSynchronize(stream);
@@ -991,16 +1064,35 @@ struct CgWork
 			cudaGraphExecDestroy(exec);
 		if (graph)
 			cudaGraphDestroy(graph);
+		if (mat)
+			cusparseDestroySpMat(mat);
+		exec = nullptr;
+		graph = nullptr;
+		mat = nullptr;
+	}
+
+	~CgWork()
+	{
+		release_solve();
 		for (auto &e : ev)
 			if (e)
 				cudaEventDestroy(e);
 		if (status)
 			cudaFreeHost(status);
-		if (mat)
-			cusparseDestroySpMat(mat);
 		for (void *ptr : {(void *) b, (void *) x, (void *) s, (void *) dsq, (void *) rt, y, r, p, q, vh})
 			if (ptr)
 				cudaFree(ptr);
+	}
+};
+
+/* releases one solve's graph and descriptor on every way out */
+struct CgSolveGuard
+{
+	CgWork	   *w;
+
+	~CgSolveGuard()
+	{
+		w->release_solve();
 	}
 };
 
@@ -1067,13 +1159,21 @@ int
 cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 		   const gm_callbacks *cb, gm_cg_result *res, char *err, size_t errlen)
 {
-	CgWork		w;
+	if (h->cgw == nullptr && (h->cgw = new(std::nothrow) CgWork()) == nullptr)
+	{
+		snprintf(err, errlen, "out of memory");
+		return GM_ENOMEM;
+	}
+
+	CgWork	   &w = *h->cgw;
+	CgSolveGuard guard = {&w};
 	const int64_t n = h->n;
 	const size_t vb = sizeof(double) * (size_t) h->npad,
 				tb = sizeof(T) * (size_t) h->npad;
 	const int	m = prm->check_every > 0 ? prm->check_every : DEFAULT_CHECK_EVERY;
-	const bool	use_cusparse = prm->spmv == GM_SPMV_CUSPARSE || prm->spmv == GM_SPMV_CUSPARSE_ALG2;
-	const cusparseSpMVAlg_t alg = cusparse_alg(prm->spmv);
+	const gm_spmv_impl impl = resolve_impl(h, prm->spmv);
+	const bool	use_cusparse = impl == GM_SPMV_CUSPARSE || impl == GM_SPMV_CUSPARSE_ALG2;
+	const cusparseSpMVAlg_t alg = cusparse_alg(impl);
 	bool		use_graph = true;
 	double		bn = 0.0,
 				target,
@@ -1084,30 +1184,40 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	CgState		st;
 
 	w.stream = h->stream;
+	snprintf(res->device, sizeof(res->device), "%s, %s SpMV", h->devname,
+			 use_cusparse ? "cuSPARSE" : "gpumf's");
 	for (int64_t i = 0; i < n; i++)
 		bn += b[i] * b[i];
 	bn = sqrt(bn);
 	target = prm->tolerance * bn;
 
-	LA_CHECK(cudaMalloc(&w.b, vb));
-	LA_CHECK(cudaMalloc(&w.x, vb));
-	LA_CHECK(cudaMalloc(&w.s, vb));
-	LA_CHECK(cudaMalloc(&w.dsq, vb));
-	LA_CHECK(cudaMalloc(&w.rt, vb));
-	LA_CHECK(cudaMalloc(&w.y, tb));
-	LA_CHECK(cudaMalloc(&w.r, tb));
-	LA_CHECK(cudaMalloc(&w.p, tb));
-	LA_CHECK(cudaMalloc(&w.q, tb));
-	LA_CHECK(cudaMalloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
-	LA_CHECK(cudaHostAlloc((void **) &w.status, 2 * sizeof(CgState), cudaHostAllocDefault));
-	LA_CHECK(cudaEventCreateWithFlags(&w.ev[0], cudaEventDisableTiming));
-	LA_CHECK(cudaEventCreateWithFlags(&w.ev[1], cudaEventDisableTiming));
-	/* padding stays zero: the 4-wide update kernel reads it */
-	for (void *ptr : {(void *) w.b, (void *) w.x, (void *) w.s, (void *) w.dsq, (void *) w.rt})
-		LA_CHECK(cudaMemsetAsync(ptr, 0, vb, h->stream));
-	for (void *ptr : {w.y, w.r, w.p, w.q})
-		LA_CHECK(cudaMemsetAsync(ptr, 0, tb, h->stream));
-	LA_CHECK(cudaMemsetAsync(w.vh, 0, sizeof(T) * (size_t) (h->nnz + PAD), h->stream));
+	if (!w.ready)
+	{
+		LA_CHECK(cudaMalloc(&w.b, vb));
+		LA_CHECK(cudaMalloc(&w.x, vb));
+		LA_CHECK(cudaMalloc(&w.s, vb));
+		LA_CHECK(cudaMalloc(&w.dsq, vb));
+		LA_CHECK(cudaMalloc(&w.rt, vb));
+		LA_CHECK(cudaMalloc(&w.y, tb));
+		LA_CHECK(cudaMalloc(&w.r, tb));
+		LA_CHECK(cudaMalloc(&w.p, tb));
+		LA_CHECK(cudaMalloc(&w.q, tb));
+		LA_CHECK(cudaMalloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
+		LA_CHECK(cudaHostAlloc((void **) &w.status, 2 * sizeof(CgState), cudaHostAllocDefault));
+		LA_CHECK(cudaEventCreateWithFlags(&w.ev[0], cudaEventDisableTiming));
+		LA_CHECK(cudaEventCreateWithFlags(&w.ev[1], cudaEventDisableTiming));
+
+		/*
+		 * padding zero once: no kernel writes a pad but the 4-wide update,
+		 * which keeps it zero (0 + alpha 0)
+		 */
+		for (void *ptr : {(void *) w.b, (void *) w.x, (void *) w.s, (void *) w.dsq, (void *) w.rt})
+			LA_CHECK(cudaMemsetAsync(ptr, 0, vb, h->stream));
+		for (void *ptr : {w.y, w.r, w.p, w.q})
+			LA_CHECK(cudaMemsetAsync(ptr, 0, tb, h->stream));
+		LA_CHECK(cudaMemsetAsync(w.vh, 0, sizeof(T) * (size_t) (h->nnz + PAD), h->stream));
+		w.ready = true;
+	}
 	LA_CHECK(cudaMemcpyAsync(w.b, b, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
 	LA_CHECK(cudaMemcpyAsync(w.x, x, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
 
@@ -1279,6 +1389,7 @@ sparse_destroy(void *vh)
 		return;
 	if (h->stream)
 		cudaStreamSynchronize(h->stream);
+	delete h->cgw;
 	if (h->vx)
 		cusparseDestroyDnVec(h->vx);
 	if (h->vy)
@@ -1345,6 +1456,7 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 	h->idx64 = A->nnz >= INT32_MAX;
 	LA_CHECK(cudaGetDevice(&dev));
 	LA_CHECK(cudaGetDeviceProperties(&prop, dev));
+	snprintf(h->devname, sizeof(h->devname), "%s", prop.name);
 	if (device && devlen)
 		snprintf(device, devlen, "%s", prop.name);
 	h->nsm = prop.multiProcessorCount;

@@ -163,7 +163,7 @@ typedef enum gm_precond
 /* Which SpMV the GPU uses (SQL: gpumf.spmv). */
 typedef enum gm_spmv_impl
 {
-	GM_SPMV_AUTO = 0,			/* the faster one: own */
+	GM_SPMV_AUTO = 0,			/* the faster of the two on this matrix (timed once) */
 	GM_SPMV_OWN = 1,			/* gpumf's row-block kernel */
 	GM_SPMV_CUSPARSE = 2,		/* cusparseSpMV (its default algorithm) */
 	GM_SPMV_CUSPARSE_ALG2 = 3	/* cusparseSpMV, CUSPARSE_SPMV_CSR_ALG2 (for comparisons) */
@@ -197,7 +197,7 @@ typedef struct gm_cg_result
 	int			replacements;	/* times the recurrence claimed convergence too early */
 	int			stagnated;		/* stopped because the true residual no longer fell */
 	double		seconds;
-	char		device[128];	/* "cpu (N threads)" or the GPU's name */
+	char		device[128];	/* "cpu (N threads)", or the GPU's name and the SpMV used */
 } gm_cg_result;
 
 /*

@@ -357,8 +357,9 @@ gm_cg_solve(const gm_spmat *A, const double *b, double *x,
 	{
 		void	   *h = NULL;
 
-		rc = p->gpu->sparse_create(&h, A, p->precision, res->device,
-								   sizeof(res->device), err, errlen);
+		char		devname[128];
+
+		rc = p->gpu->sparse_create(&h, A, p->precision, devname, sizeof(devname), err, errlen);
 		if (rc == GM_OK)
 			rc = p->gpu->sparse_cg(h, b, x, p, cb, res, err, errlen);
 		if (h)
