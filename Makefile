@@ -2,12 +2,15 @@
 EXTENSION = gpumf
 MODULE_big = gpumf
 DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
-OBJS = src/pg/gpumf.o src/pg/device.o src/pg/train.o src/pg/recommend.o src/pg/synth.o \
-       src/core/csr.o src/core/als.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o src/core/backend_cuda.o \
+OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
+       src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
+       src/pg/train.o src/pg/recommend.o src/pg/synth.o \
+       src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
+       src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
+       src/core/synth.o src/core/serve.o \
        src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges precision device
+REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
@@ -31,7 +34,8 @@ ifeq ($(NVCC),)
 all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
-cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/*.h)
+cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/Makefile) src/core/gm_errors.h \
+		src/core/gm_algo.h src/core/gm_core.h src/core/csr.c
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so

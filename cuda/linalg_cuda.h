@@ -1,50 +1,14 @@
 /*
  * linalg_cuda.h: what cuda/spmv_pcg.cu and cuda/ols.cu share (internal to
- * the CUDA module): the error-check helpers and the least-squares entry
- * points that spmv_pcg.cu puts into the module's gm_linalg_ops table.
+ * the CUDA module): the least-squares entry points that spmv_pcg.cu puts
+ * into the module's gm_linalg_ops table.  Errors go through common.cuh's
+ * GM_CHECK.
  */
 #ifndef GM_LINALG_CUDA_H
 #define GM_LINALG_CUDA_H
 
-#include "../src/core/gm_linalg.h"
-
-#include <cuda_runtime.h>
-#include <stdio.h>
-
-/* the message for a failed call, NULL on success */
-static inline const char *
-la_status_text(cudaError_t e)
-{
-	return e == cudaSuccess ? NULL : cudaGetErrorString(e);
-}
-
-/* GM_ENOMEM for an allocation failure, GM_EDEVICE for anything else */
-static inline int
-la_status_code(cudaError_t e)
-{
-	return e == cudaErrorMemoryAllocation ? GM_ENOMEM : GM_EDEVICE;
-}
-
-/*
- * Every CUDA (cuSPARSE, cuSOLVER) call goes through LA_CHECK: on failure it
- * writes the call, the error, the file and the line into err and returns
- * from the enclosing function (which must have err and errlen).
- */
-#define LA_CHECK(call) \
-	do { \
-		auto s_ = (call); \
-		const char *m_ = la_status_text(s_); \
-		if (m_ != NULL) \
-		{ \
-			if (err && errlen) \
-				snprintf(err, errlen, "%s failed: %s (%s:%d)", #call, m_, \
-						 __FILE__, __LINE__); \
-			return la_status_code(s_); \
-		} \
-	} while (0)
-
-/* after a kernel launch */
-#define LA_CHECK_LAUNCH()	LA_CHECK(cudaGetLastError())
+#include "common.cuh"
+#include "gm_linalg.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,36 +24,6 @@
 #include <cstring>
 #include <vector>
 
-static inline const char *
-la_status_text(cusolverStatus_t s)
-{
-	switch (s)
-	{
-		case CUSOLVER_STATUS_SUCCESS:
-			return NULL;
-		case CUSOLVER_STATUS_NOT_INITIALIZED:
-			return "cuSOLVER not initialized";
-		case CUSOLVER_STATUS_ALLOC_FAILED:
-			return "cuSOLVER allocation failed";
-		case CUSOLVER_STATUS_INVALID_VALUE:
-			return "invalid value";
-		case CUSOLVER_STATUS_ARCH_MISMATCH:
-			return "architecture mismatch";
-		case CUSOLVER_STATUS_EXECUTION_FAILED:
-			return "execution failed";
-		case CUSOLVER_STATUS_INTERNAL_ERROR:
-			return "internal error";
-		default:
-			return "cuSOLVER error";
-	}
-}
-
-static inline int
-la_status_code(cusolverStatus_t s)
-{
-	return s == CUSOLVER_STATUS_ALLOC_FAILED ? GM_ENOMEM : GM_EDEVICE;
-}
-
 namespace
 {
 
@@ -149,20 +119,20 @@ ols_create_inner(OlsHandle *h, int k, int intercept, int64_t max_rows, char *err
 	h->m = k + h->intercept + 1;
 	h->max_rows = max_rows > 0 ? max_rows : (int64_t) 1 << 20;
 	h->ldw = h->m + h->max_rows;
-	LA_CHECK(cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking));
-	LA_CHECK(cudaStreamCreateWithFlags(&h->copy, cudaStreamNonBlocking));
-	LA_CHECK(cusolverDnCreate(&h->sol));
-	LA_CHECK(cusolverDnSetStream(h->sol, h->stream));
-	LA_CHECK(cusolverDnCreateParams(&h->params));
-	LA_CHECK(cudaMalloc(&h->W, sizeof(double) * (size_t) h->ldw * h->m));
-	LA_CHECK(cudaMalloc(&h->tau, sizeof(double) * (size_t) h->m));
-	LA_CHECK(cudaMalloc(&h->info, sizeof(int)));
-	LA_CHECK(cudaMalloc(&h->shift, sizeof(double) * (size_t) (k + 1)));
-	LA_CHECK(cusolverDnXgeqrf_bufferSize(h->sol, h->params, h->ldw, h->m, CUDA_R_64F, h->W,
+	GM_CHECK(cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking));
+	GM_CHECK(cudaStreamCreateWithFlags(&h->copy, cudaStreamNonBlocking));
+	GM_CHECK(cusolverDnCreate(&h->sol));
+	GM_CHECK(cusolverDnSetStream(h->sol, h->stream));
+	GM_CHECK(cusolverDnCreateParams(&h->params));
+	GM_CHECK(cudaMalloc(&h->W, sizeof(double) * (size_t) h->ldw * h->m));
+	GM_CHECK(cudaMalloc(&h->tau, sizeof(double) * (size_t) h->m));
+	GM_CHECK(cudaMalloc(&h->info, sizeof(int)));
+	GM_CHECK(cudaMalloc(&h->shift, sizeof(double) * (size_t) (k + 1)));
+	GM_CHECK(cusolverDnXgeqrf_bufferSize(h->sol, h->params, h->ldw, h->m, CUDA_R_64F, h->W,
 										 h->ldw, CUDA_R_64F, h->tau, CUDA_R_64F, &wb, &hb));
 	h->work_bytes = std::max<size_t>(wb, 256);
 	h->hwork_bytes = hb;
-	LA_CHECK(cudaMalloc(&h->work, h->work_bytes));
+	GM_CHECK(cudaMalloc(&h->work, h->work_bytes));
 	if (hb > 0)
 	{
 		h->hwork = malloc(hb);
@@ -176,13 +146,13 @@ ols_create_inner(OlsHandle *h, int k, int intercept, int64_t max_rows, char *err
 	{
 		size_t		sb = sizeof(double) * (size_t) h->max_rows * (k + 1);
 
-		LA_CHECK(cudaMalloc(&h->stage_d[b], sb));
-		LA_CHECK(cudaHostAlloc((void **) &h->stage_h[b], sb, cudaHostAllocDefault));
-		LA_CHECK(cudaEventCreateWithFlags(&h->arrived[b], cudaEventDisableTiming));
-		LA_CHECK(cudaEventCreateWithFlags(&h->consumed[b], cudaEventDisableTiming));
+		GM_CHECK(cudaMalloc(&h->stage_d[b], sb));
+		GM_CHECK(cudaHostAlloc((void **) &h->stage_h[b], sb, cudaHostAllocDefault));
+		GM_CHECK(cudaEventCreateWithFlags(&h->arrived[b], cudaEventDisableTiming));
+		GM_CHECK(cudaEventCreateWithFlags(&h->consumed[b], cudaEventDisableTiming));
 	}
-	LA_CHECK(cudaEventCreate(&h->c0));
-	LA_CHECK(cudaEventCreate(&h->c1));
+	GM_CHECK(cudaEventCreate(&h->c0));
+	GM_CHECK(cudaEventCreate(&h->c1));
 	return GM_OK;
 }
 
@@ -204,15 +174,15 @@ ols_fold_inner(OlsHandle *h, int64_t n, const double *X, int64_t ldx, const doub
 	int			info = 0;
 	int64_t		nchunks = (n + h->max_rows - 1) / h->max_rows;
 
-	LA_CHECK(cudaMemcpyAsync(h->shift, shift, sizeof(double) * (k + 1), cudaMemcpyHostToDevice,
+	GM_CHECK(cudaMemcpyAsync(h->shift, shift, sizeof(double) * (k + 1), cudaMemcpyHostToDevice,
 							 h->stream));
 	/* R into W's top rows, column-major, zeros below the diagonal */
 	for (int i = 0; i < m; i++)
 		for (int j = i; j < m; j++)
 			top[(size_t) j * m + i] = R[(size_t) i * m + j];
-	LA_CHECK(cudaMemcpy2DAsync(h->W, sizeof(double) * h->ldw, top.data(), sizeof(double) * m,
+	GM_CHECK(cudaMemcpy2DAsync(h->W, sizeof(double) * h->ldw, top.data(), sizeof(double) * m,
 							   sizeof(double) * m, m, cudaMemcpyHostToDevice, h->stream));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 
 	for (int64_t c = 0; c < nchunks; c++)
 	{
@@ -223,7 +193,7 @@ ols_fold_inner(OlsHandle *h, int64_t n, const double *X, int64_t ldx, const doub
 		float		ms = 0.0f;
 
 		/* the pinned buffer is free once its previous copy arrived */
-		LA_CHECK(cudaEventSynchronize(h->arrived[b]));
+		GM_CHECK(cudaEventSynchronize(h->arrived[b]));
 #pragma omp parallel for schedule(static)
 		for (int64_t i = 0; i < cr; i++)
 		{
@@ -231,43 +201,43 @@ ols_fold_inner(OlsHandle *h, int64_t n, const double *X, int64_t ldx, const doub
 			sh[i * (k + 1) + k] = y[r0 + i];
 		}
 		/* and the device buffer once the fill two chunks ago read it */
-		LA_CHECK(cudaStreamWaitEvent(h->copy, h->consumed[b], 0));
-		LA_CHECK(cudaMemcpyAsync(h->stage_d[b], sh, sizeof(double) * (size_t) cr * (k + 1),
+		GM_CHECK(cudaStreamWaitEvent(h->copy, h->consumed[b], 0));
+		GM_CHECK(cudaMemcpyAsync(h->stage_d[b], sh, sizeof(double) * (size_t) cr * (k + 1),
 								 cudaMemcpyHostToDevice, h->copy));
-		LA_CHECK(cudaEventRecord(h->arrived[b], h->copy));
+		GM_CHECK(cudaEventRecord(h->arrived[b], h->copy));
 
-		LA_CHECK(cudaStreamWaitEvent(h->stream, h->arrived[b], 0));
+		GM_CHECK(cudaStreamWaitEvent(h->stream, h->arrived[b], 0));
 		if (c > 0)
 		{
 			/* the previous chunk's factorization time */
-			LA_CHECK(cudaEventSynchronize(h->c1));
-			LA_CHECK(cudaEventElapsedTime(&ms, h->c0, h->c1));
+			GM_CHECK(cudaEventSynchronize(h->c1));
+			GM_CHECK(cudaEventElapsedTime(&ms, h->c0, h->c1));
 			compute_ms += ms;
 		}
-		LA_CHECK(cudaEventRecord(h->c0, h->stream));
+		GM_CHECK(cudaEventRecord(h->c0, h->stream));
 		fill_chunk<<<blocks_for(cr * m), TPB, 0, h->stream>>>(cr, k, h->intercept, h->ldw, m,
 															   h->stage_d[b], h->shift, h->W);
-		LA_CHECK_LAUNCH();
-		LA_CHECK(cudaEventRecord(h->consumed[b], h->stream));
-		LA_CHECK(cusolverDnXgeqrf(h->sol, h->params, m + cr, m, CUDA_R_64F, h->W, h->ldw,
+		GM_CHECK_LAUNCH();
+		GM_CHECK(cudaEventRecord(h->consumed[b], h->stream));
+		GM_CHECK(cusolverDnXgeqrf(h->sol, h->params, m + cr, m, CUDA_R_64F, h->W, h->ldw,
 								  CUDA_R_64F, h->tau, CUDA_R_64F, h->work, h->work_bytes,
 								  h->hwork, h->hwork_bytes, h->info));
 		clear_lower<<<blocks_for((int64_t) m * m), TPB, 0, h->stream>>>(m, h->ldw, h->W);
-		LA_CHECK_LAUNCH();
-		LA_CHECK(cudaEventRecord(h->c1, h->stream));
+		GM_CHECK_LAUNCH();
+		GM_CHECK(cudaEventRecord(h->c1, h->stream));
 	}
 	if (nchunks > 0)
 	{
 		float		ms = 0.0f;
 
-		LA_CHECK(cudaEventSynchronize(h->c1));
-		LA_CHECK(cudaEventElapsedTime(&ms, h->c0, h->c1));
+		GM_CHECK(cudaEventSynchronize(h->c1));
+		GM_CHECK(cudaEventElapsedTime(&ms, h->c0, h->c1));
 		compute_ms += ms;
 	}
-	LA_CHECK(cudaMemcpyAsync(&info, h->info, sizeof(int), cudaMemcpyDeviceToHost, h->stream));
-	LA_CHECK(cudaMemcpy2DAsync(top.data(), sizeof(double) * m, h->W, sizeof(double) * h->ldw,
+	GM_CHECK(cudaMemcpyAsync(&info, h->info, sizeof(int), cudaMemcpyDeviceToHost, h->stream));
+	GM_CHECK(cudaMemcpy2DAsync(top.data(), sizeof(double) * m, h->W, sizeof(double) * h->ldw,
 							   sizeof(double) * m, m, cudaMemcpyDeviceToHost, h->stream));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 	if (info != 0)
 	{
 		snprintf(err, errlen, "cusolverDnXgeqrf reported argument %d invalid", -info);

@@ -35,7 +35,7 @@
  * The host then checks the true residual b - A x in float64 (float64 x, the
  * original values) and restarts from it if it is not below the tolerance.
  *
- * Every CUDA and cuSPARSE call goes through LA_CHECK (linalg_cuda.h).
+ * Every CUDA and cuSPARSE call goes through GM_CHECK (common.cuh).
  */
 #include "linalg_cuda.h"
 
@@ -50,18 +50,6 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
-
-static inline const char *
-la_status_text(cusparseStatus_t s)
-{
-	return s == CUSPARSE_STATUS_SUCCESS ? NULL : cusparseGetErrorString(s);
-}
-
-static inline int
-la_status_code(cusparseStatus_t s)
-{
-	return s == CUSPARSE_STATUS_ALLOC_FAILED ? GM_ENOMEM : GM_EDEVICE;
-}
 
 namespace
 {
@@ -887,7 +875,7 @@ own_spmv(SparseHandle *h, const T *vals, const T *x, T *y, char *err, size_t err
 	spmv_rowblocks<T, OT, false><<<spmv_grid<T, OT, false>(h), TPB, 0, h->stream>>>(
 		h->nblocks, h->blocks, h->longinfo, (const OT *) h->indptr, h->indices, vals, x, y,
 		(T *) h->longpart, h->longcnt, nullptr, nullptr, nullptr);
-	LA_CHECK_LAUNCH();
+	GM_CHECK_LAUNCH();
 	return GM_OK;
 }
 
@@ -921,13 +909,13 @@ cusparse_spmv(SparseHandle *h, cusparseSpMatDescr_t mat, cusparseSpMVAlg_t alg,
 				 "matrix has %lld nonzeros: set gpumf.spmv = 'own'", (long long) h->nnz);
 		return GM_ENOTSUP;
 	}
-	LA_CHECK(cusparseDnVecSetValues(h->vx, (void *) x));
-	LA_CHECK(cusparseDnVecSetValues(h->vy, y));
+	GM_CHECK(cusparseDnVecSetValues(h->vx, (void *) x));
+	GM_CHECK(cusparseDnVecSetValues(h->vy, y));
 	if (h->sp_for != mat || h->sp_alg != (int) alg + 1)
 	{
 		size_t		need = 0;
 
-		LA_CHECK(cusparseSpMV_bufferSize(h->sp, CUSPARSE_OPERATION_NON_TRANSPOSE, one, mat,
+		GM_CHECK(cusparseSpMV_bufferSize(h->sp, CUSPARSE_OPERATION_NON_TRANSPOSE, one, mat,
 										 h->vx, zero, h->vy, ct, alg, &need));
 		if (need > h->spbuf_size)
 		{
@@ -935,7 +923,7 @@ cusparse_spmv(SparseHandle *h, cusparseSpMatDescr_t mat, cusparseSpMVAlg_t alg,
 				cudaFree(h->spbuf);
 			h->spbuf = nullptr;
 			h->spbuf_size = 0;
-			LA_CHECK(cudaMalloc(&h->spbuf, std::max<size_t>(need, 256)));
+			GM_CHECK(cudaMalloc(&h->spbuf, std::max<size_t>(need, 256)));
 			h->spbuf_size = std::max<size_t>(need, 256);
 		}
 		/* an optimisation only: a cuSPARSE that cannot preprocess this runs without */
@@ -944,7 +932,7 @@ cusparse_spmv(SparseHandle *h, cusparseSpMatDescr_t mat, cusparseSpMVAlg_t alg,
 		h->sp_for = mat;
 		h->sp_alg = (int) alg + 1;
 	}
-	LA_CHECK(cusparseSpMV(h->sp, CUSPARSE_OPERATION_NON_TRANSPOSE, one, mat, h->vx, zero,
+	GM_CHECK(cusparseSpMV(h->sp, CUSPARSE_OPERATION_NON_TRANSPOSE, one, mat, h->vx, zero,
 						  h->vy, ct, alg, h->spbuf));
 	return GM_OK;
 }
@@ -1121,7 +1109,7 @@ enqueue_batch(SparseHandle *h, CgWork &w, int m, bool use_cusparse, cusparseSpMV
 				h->nblocks, h->blocks, h->longinfo, (const OT *) h->indptr, h->indices,
 				(const T *) w.vh, (const T *) w.p, (T *) w.q, (T *) h->longpart, h->longcnt,
 				(const T *) w.r, h->st, h->partials);
-		LA_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 		if (it == m - 1)
 			cg_update<T, true><<<g2, TPB, 0, h->stream>>>(
 				h->n4, (T *) w.y, (T *) w.r, (T *) w.p, (const T *) w.q, w.dsq, h->st,
@@ -1130,7 +1118,7 @@ enqueue_batch(SparseHandle *h, CgWork &w, int m, bool use_cusparse, cusparseSpMV
 			cg_update<T, false><<<g2, TPB, 0, h->stream>>>(
 				h->n4, (T *) w.y, (T *) w.r, (T *) w.p, (const T *) w.q, w.dsq, h->st,
 				h->partials);
-		LA_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 	}
 	return GM_OK;
 }
@@ -1147,9 +1135,9 @@ true_residual(SparseHandle *h, CgWork &w, double *norm, char *err, size_t errlen
 		return rc;
 	residual_from_ax<<<grid_for(h->n, h), TPB, 0, h->stream>>>(h->n, w.b, w.rt, h->st,
 																  h->partials);
-	LA_CHECK_LAUNCH();
-	LA_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 	*norm = sqrt(st.tmp);
 	return GM_OK;
 }
@@ -1193,42 +1181,42 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 
 	if (!w.ready)
 	{
-		LA_CHECK(cudaMalloc(&w.b, vb));
-		LA_CHECK(cudaMalloc(&w.x, vb));
-		LA_CHECK(cudaMalloc(&w.s, vb));
-		LA_CHECK(cudaMalloc(&w.dsq, vb));
-		LA_CHECK(cudaMalloc(&w.rt, vb));
-		LA_CHECK(cudaMalloc(&w.y, tb));
-		LA_CHECK(cudaMalloc(&w.r, tb));
-		LA_CHECK(cudaMalloc(&w.p, tb));
-		LA_CHECK(cudaMalloc(&w.q, tb));
-		LA_CHECK(cudaMalloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
-		LA_CHECK(cudaHostAlloc((void **) &w.status, 2 * sizeof(CgState), cudaHostAllocDefault));
-		LA_CHECK(cudaEventCreateWithFlags(&w.ev[0], cudaEventDisableTiming));
-		LA_CHECK(cudaEventCreateWithFlags(&w.ev[1], cudaEventDisableTiming));
+		GM_CHECK(cudaMalloc(&w.b, vb));
+		GM_CHECK(cudaMalloc(&w.x, vb));
+		GM_CHECK(cudaMalloc(&w.s, vb));
+		GM_CHECK(cudaMalloc(&w.dsq, vb));
+		GM_CHECK(cudaMalloc(&w.rt, vb));
+		GM_CHECK(cudaMalloc(&w.y, tb));
+		GM_CHECK(cudaMalloc(&w.r, tb));
+		GM_CHECK(cudaMalloc(&w.p, tb));
+		GM_CHECK(cudaMalloc(&w.q, tb));
+		GM_CHECK(cudaMalloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
+		GM_CHECK(cudaHostAlloc((void **) &w.status, 2 * sizeof(CgState), cudaHostAllocDefault));
+		GM_CHECK(cudaEventCreateWithFlags(&w.ev[0], cudaEventDisableTiming));
+		GM_CHECK(cudaEventCreateWithFlags(&w.ev[1], cudaEventDisableTiming));
 
 		/*
 		 * padding zero once: no kernel writes a pad but the 4-wide update,
 		 * which keeps it zero (0 + alpha 0)
 		 */
 		for (void *ptr : {(void *) w.b, (void *) w.x, (void *) w.s, (void *) w.dsq, (void *) w.rt})
-			LA_CHECK(cudaMemsetAsync(ptr, 0, vb, h->stream));
+			GM_CHECK(cudaMemsetAsync(ptr, 0, vb, h->stream));
 		for (void *ptr : {w.y, w.r, w.p, w.q})
-			LA_CHECK(cudaMemsetAsync(ptr, 0, tb, h->stream));
-		LA_CHECK(cudaMemsetAsync(w.vh, 0, sizeof(T) * (size_t) (h->nnz + PAD), h->stream));
+			GM_CHECK(cudaMemsetAsync(ptr, 0, tb, h->stream));
+		GM_CHECK(cudaMemsetAsync(w.vh, 0, sizeof(T) * (size_t) (h->nnz + PAD), h->stream));
 		w.ready = true;
 	}
-	LA_CHECK(cudaMemcpyAsync(w.b, b, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
-	LA_CHECK(cudaMemcpyAsync(w.x, x, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
+	GM_CHECK(cudaMemcpyAsync(w.b, b, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
+	GM_CHECK(cudaMemcpyAsync(w.x, x, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
 
 	/* S and Â */
 	jacobi_scaling<OT><<<grid_for(32 * n, h), TPB, 0, h->stream>>>(
 		h->n, prm->preconditioner == GM_PRECOND_JACOBI, (const OT *) h->indptr, h->indices,
 		h->vals64, w.s, w.dsq);
-	LA_CHECK_LAUNCH();
+	GM_CHECK_LAUNCH();
 	scale_values<T, OT><<<grid_for(32 * n, h), TPB, 0, h->stream>>>(
 		h->n, (const OT *) h->indptr, h->indices, h->vals64, w.s, (T *) w.vh);
-	LA_CHECK_LAUNCH();
+	GM_CHECK_LAUNCH();
 	if (use_cusparse)
 	{
 		if (h->idx64)
@@ -1237,7 +1225,7 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 					 "gpumf.spmv = 'own' for %lld nonzeros", (long long) h->nnz);
 			return GM_ENOTSUP;
 		}
-		LA_CHECK(cusparseCreateCsr(&w.mat, n, n, h->nnz, h->indptr, h->indices, w.vh,
+		GM_CHECK(cusparseCreateCsr(&w.mat, n, n, h->nnz, h->indptr, h->indices, w.vh,
 								   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
 								   CUSPARSE_INDEX_BASE_ZERO, cuda_type(h->prec)));
 		h->sp_for = nullptr;	/* a new descriptor may reuse a freed one's address */
@@ -1254,21 +1242,21 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	st.target2 = target * target;
 	st.max_iter = prm->max_iterations;
 	st.done = 1;				/* cg_restart clears it */
-	LA_CHECK(cudaMemcpyAsync(h->st, &st, sizeof(st), cudaMemcpyHostToDevice, h->stream));
+	GM_CHECK(cudaMemcpyAsync(h->st, &st, sizeof(st), cudaMemcpyHostToDevice, h->stream));
 	cg_restart<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, w.rt, (T *) w.r, (T *) w.p,
 														  (T *) w.y, h->st, h->partials);
-	LA_CHECK_LAUNCH();
-	LA_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 
 	/* one batch as a graph (the first one, with cuSPARSE, is run directly: it preprocesses) */
 	if (use_cusparse)
 	{
 		if ((rc = enqueue_batch<T, OT>(h, w, m, true, alg, err, errlen)) != GM_OK)
 			return rc;
-		LA_CHECK(cudaStreamSynchronize(h->stream));
-		LA_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
-		LA_CHECK(cudaStreamSynchronize(h->stream));
+		GM_CHECK(cudaStreamSynchronize(h->stream));
+		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
+		GM_CHECK(cudaStreamSynchronize(h->stream));
 	}
 	/* launch shapes are asked for outside the capture */
 	(void) spmv_grid<T, OT, true>(h);
@@ -1298,17 +1286,17 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 		for (int k = 0; k < 2; k++)
 		{
 			if (use_graph)
-				LA_CHECK(cudaGraphLaunch(w.exec, h->stream));
+				GM_CHECK(cudaGraphLaunch(w.exec, h->stream));
 			else if ((rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, err,
 												errlen)) != GM_OK)
 				return rc;
-			LA_CHECK(cudaMemcpyAsync(&w.status[k], h->st, sizeof(CgState),
+			GM_CHECK(cudaMemcpyAsync(&w.status[k], h->st, sizeof(CgState),
 									 cudaMemcpyDeviceToHost, h->stream));
-			LA_CHECK(cudaEventRecord(w.ev[k], h->stream));
+			GM_CHECK(cudaEventRecord(w.ev[k], h->stream));
 		}
 		for (;;)
 		{
-			LA_CHECK(cudaEventSynchronize(w.ev[slot]));
+			GM_CHECK(cudaEventSynchronize(w.ev[slot]));
 			st = w.status[slot];
 			if (st.done)
 				break;
@@ -1318,18 +1306,18 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 				return GM_ECANCELED;
 			}
 			if (use_graph)
-				LA_CHECK(cudaGraphLaunch(w.exec, h->stream));
+				GM_CHECK(cudaGraphLaunch(w.exec, h->stream));
 			else if ((rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, err,
 												errlen)) != GM_OK)
 				return rc;
-			LA_CHECK(cudaMemcpyAsync(&w.status[slot], h->st, sizeof(CgState),
+			GM_CHECK(cudaMemcpyAsync(&w.status[slot], h->st, sizeof(CgState),
 									 cudaMemcpyDeviceToHost, h->stream));
-			LA_CHECK(cudaEventRecord(w.ev[slot], h->stream));
+			GM_CHECK(cudaEventRecord(w.ev[slot], h->stream));
 			slot ^= 1;
 		}
 		/* done: the batch still queued returns at once; then the final state */
-		LA_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
-		LA_CHECK(cudaStreamSynchronize(h->stream));
+		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
+		GM_CHECK(cudaStreamSynchronize(h->stream));
 		if (st.reason == REASON_BREAKDOWN)
 		{
 			snprintf(err, errlen,
@@ -1342,7 +1330,7 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 
 		/* the recurrence says converged: ask the float64 x */
 		cg_fold<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, (T *) w.y, w.x);
-		LA_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 		if ((rc = true_residual<OT>(h, w, &nr, err, errlen)) != GM_OK)
 			return rc;
 		if (nr <= target)
@@ -1356,9 +1344,9 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 		cg_restart<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, w.rt, (T *) w.r,
 															  (T *) w.p, (T *) w.y, h->st,
 															  h->partials);
-		LA_CHECK_LAUNCH();
-		LA_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
-		LA_CHECK(cudaStreamSynchronize(h->stream));
+		GM_CHECK_LAUNCH();
+		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
+		GM_CHECK(cudaStreamSynchronize(h->stream));
 		if ((stall >= STALL_LIMIT && prm->tolerance > 0.0) || st.rr == 0.0)
 		{
 			res->stagnated = 1;
@@ -1368,8 +1356,8 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 			break;
 	}
 	cg_fold<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, (T *) w.y, w.x);
-	LA_CHECK_LAUNCH();
-	LA_CHECK(cudaMemcpyAsync(x, w.x, sizeof(double) * n, cudaMemcpyDeviceToHost, h->stream));
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cudaMemcpyAsync(x, w.x, sizeof(double) * n, cudaMemcpyDeviceToHost, h->stream));
 	if ((rc = true_residual<OT>(h, w, &nr, err, errlen)) != GM_OK)
 		return rc;
 	res->iterations = st.iter;
@@ -1454,22 +1442,22 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 	h->n4 = h->npad / 4;
 	h->prec = prec;
 	h->idx64 = A->nnz >= INT32_MAX;
-	LA_CHECK(cudaGetDevice(&dev));
-	LA_CHECK(cudaGetDeviceProperties(&prop, dev));
+	GM_CHECK(cudaGetDevice(&dev));
+	GM_CHECK(cudaGetDeviceProperties(&prop, dev));
 	snprintf(h->devname, sizeof(h->devname), "%s", prop.name);
 	if (device && devlen)
 		snprintf(device, devlen, "%s", prop.name);
 	h->nsm = prop.multiProcessorCount;
 	h->max_grid = 16 * h->nsm;
-	LA_CHECK(cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking));
+	GM_CHECK(cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking));
 
 	build_row_blocks(A->indptr, A->n, blocks, longs, &h->nlongpart);
 	h->nblocks = (int) blocks.size();
 
 	if (h->idx64)
 	{
-		LA_CHECK(cudaMalloc(&h->indptr, sizeof(int64_t) * (size_t) (A->n + 1)));
-		LA_CHECK(cudaMemcpy(h->indptr, A->indptr, sizeof(int64_t) * (size_t) (A->n + 1),
+		GM_CHECK(cudaMalloc(&h->indptr, sizeof(int64_t) * (size_t) (A->n + 1)));
+		GM_CHECK(cudaMemcpy(h->indptr, A->indptr, sizeof(int64_t) * (size_t) (A->n + 1),
 							cudaMemcpyHostToDevice));
 	}
 	else
@@ -1478,38 +1466,38 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 
 		for (int64_t i = 0; i <= A->n; i++)
 			ip32[i] = (int) A->indptr[i];
-		LA_CHECK(cudaMalloc(&h->indptr, sizeof(int) * (size_t) (A->n + 1)));
-		LA_CHECK(cudaMemcpy(h->indptr, ip32.data(), sizeof(int) * (size_t) (A->n + 1),
+		GM_CHECK(cudaMalloc(&h->indptr, sizeof(int) * (size_t) (A->n + 1)));
+		GM_CHECK(cudaMemcpy(h->indptr, ip32.data(), sizeof(int) * (size_t) (A->n + 1),
 							cudaMemcpyHostToDevice));
 	}
-	LA_CHECK(cudaMalloc(&h->indices, sizeof(int) * nz));
-	LA_CHECK(cudaMemset(h->indices, 0, sizeof(int) * nz));
-	LA_CHECK(cudaMemcpy(h->indices, A->indices, sizeof(int) * (size_t) A->nnz,
+	GM_CHECK(cudaMalloc(&h->indices, sizeof(int) * nz));
+	GM_CHECK(cudaMemset(h->indices, 0, sizeof(int) * nz));
+	GM_CHECK(cudaMemcpy(h->indices, A->indices, sizeof(int) * (size_t) A->nnz,
 						cudaMemcpyHostToDevice));
-	LA_CHECK(cudaMalloc(&h->vals64, sizeof(double) * nz));
-	LA_CHECK(cudaMemset(h->vals64, 0, sizeof(double) * nz));
-	LA_CHECK(cudaMemcpy(h->vals64, A->values, sizeof(double) * (size_t) A->nnz,
+	GM_CHECK(cudaMalloc(&h->vals64, sizeof(double) * nz));
+	GM_CHECK(cudaMemset(h->vals64, 0, sizeof(double) * nz));
+	GM_CHECK(cudaMemcpy(h->vals64, A->values, sizeof(double) * (size_t) A->nnz,
 						cudaMemcpyHostToDevice));
 	if (prec == GM_PRECISION_SINGLE)
 	{
-		LA_CHECK(cudaMalloc(&h->vals32, sizeof(float) * nz));
+		GM_CHECK(cudaMalloc(&h->vals32, sizeof(float) * nz));
 		convert<double, float><<<grid_for((int64_t) nz, h), TPB, 0, h->stream>>>(
 			(int64_t) nz, h->vals64, h->vals32);
-		LA_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 	}
-	LA_CHECK(cudaMalloc(&h->blocks, sizeof(RowBlock) * std::max<size_t>(1, blocks.size())));
-	LA_CHECK(cudaMemcpy(h->blocks, blocks.data(), sizeof(RowBlock) * blocks.size(),
+	GM_CHECK(cudaMalloc(&h->blocks, sizeof(RowBlock) * std::max<size_t>(1, blocks.size())));
+	GM_CHECK(cudaMemcpy(h->blocks, blocks.data(), sizeof(RowBlock) * blocks.size(),
 						cudaMemcpyHostToDevice));
-	LA_CHECK(cudaMalloc(&h->longinfo, sizeof(LongInfo) * std::max<size_t>(1, longs.size())));
+	GM_CHECK(cudaMalloc(&h->longinfo, sizeof(LongInfo) * std::max<size_t>(1, longs.size())));
 	if (!longs.empty())
-		LA_CHECK(cudaMemcpy(h->longinfo, longs.data(), sizeof(LongInfo) * longs.size(),
+		GM_CHECK(cudaMemcpy(h->longinfo, longs.data(), sizeof(LongInfo) * longs.size(),
 							cudaMemcpyHostToDevice));
-	LA_CHECK(cudaMalloc(&h->longpart, sizeof(double) * (size_t) std::max(1, h->nlongpart)));
-	LA_CHECK(cudaMalloc(&h->longcnt, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
-	LA_CHECK(cudaMemset(h->longcnt, 0, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
-	LA_CHECK(cudaMalloc(&h->partials, sizeof(double) * 3 * (size_t) h->max_grid));
-	LA_CHECK(cudaMalloc(&h->st, sizeof(CgState)));
-	LA_CHECK(cudaMemset(h->st, 0, sizeof(CgState)));
+	GM_CHECK(cudaMalloc(&h->longpart, sizeof(double) * (size_t) std::max(1, h->nlongpart)));
+	GM_CHECK(cudaMalloc(&h->longcnt, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
+	GM_CHECK(cudaMemset(h->longcnt, 0, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
+	GM_CHECK(cudaMalloc(&h->partials, sizeof(double) * 3 * (size_t) h->max_grid));
+	GM_CHECK(cudaMalloc(&h->st, sizeof(CgState)));
+	GM_CHECK(cudaMemset(h->st, 0, sizeof(CgState)));
 
 	/* cuSPARSE on the handle's values */
 	if (cusparseCreate(&h->sp) != CUSPARSE_STATUS_SUCCESS)
@@ -1518,19 +1506,19 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 		snprintf(err, errlen, "cusparseCreate failed");
 		return GM_EDEVICE;
 	}
-	LA_CHECK(cusparseSetStream(h->sp, h->stream));
-	LA_CHECK(cudaMalloc(&h->dx, sizeof(double) * (size_t) h->npad));
-	LA_CHECK(cudaMalloc(&h->dy, sizeof(double) * (size_t) h->npad));
-	LA_CHECK(cudaMalloc(&h->dx64, sizeof(double) * (size_t) h->npad));
-	LA_CHECK(cusparseCreateDnVec(&h->vx, h->n, h->dx, cuda_type(prec)));
-	LA_CHECK(cusparseCreateDnVec(&h->vy, h->n, h->dy, cuda_type(prec)));
+	GM_CHECK(cusparseSetStream(h->sp, h->stream));
+	GM_CHECK(cudaMalloc(&h->dx, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(cudaMalloc(&h->dy, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(cudaMalloc(&h->dx64, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(cusparseCreateDnVec(&h->vx, h->n, h->dx, cuda_type(prec)));
+	GM_CHECK(cusparseCreateDnVec(&h->vy, h->n, h->dy, cuda_type(prec)));
 	if (!h->idx64)
-		LA_CHECK(cusparseCreateCsr(&h->mat, h->n, h->n, h->nnz, h->indptr, h->indices,
+		GM_CHECK(cusparseCreateCsr(&h->mat, h->n, h->n, h->nnz, h->indptr, h->indices,
 								   prec == GM_PRECISION_SINGLE ? (void *) h->vals32
 								   : (void *) h->vals64,
 								   CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
 								   CUSPARSE_INDEX_BASE_ZERO, cuda_type(prec)));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 	return GM_OK;
 }
 
@@ -1575,13 +1563,13 @@ sparse_spmv(void *vh, gm_spmv_impl impl, const double *x, double *y, char *err, 
 	int			rc;
 	void	   *dx = h->prec == GM_PRECISION_SINGLE ? h->dx : (void *) h->dx64;
 
-	LA_CHECK(cudaMemcpyAsync(h->dx64, x, sizeof(double) * h->n, cudaMemcpyHostToDevice,
+	GM_CHECK(cudaMemcpyAsync(h->dx64, x, sizeof(double) * h->n, cudaMemcpyHostToDevice,
 							 h->stream));
 	if (h->prec == GM_PRECISION_SINGLE)
 	{
 		convert<double, float><<<grid_for(h->n, h), TPB, 0, h->stream>>>(h->n, h->dx64,
 																		   (float *) h->dx);
-		LA_CHECK_LAUNCH();
+		GM_CHECK_LAUNCH();
 	}
 	if ((rc = sparse_spmv_device(h, impl, dx, h->dy, err, errlen)) != GM_OK)
 		return rc;
@@ -1589,14 +1577,14 @@ sparse_spmv(void *vh, gm_spmv_impl impl, const double *x, double *y, char *err, 
 	{
 		convert<float, double><<<grid_for(h->n, h), TPB, 0, h->stream>>>(h->n, (float *) h->dy,
 																		   h->dx64);
-		LA_CHECK_LAUNCH();
-		LA_CHECK(cudaMemcpyAsync(y, h->dx64, sizeof(double) * h->n, cudaMemcpyDeviceToHost,
+		GM_CHECK_LAUNCH();
+		GM_CHECK(cudaMemcpyAsync(y, h->dx64, sizeof(double) * h->n, cudaMemcpyDeviceToHost,
 								 h->stream));
 	}
 	else
-		LA_CHECK(cudaMemcpyAsync(y, h->dy, sizeof(double) * h->n, cudaMemcpyDeviceToHost,
+		GM_CHECK(cudaMemcpyAsync(y, h->dy, sizeof(double) * h->n, cudaMemcpyDeviceToHost,
 								 h->stream));
-	LA_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
 	return GM_OK;
 }
 

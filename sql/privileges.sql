@@ -18,7 +18,7 @@ GRANT SELECT ON secret TO regress_gpumf_alice, regress_gpumf_bob;
 ALTER TABLE secret ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own ON secret USING (owner = current_user);
 SET ROLE regress_gpumf_alice;
-SELECT n_rows, n_users, trained_by FROM gpumf_train('secret', 'u', 'i', 'v', 4, 'alice_model', iterations => 2);
+SELECT n_rows, n_users, owner FROM gpumf_train('secret', 'u', 'i', 'v', 4, 'alice_model', iterations => 2);
 SELECT count(*) > 0 AS alice_reads FROM gpumf_recommend('alice_model', 2, 3);
 -- a column-level privilege is enough, a missing one is not
 RESET ROLE;

@@ -9,12 +9,12 @@ SELECT u, i, ((u * 7 + i * 3) % 5) + 1
 INSERT INTO ratings VALUES (3, 3, 2.5);
 SELECT count(*) AS rows, count(DISTINCT (user_id, item_id)) AS pairs FROM ratings;
 
-SELECT name, version, algorithm, factors, iterations, regularization, alpha, cg_steps, seed,
+SELECT name, version, algorithm, factors, params, iterations_run,
        source, user_col, item_col, value_col, user_type, item_type,
        n_users, n_items, n_rows, nnz, backend IN ('cpu', 'cuda') AS backend_ok,
        final_loss > 0 AND final_loss < 1 AS loss_ok,
        read_seconds >= 0 AND build_seconds >= 0 AND train_seconds > 0 AND store_seconds > 0 AS timed,
-       user_table, item_table, trained_by = current_user AS mine
+       user_table, item_table, owner = current_user::regrole AS mine
   FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 5);
 
 -- factor tables keyed by the original keys
@@ -37,7 +37,7 @@ SELECT (SELECT array_agg(item) FROM gpumf_recommend('ratings', 7, 10)) =
 
 -- retraining replaces the model: new version; the old tables are retired,
 -- and dropped by a later training once no reader holds them
-SELECT version, user_table, iterations FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 3);
+SELECT version, user_table, iterations_run FROM gpumf_train('ratings', 'user_id', 'item_id', 'value', factors => 8, iterations => 3);
 SELECT name FROM gpumf.retired_tables ORDER BY name;
 SELECT count(*) FROM gpumf_recommend('ratings', 3, 5);
 

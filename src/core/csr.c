@@ -1,5 +1,6 @@
 /*
- * csr.c: building compressed sparse rows from coordinates.
+ * csr.c: building compressed sparse rows from coordinates, transposing them,
+ * and grouping rows by length for load-balanced GPU launches.
  */
 #include "gm_core.h"
 
@@ -350,5 +351,76 @@ gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 	out->indptr = ptr;
 	out->indices = ind;
 	out->data = dat;
+	return GM_OK;
+}
+
+/* The first bin whose upper bound is >= len, or nbins when none is. */
+static int
+bin_of(int64_t len, int nbins, const int64_t *upper)
+{
+	int			lo = 0,
+				hi = nbins;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (upper[mid] >= len)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/*
+ * Rows grouped by nonzero count (see gm_core.h): a counting sort by bin,
+ * stable, so rows keep their order within a bin.
+ */
+int
+gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
+				int32_t *perm, int32_t *bin_start, char *err, size_t errlen)
+{
+	if (nbins < 1 || upper == NULL || perm == NULL || bin_start == NULL)
+	{
+		snprintf(err, errlen, "nnz bins: need at least one bin and output arrays");
+		return GM_EINVAL;
+	}
+	for (int b = 0; b < nbins; b++)
+		if (upper[b] < 0 || (b > 0 && upper[b] <= upper[b - 1]))
+		{
+			snprintf(err, errlen,
+					 "nnz bins: upper bounds must be >= 0 and strictly increasing (bin %d: %lld)",
+					 b, (long long) upper[b]);
+			return GM_EINVAL;
+		}
+	for (int b = 0; b <= nbins; b++)
+		bin_start[b] = 0;
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		int64_t		len = a->indptr[r + 1] - a->indptr[r];
+		int			b = bin_of(len, nbins, upper);
+
+		if (b == nbins)
+		{
+			snprintf(err, errlen,
+					 "nnz bins: row %d has %lld nonzeros, more than the last bound %lld",
+					 r, (long long) len, (long long) upper[nbins - 1]);
+			return GM_EINVAL;
+		}
+		bin_start[b + 1]++;
+	}
+	for (int b = 0; b < nbins; b++)
+		bin_start[b + 1] += bin_start[b];
+	/* scatter, using bin_start[b] as bin b's cursor, then shift back */
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		int			b = bin_of(a->indptr[r + 1] - a->indptr[r], nbins, upper);
+
+		perm[bin_start[b]++] = r;
+	}
+	for (int b = nbins; b > 0; b--)
+		bin_start[b] = bin_start[b - 1];
+	bin_start[0] = 0;
 	return GM_OK;
 }

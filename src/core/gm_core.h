@@ -1,10 +1,11 @@
 /*
  * gm_core.h: the pure-C core of gpumf (no PostgreSQL headers).
  *
- * Sparse matrices, implicit-feedback ALS with a conjugate-gradient solver,
- * top-k selection and the backend interface (cpu | cuda) the solvers run
- * behind.  Every function that can fail returns GM_OK or an error code and
- * writes a message into a caller-supplied buffer; nothing here longjmps.
+ * Sparse matrices, the matrix-factorization trainer (gm_mf_train) that drives
+ * any algorithm of gm_algo.h on the cpu or cuda backend, the CPU kernels of
+ * implicit ALS, top-k selection, key maps and synthetic data.  Every function
+ * that can fail returns GM_OK or an error code (gm_errors.h) and writes a
+ * message into a caller-supplied buffer; nothing here longjmps.
  */
 #ifndef GM_CORE_H
 #define GM_CORE_H
@@ -12,30 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gm_errors.h"
+#include "gm_algo.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define GM_OK			0
-#define GM_ENOMEM		1
-#define GM_EINVAL		2
-#define GM_ECANCELED	3
-#define GM_EDEVICE		4	/* a CUDA / cuBLAS call failed */
-#define GM_ENODEVICE	5	/* no usable GPU */
-#define GM_ENOMODULE	6	/* built without the CUDA module */
-
-#define GM_ERRLEN		512
-
-/* Compressed sparse rows; columns sorted and unique within each row. */
-typedef struct gm_csr
-{
-	int32_t		n_rows;
-	int32_t		n_cols;
-	int64_t		nnz;
-	int64_t    *indptr;			/* n_rows + 1 */
-	int32_t    *indices;		/* nnz */
-	float	   *data;			/* nnz */
-} gm_csr;
+/* ---------------------------------------------------------------- CSR */
 
 /* Build CSR from coordinates, summing duplicate (row, col) entries. */
 int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
@@ -47,49 +32,67 @@ int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
 							 char *err, size_t errlen);
 void		gm_csr_free(gm_csr *a);
 
-/* ---------------------------------------------------------------- ALS */
+/*
+ * Group a's rows by their number of nonzeros, for load-balanced launches:
+ * bin b holds the rows with upper[b-1] < nnz <= upper[b] (upper[-1] = -1).
+ * upper has nbins strictly increasing entries >= 0; a row longer than
+ * upper[nbins - 1] is an error (pass INT64_MAX last to take every row).
+ * perm (n_rows) gets the rows bin by bin, ascending within a bin;
+ * bin_start (nbins + 1) the offset of each bin in perm.
+ */
+int			gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
+							int32_t *perm, int32_t *bin_start,
+							char *err, size_t errlen);
 
-typedef enum gm_backend_kind
-{
-	GM_BACKEND_CPU = 0,
-	GM_BACKEND_CUDA = 1
-} gm_backend_kind;
+/* ------------------------------------------------------------ training */
 
-typedef struct gm_als_params
+/* What gm_mf_train reports. */
+typedef struct gm_mf_result
 {
-	int			factors;
-	int			iterations;
-	int			cg_steps;
-	float		regularization;
-	float		alpha;
-	uint64_t	seed;
-	int			threads;		/* CPU threads; <= 0 means all cores */
-	gm_backend_kind backend;
-} gm_als_params;
+	gm_mf_metrics final;		/* after the last iteration run */
+	int			iterations_run; /* < iterations when tolerance stopped it */
+	double		train_seconds;
+	double		transfer_seconds;	/* setting up and copying back (host <-> device) */
+	char		device_name[128];
+} gm_mf_result;
 
 /*
- * Hooks the caller (the PostgreSQL layer) gives the trainer.  should_stop is
- * polled between slices of work (at least every few milliseconds); when it
- * returns non-zero the trainer frees what it holds and returns GM_ECANCELED.
+ * Train p->algorithm on p->backend.  d->R and d->Rt hold the values as read;
+ * d->X and d->Y (and the bias arrays when p->biases is on for an explicit
+ * algorithm) must be allocated by the caller.  gm_mf_train initialises the
+ * factors (gm_factors_init with p->seed, side 0 for X and 1 for Y), the
+ * biases to 0 and d->global_mean to the mean of R's values (explicit
+ * algorithms with biases; 0 otherwise), runs up to p->iterations iterations
+ * (fewer when p->tolerance stops it) and leaves the trained model in d.
+ * cb may be NULL.  GM_ECANCELED when cb->should_stop asked to stop;
+ * GM_ENOTSUP when the algorithm or an option of it is not available on the
+ * backend; GM_ENODEVICE when the cuda backend is asked for and the CUDA
+ * module is not loaded (gm_cuda_available).
  */
-typedef struct gm_callbacks
-{
-	int			(*should_stop) (void *arg);
-	void		(*on_iteration) (void *arg, int iteration, double loss,
-								 double seconds);
-	void	   *arg;
-} gm_callbacks;
+int			gm_mf_train(const gm_mf_params *p, gm_mf_data *d,
+						const gm_callbacks *cb, gm_mf_result *res,
+						char *err, size_t errlen);
 
-typedef struct gm_als_result
-{
-	double		final_loss;
-	double		train_seconds;
-	double		transfer_seconds;	/* host <-> device, GPU only */
-	char		device_name[128];
-} gm_als_result;
+/*
+ * Defaults for algorithm a (backend cpu, threads 0, tolerance 0, seed 42,
+ * factors 64, iterations 15).  Implicit ALS: regularization 0.01, alpha 1,
+ * cg_steps 3, alpha0 1, nu 0, solver CG, block_size 0, biases off.
+ * Explicit ALS and CCD++: regularization 0.05, biases on, inner_iterations 3
+ * (used by CCD++); their implicit-only fields keep the implicit defaults.
+ */
+void		gm_mf_params_defaults(gm_mf_params *p, gm_algorithm a);
+
+/* Range checks of the fields that apply to p->algorithm; the message names the parameter. */
+int			gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen);
+
+/* "als", "als_explicit", "ccd" (NULL for an unknown value) and back (GM_EINVAL if unknown). */
+const char *gm_algorithm_name(gm_algorithm a);
+int			gm_algorithm_from_name(const char *name, gm_algorithm *a);
 
 /* Deterministic initial factors: uniform [0, 0.01) keyed by (seed, side, row). */
 void		gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side);
+
+/* ------------------------------------------------- implicit ALS, CPU parts */
 
 /* Confidence matrix c = 1 + alpha * v (same pattern as a). */
 int			gm_confidence(const gm_csr *a, float alpha, gm_csr *out,
@@ -119,25 +122,32 @@ void		gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y,
 double		gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k,
 						float reg, int threads);
 
-/*
- * Train: X (n_rows x k) and Y (n_cols x k) must be initialised by the caller
- * (gm_factors_init).  C is the confidence matrix, Ct its transpose.
- */
-int			gm_als_train(const gm_als_params *p, const gm_csr *C,
-						 const gm_csr *Ct, float *X, float *Y,
-						 const gm_callbacks *cb, gm_als_result *res,
-						 char *err, size_t errlen);
-
 /* ----------------------------------------------------------- backends */
 
 /*
  * Load the CUDA module (a shared object built from cuda/) and probe for a
  * device, once per process.  Returns GM_OK and the device name,
  * GM_ENOMODULE when gpumf was built without the module, GM_ENODEVICE when
- * there is no driver or GPU or the module fails to load (err says which).
+ * there is no driver or GPU, the module fails to load or was built for
+ * another GM_ALGO_ABI_VERSION (err says which).
  */
 int			gm_cuda_available(const char *module_path, char *name,
 							  size_t namelen, char *err, size_t errlen);
+
+/*
+ * The operations of algorithm a on backend b, or NULL with a message
+ * ("algorithm ccd is not available on the cpu backend"; on cuda also when
+ * the module is not loaded).  gm_mf_train calls this; tests and benchmarks
+ * may drive a table themselves.
+ */
+const gm_algo_ops *gm_algo_ops_get(gm_algorithm a, gm_backend_kind b,
+								   char *err, size_t errlen);
+
+/*
+ * A symbol of the loaded CUDA module (another ABI group: sparse solvers,
+ * batch scoring), or NULL when the module is not loaded or lacks it.
+ */
+void	   *gm_cuda_symbol(const char *name);
 
 /* ----------------------------------------------------------- serving */
 
@@ -229,11 +239,13 @@ typedef struct gm_qmat
 
 int			gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out);
 void		gm_qmat_free(gm_qmat *Q);
-/* exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats */
+/*
+ * Exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats.
+ * *rescored (may be NULL) gets the number of items scored exactly.
+ */
 int			gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 						const int32_t *skip, int32_t nskip, float *scratch,
-						int32_t *out_idx, float *out_score);
-extern int32_t gm_topk_dot_rescored;	/* items rescored by the last call */
+						int32_t *out_idx, float *out_score, int32_t *rescored);
 
 /* Monotonic seconds. */
 double		gm_now(void);

@@ -16,6 +16,9 @@
 #define GM_HOT
 #endif
 
+/* The thread count a "threads" parameter means (<= 0: one per core). */
+int			gm_resolve_threads(int threads);
+
 /* splitmix64's output function: a small, well-mixed, seekable generator. */
 static inline uint64_t
 gm_mix64(uint64_t x)

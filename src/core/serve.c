@@ -133,12 +133,14 @@ exact_dot(const float *y, const float *x, int k)
 	return gm_dot(x, y, k);
 }
 
-int32_t		gm_topk_dot_rescored = 0;	/* candidates of the last call */
-
+/*
+ * The float32 top n of Y x: an int8 pass over every item, then exact scores
+ * for the items whose bound can reach the top n.
+ */
 int
 gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 			const int32_t *skip, int32_t nskip, float *scratch,
-			int32_t *out_idx, float *out_score)
+			int32_t *out_idx, float *out_score, int32_t *rescored)
 {
 	int32_t		m = Q->n;
 	int			k = Q->k;
@@ -146,8 +148,11 @@ gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 	float	   *lower = scratch + m;
 	float		xl1 = 0.0f;
 	float		threshold = -INFINITY;
+	int32_t		nrescored = 0;
 	int			got;
 
+	if (rescored)
+		*rescored = 0;
 	if (n <= 0 || m == 0)
 		return 0;
 	if (n > m)
@@ -170,7 +175,6 @@ gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 		if (got == n)
 			threshold = out_score[n - 1];
 		/* rescore the candidates exactly; everything else becomes NaN (never ranks) */
-		gm_topk_dot_rescored = 0;
 		for (int32_t i = 0; i < m; i++)
 		{
 			float		upper = approx[i] + xl1 * Q->scale[i] * slack;
@@ -178,11 +182,13 @@ gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 			if (upper >= threshold)
 			{
 				lower[i] = exact_dot(Y + (size_t) i * k, x, k);
-				gm_topk_dot_rescored++;
+				nrescored++;
 			}
 			else
 				lower[i] = NAN;
 		}
 	}
+	if (rescored)
+		*rescored = nrescored;
 	return gm_topk(lower, m, n, skip, nskip, out_idx, out_score);
 }

@@ -7,18 +7,19 @@
  */
 #include "gpumf_pg.h"
 
+#include <unistd.h>
+
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
-#include "access/table.h"
-#include "access/genam.h"
-#include "catalog/indexing.h"
-#include "utils/fmgroids.h"
 #include "utils/rel.h"
 
 PG_MODULE_MAGIC;
@@ -26,6 +27,7 @@ PG_MODULE_MAGIC;
 int			gpumf_device = GPUMF_DEVICE_AUTO;
 int			gpumf_threads = 0;
 bool		gpumf_progress = true;
+int			gpumf_max_memory_mb = -1;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
@@ -51,6 +53,11 @@ _PG_init(void)
 							 "Report each training iteration's loss and time in a NOTICE.",
 							 NULL, &gpumf_progress, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.max_memory",
+							"Memory one gpumf operation may allocate in a backend, beyond work_mem; -1 means half the machine's memory.",
+							"A training or a generator that would need more stops with an ERROR before allocating it.",
+							&gpumf_max_memory_mb, -1, -1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 
@@ -94,4 +101,32 @@ gpumf_cuda_module_path(void)
 	if (path[0] == '\0')
 		snprintf(path, sizeof(path), "%s/gpumf_cuda.so", pkglib_path);
 	return path;
+}
+
+Size
+gpumf_memory_limit(void)
+{
+	if (gpumf_max_memory_mb >= 0)
+		return (Size) gpumf_max_memory_mb * 1024 * 1024;
+	{
+		long		pages = sysconf(_SC_PHYS_PAGES);
+		long		page = sysconf(_SC_PAGESIZE);
+
+		if (pages <= 0 || page <= 0)
+			return (Size) 1 << 40;
+		return (Size) pages * (Size) page / 2;
+	}
+}
+
+void
+gpumf_check_memory(double need_bytes, const char *what)
+{
+	Size		limit = gpumf_memory_limit();
+
+	if (need_bytes > (double) limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s needs about %.0f MB, more than gpumf.max_memory allows (%.0f MB)",
+						what, need_bytes / 1048576.0, (double) limit / 1048576.0),
+				 errhint("A superuser can raise gpumf.max_memory (default: half the machine's memory).")));
 }

@@ -96,6 +96,42 @@ check "the catalog names the newest tables" "$(q "SELECT user_table FROM gpumf.m
 out=$(PGOPTIONS="-c gpumf.device=$DEV" psql -X -qAt -d "$DB" -c "SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', factors => 4, iterations => 3, model => 'p')" 2>&1)
 check "progress NOTICEs, one per iteration" "$(grep -cE 'NOTICE:  iteration [0-9]+/3: loss [0-9.e+-]+, [0-9.]+ s' <<<"$out")" "3"
 
+# 7. the source stays locked from the column checks to the end of the transaction:
+#    a concurrent ALTER COLUMN ... TYPE waits instead of changing the keys mid-read
+psql -X -qAt -d "$DB" >"$tmp/l.out" 2>&1 <<SQL &
+BEGIN;
+SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'lockm');
+SELECT pg_sleep(2);
+COMMIT;
+SQL
+lpid=$!
+sleep 1
+out=$(q "SET lock_timeout = '300ms'; ALTER TABLE small ALTER COLUMN user_id TYPE bigint" 2>&1)
+if grep -q "lock timeout" <<<"$out"; then ok "ALTER COLUMN TYPE on the source waits for the training transaction"; else bad "ALTER COLUMN TYPE on the source waits for the training transaction" "$out"; fi
+wait $lpid
+
+# 8. REPEATABLE READ: a training whose snapshot predates a concurrent training of
+#    the same model fails at once with a serialization failure (not after training)
+psql -X -qAt -d "$DB" >"$tmp/rr1.out" 2>&1 <<SQL &
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 16, iterations => 3, model => 'rrm');
+SELECT pg_sleep(1);
+COMMIT;
+SQL
+rr1=$!
+sleep 0.3
+t0=$(now)
+out=$(psql -X -qAt -d "$DB" 2>&1 <<SQL
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM pg_class;
+SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 16, iterations => 3, model => 'rrm');
+COMMIT;
+SQL
+)
+wait $rr1
+if grep -q "could not serialize access due to a concurrent training" <<<"$out"; then ok "REPEATABLE READ: the second training of a model fails with a serialization failure"; else bad "REPEATABLE READ: the second training of a model fails with a serialization failure" "$out"; fi
+check "REPEATABLE READ: the first training committed" "$(q "SELECT version FROM gpumf.models WHERE name = 'rrm'")" "1"
+
 # 6. models survive pg_dump / restore
 pg_dump -Fc -d "$DB" -f "$tmp/dump" 2>"$tmp/dump.err" || cat "$tmp/dump.err"
 dropdb --if-exists "${DB}_restored" >/dev/null 2>&1; createdb "${DB}_restored"

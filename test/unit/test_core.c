@@ -107,7 +107,8 @@ test_topk_dot(void)
 				   *ri = malloc(sizeof(int32_t) * (n + 1));
 		float	   *os = malloc(sizeof(float) * (n + 1)),
 				   *rs = malloc(sizeof(float) * (n + 1));
-		int32_t		nskip = 0;
+		int32_t		nskip = 0,
+					rescored = -1;
 		gm_qmat		Q;
 		int			got,
 					want;
@@ -130,10 +131,13 @@ test_topk_dot(void)
 			ref[i] = (float) d;
 		}
 		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
-		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os);
+		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os, &rescored);
 		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
 		gm_qmat_free(&Q);
 		CHECK(got == want, "m %d k %d n %d: %d results, expected %d", m, k, n, got, want);
+		/* every result was scored exactly, and not more items than there are */
+		CHECK(rescored >= got && rescored <= m, "m %d n %d: %d rescored for %d results",
+			  m, n, rescored, got);
 		for (int r = 0; r < got; r++)
 		{
 			double		tol = 1e-5 * (1.0 + fabs(rs[r])) * (trial % 3 == 0 ? 100 : 1);
@@ -912,13 +916,14 @@ typedef struct
 {
 	int			n;
 	double		loss[64];
+	double		rmse[64];
 	int			iters[64];
 	int			stop_after;		/* should_stop returns 1 on this call; 0: never */
 	int			stop_calls;
 } train_log;
 
 static void
-log_iteration(void *arg, int iteration, double loss, double seconds)
+log_iteration(void *arg, int iteration, double loss, double rmse, double seconds)
 {
 	train_log  *l = arg;
 
@@ -927,6 +932,7 @@ log_iteration(void *arg, int iteration, double loss, double seconds)
 	{
 		l->iters[l->n] = iteration;
 		l->loss[l->n] = loss;
+		l->rmse[l->n] = rmse;
 	}
 	l->n++;
 }
@@ -940,6 +946,70 @@ stop_after_n(void *arg)
 	return l->stop_after > 0 && l->stop_calls >= l->stop_after;
 }
 
+/* R random ratings U x I, Rt its transpose, C and Ct their confidences */
+typedef struct
+{
+	gm_csr		R,
+				Rt,
+				C,
+				Ct;
+} train_data;
+
+static void
+train_data_make(train_data *t, int32_t U, int32_t I, double density, float alpha)
+{
+	char		err[GM_ERRLEN];
+
+	csr_random(&t->R, U, I, density);
+	if (gm_csr_transpose(&t->R, &t->Rt, err, sizeof(err)) != GM_OK ||
+		gm_confidence(&t->R, alpha, &t->C, err, sizeof(err)) != GM_OK ||
+		gm_confidence(&t->Rt, alpha, &t->Ct, err, sizeof(err)) != GM_OK)
+	{
+		fprintf(stderr, "train_data_make: %s\n", err);
+		exit(2);
+	}
+}
+
+static void
+train_data_free(train_data *t)
+{
+	gm_csr_free(&t->R);
+	gm_csr_free(&t->Rt);
+	gm_csr_free(&t->C);
+	gm_csr_free(&t->Ct);
+}
+
+/* gm_mf_data over t with the factor arrays X, Y */
+static gm_mf_data
+mf_data(const train_data *t, float *X, float *Y)
+{
+	gm_mf_data	d;
+
+	memset(&d, 0, sizeof(d));
+	d.R = &t->R;
+	d.Rt = &t->Rt;
+	d.X = X;
+	d.Y = Y;
+	return d;
+}
+
+/* implicit-ALS parameters on the CPU */
+static gm_mf_params
+als_params(int factors, int cg_steps, float reg, float alpha, int iterations)
+{
+	gm_mf_params p;
+
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+	p.factors = factors;
+	p.cg_steps = cg_steps;
+	p.regularization = reg;
+	p.alpha = alpha;
+	p.iterations = iterations;
+	p.seed = rnext();
+	p.backend = GM_BACKEND_CPU;
+	return p;
+}
+
 static int
 test_train_monotone(void)
 {
@@ -951,51 +1021,54 @@ test_train_monotone(void)
 					alpha;
 	}			cfg[] = {{8, 3, 0.1f, 2.0f}, {32, 3, 0.1f, 2.0f},
 	{8, 3, 0.01f, 40.0f}, {32, 3, 1.0f, 10.0f}, {16, 16, 0.1f, 5.0f}};
-	gm_csr		R = {0},
-				C = {0},
-				Ct = {0};
+	train_data	t = {0};
 	float	   *X = NULL,
-			   *Y = NULL;
+			   *Y = NULL,
+			   *Rv = NULL,
+			   *Rtv = NULL;
 	char		err[GM_ERRLEN];
 
 	for (size_t ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++)
 	{
 		int32_t		U = (int32_t) rint_range(100, 400),
 					I = (int32_t) rint_range(80, 300);
-		gm_als_params p = {0};
-		gm_als_result res;
+		gm_mf_params p = als_params(cfg[ci].factors, cfg[ci].cg_steps, cfg[ci].reg,
+									cfg[ci].alpha, 10);
+		gm_mf_result res;
+		gm_mf_data	d;
 		train_log	log = {0};
 		gm_callbacks cb = {stop_after_n, log_iteration, &log};
 		double		prev;
 		int			rc;
 
-		p.factors = cfg[ci].factors;
-		p.cg_steps = cfg[ci].cg_steps;
-		p.regularization = cfg[ci].reg;
-		p.alpha = cfg[ci].alpha;
-		p.iterations = 10;
-		p.seed = rnext();
 		p.threads = (int) rint_range(0, 4);
-		p.backend = GM_BACKEND_CPU;
-
-		csr_random(&R, U, I, 0.02 + runif() * 0.05);
-		CHECK(gm_confidence(&R, p.alpha, &C, err, sizeof(err)) == GM_OK, "%s", err);
-		CHECK(gm_csr_transpose(&C, &Ct, err, sizeof(err)) == GM_OK, "%s", err);
+		train_data_make(&t, U, I, 0.02 + runif() * 0.05, p.alpha);
 		X = xmalloc(sizeof(float) * U * p.factors);
 		Y = xmalloc(sizeof(float) * I * p.factors);
+		/* the loss of the start gm_mf_train makes */
 		gm_factors_init(X, U, p.factors, p.seed, 0);
 		gm_factors_init(Y, I, p.factors, p.seed, 1);
-		prev = gm_als_loss(&C, X, Y, p.factors, p.regularization, 0);
+		prev = gm_als_loss(&t.C, X, Y, p.factors, p.regularization, 0);
+		fill_uniform(X, (int64_t) U * p.factors, -1.0, 1.0);	/* overwritten */
+		fill_uniform(Y, (int64_t) I * p.factors, -1.0, 1.0);
+		d = mf_data(&t, X, Y);
+		Rv = xmalloc(sizeof(float) * t.R.nnz);
+		Rtv = xmalloc(sizeof(float) * t.Rt.nnz);
+		memcpy(Rv, t.R.data, sizeof(float) * t.R.nnz);
+		memcpy(Rtv, t.Rt.data, sizeof(float) * t.Rt.nnz);
 
-		rc = gm_als_train(&p, &C, &Ct, X, Y, &cb, &res, err, sizeof(err));
+		rc = gm_mf_train(&p, &d, &cb, &res, err, sizeof(err));
 		CHECK(rc == GM_OK, "config %zu: rc %d: %s", ci, rc, err);
-		CHECK(log.n == p.iterations, "config %zu: %d iteration callbacks, expected %d",
-			  ci, log.n, p.iterations);
+		CHECK(log.n == p.iterations && res.iterations_run == p.iterations,
+			  "config %zu: %d iteration callbacks, iterations_run %d, expected %d",
+			  ci, log.n, res.iterations_run, p.iterations);
 		for (int i = 0; i < log.n; i++)
 		{
 			CHECK(log.iters[i] == i + 1, "config %zu: callback %d reported iteration %d",
 				  ci, i, log.iters[i]);
 			CHECK(isfinite(log.loss[i]), "config %zu: loss %d not finite", ci, i + 1);
+			CHECK(isnan(log.rmse[i]), "config %zu: implicit ALS reported an RMSE %g",
+				  ci, log.rmse[i]);
 			CHECK(log.loss[i] <= prev * (1.0 + 1e-6),
 				  "config %zu (k %d, cg %d, reg %g, alpha %g, %dx%d): loss rose at iteration %d: %.10g -> %.10g",
 				  ci, p.factors, p.cg_steps, p.regularization, p.alpha, U, I,
@@ -1005,30 +1078,39 @@ test_train_monotone(void)
 		CHECK(log.loss[log.n - 1] < log.loss[0],
 			  "config %zu: loss did not decrease over training (%.10g -> %.10g)",
 			  ci, log.loss[0], log.loss[log.n - 1]);
-		CHECK(res.final_loss == log.loss[log.n - 1],
-			  "config %zu: final_loss %.10g, last reported %.10g", ci,
-			  res.final_loss, log.loss[log.n - 1]);
+		CHECK(res.final.loss == log.loss[log.n - 1],
+			  "config %zu: final loss %.10g, last reported %.10g", ci,
+			  res.final.loss, log.loss[log.n - 1]);
+		CHECK(isnan(res.final.rmse), "config %zu: final rmse %g for implicit ALS", ci,
+			  res.final.rmse);
+		CHECK(strncmp(res.device_name, "cpu", 3) == 0, "config %zu: device \"%s\"", ci,
+			  res.device_name);
 		{
-			double		again = gm_als_loss(&C, X, Y, p.factors, p.regularization, 0);
+			double		again = gm_als_loss(&t.C, X, Y, p.factors, p.regularization, 0);
 
-			CHECK(fabs(again - res.final_loss) <= 1e-6 * fabs(again),
-				  "config %zu: loss of the returned factors %.10g, final_loss %.10g",
-				  ci, again, res.final_loss);
+			CHECK(fabs(again - res.final.loss) <= 1e-6 * fabs(again),
+				  "config %zu: loss of the returned factors %.10g, final loss %.10g",
+				  ci, again, res.final.loss);
 		}
+		/* R and Rt are left as they were: the confidences are the trainer's own */
+		CHECK(memcmp(Rv, t.R.data, sizeof(float) * t.R.nnz) == 0 &&
+			  memcmp(Rtv, t.Rt.data, sizeof(float) * t.Rt.nnz) == 0,
+			  "config %zu: training changed the values of R or Rt", ci);
+		free(Rv);
+		free(Rtv);
+		Rv = Rtv = NULL;
 		free(X);
 		free(Y);
 		X = Y = NULL;
-		gm_csr_free(&R);
-		gm_csr_free(&C);
-		gm_csr_free(&Ct);
+		train_data_free(&t);
 	}
 	return 0;
 fail:
 	free(X);
 	free(Y);
-	gm_csr_free(&R);
-	gm_csr_free(&C);
-	gm_csr_free(&Ct);
+	free(Rv);
+	free(Rtv);
+	train_data_free(&t);
 	return 1;
 }
 
@@ -1037,9 +1119,7 @@ fail:
 static int
 test_train_cancel(void)
 {
-	gm_csr		R = {0},
-				C = {0},
-				Ct = {0};
+	train_data	t = {0};
 	float	   *X = NULL,
 			   *Y = NULL;
 	char		err[GM_ERRLEN];
@@ -1047,33 +1127,23 @@ test_train_cancel(void)
 				I = 200;
 	int			k = 8;
 
-	csr_random(&R, U, I, 0.05);
-	CHECK(gm_confidence(&R, 2.0f, &C, err, sizeof(err)) == GM_OK, "%s", err);
-	CHECK(gm_csr_transpose(&C, &Ct, err, sizeof(err)) == GM_OK, "%s", err);
+	train_data_make(&t, U, I, 0.05, 2.0f);
 	X = xmalloc(sizeof(float) * U * k);
 	Y = xmalloc(sizeof(float) * I * k);
 
 	for (int trial = 0; trial < 6; trial++)
 	{
-		gm_als_params p = {0};
-		gm_als_result res;
+		gm_mf_params p = als_params(k, 3, 0.1f, 2.0f, 50);
+		gm_mf_result res;
+		gm_mf_data	d = mf_data(&t, X, Y);
 		train_log	log = {0};
 		gm_callbacks cb = {stop_after_n, log_iteration, &log};
 		int			rc;
 
-		p.factors = k;
-		p.cg_steps = 3;
-		p.regularization = 0.1f;
-		p.alpha = 2.0f;
-		p.iterations = 50;
-		p.seed = rnext();
 		p.threads = 2;
-		p.backend = GM_BACKEND_CPU;
 		log.stop_after = trial == 0 ? 1 : (int) rint_range(1, 8);
-		gm_factors_init(X, U, k, p.seed, 0);
-		gm_factors_init(Y, I, k, p.seed, 1);
 		err[0] = '\0';
-		rc = gm_als_train(&p, &C, &Ct, X, Y, &cb, &res, err, sizeof(err));
+		rc = gm_mf_train(&p, &d, &cb, &res, err, sizeof(err));
 		CHECK(rc == GM_ECANCELED, "stop after %d polls: rc %d, expected GM_ECANCELED",
 			  log.stop_after, rc);
 		CHECK(err[0] != '\0', "stop after %d polls: empty error message", log.stop_after);
@@ -1085,9 +1155,10 @@ test_train_cancel(void)
 
 	/* invalid parameters */
 	{
-		gm_als_params p = {8, 5, 3, 0.1f, 1.0f, 1, 1, GM_BACKEND_CPU};
-		gm_als_result res;
-		gm_als_params bad[3];
+		gm_mf_params p = als_params(8, 3, 0.1f, 1.0f, 5);
+		gm_mf_result res;
+		gm_mf_data	d = mf_data(&t, X, Y);
+		gm_mf_params bad[3];
 
 		bad[0] = p;
 		bad[0].factors = 0;
@@ -1098,27 +1169,22 @@ test_train_cancel(void)
 		for (int i = 0; i < 3; i++)
 		{
 			err[0] = '\0';
-			CHECK(gm_als_train(&bad[i], &C, &Ct, X, Y, NULL, &res, err,
-							   sizeof(err)) == GM_EINVAL,
+			CHECK(gm_mf_train(&bad[i], &d, NULL, &res, err, sizeof(err)) == GM_EINVAL,
 				  "invalid parameters %d accepted", i);
 			CHECK(err[0] != '\0', "invalid parameters %d: empty message", i);
 		}
 		/* and no callbacks at all is fine */
-		CHECK(gm_als_train(&p, &C, &Ct, X, Y, NULL, &res, err, sizeof(err)) == GM_OK,
+		CHECK(gm_mf_train(&p, &d, NULL, &res, err, sizeof(err)) == GM_OK,
 			  "training without callbacks failed: %s", err);
 	}
 	free(X);
 	free(Y);
-	gm_csr_free(&R);
-	gm_csr_free(&C);
-	gm_csr_free(&Ct);
+	train_data_free(&t);
 	return 0;
 fail:
 	free(X);
 	free(Y);
-	gm_csr_free(&R);
-	gm_csr_free(&C);
-	gm_csr_free(&Ct);
+	train_data_free(&t);
 	return 1;
 }
 
@@ -1392,6 +1458,9 @@ test_synth(void)
 		/* mostly ~30 per user, sometimes at the bounds */
 		g.n_rows = trial == 1 ? lo : trial == 2 ? hi :
 			(lo + 30 * (int64_t) U < hi ? lo + 30 * (int64_t) U : hi);
+		/* gm_synth_init wants at least as many rows as items */
+		if (g.n_rows < I)
+			g.n_rows = I;
 		g.clusters = (int) rint_range(1, 20);
 		g.affinity = runif();
 		g.seed = rnext();
@@ -1557,6 +1626,592 @@ fail:
 	return 1;
 }
 
+/* ------------------------------------------------------------ 14. nnz bins */
+
+/*
+ * gm_csr_nnz_bins against a direct reference: every row in the first bin
+ * whose bound holds it, bins in order, rows ascending within a bin.
+ */
+static int
+test_nnz_bins(void)
+{
+	gm_csr		a = {0};
+	int32_t    *perm = NULL,
+			   *start = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 40; trial++)
+	{
+		int32_t		R = (int32_t) rint_range(0, 300),
+					Cn = (int32_t) rint_range(1, 200);
+		int			nbins = (int) rint_range(1, 7);
+		int64_t		upper[8];
+		int64_t		longest = 0;
+		int			rc;
+
+		if (R == 0)
+			CHECK(gm_csr_from_coo(0, Cn, 0, NULL, NULL, NULL, &a, err, sizeof(err)) == GM_OK,
+				  "%s", err);
+		else
+			csr_random(&a, R, Cn, runif() * runif() * 0.5);
+		for (int32_t r = 0; r < R; r++)
+			if (a.indptr[r + 1] - a.indptr[r] > longest)
+				longest = a.indptr[r + 1] - a.indptr[r];
+		/* random increasing bounds; the last one catches every row on most trials */
+		upper[0] = rint_range(0, 3);
+		for (int b = 1; b < nbins; b++)
+			upper[b] = upper[b - 1] + rint_range(1, 1 + longest / 2);
+		if (trial % 4 != 3)
+			upper[nbins - 1] = trial % 2 ? INT64_MAX : longest + rint_range(0, 2) +
+				(nbins > 1 ? upper[nbins - 2] + 1 : 0);
+		perm = xmalloc(sizeof(int32_t) * (R + 1));
+		start = xmalloc(sizeof(int32_t) * (nbins + 1));
+		for (int32_t i = 0; i <= R; i++)
+			perm[i] = -7;
+		err[0] = '\0';
+		rc = gm_csr_nnz_bins(&a, nbins, upper, perm, start, err, sizeof(err));
+		if (longest > upper[nbins - 1])
+		{
+			CHECK(rc == GM_EINVAL && err[0] != '\0',
+				  "a row of %lld nonzeros over the last bound %lld: rc %d", (long long) longest,
+				  (long long) upper[nbins - 1], rc);
+		}
+		else
+		{
+			int32_t		pos = 0;
+
+			CHECK(rc == GM_OK, "%d rows, %d bins: %s", R, nbins, err);
+			CHECK(start[0] == 0 && start[nbins] == R, "bin_start[0] %d, bin_start[%d] %d, rows %d",
+				  start[0], nbins, start[nbins], R);
+			CHECK(perm[R] == -7, "wrote past perm[n_rows]");
+			for (int b = 0; b < nbins; b++)
+			{
+				int64_t		lo = b == 0 ? -1 : upper[b - 1];
+
+				CHECK(start[b + 1] >= start[b], "bin_start decreases at bin %d", b);
+				/* the reference: the rows of bin b in ascending order */
+				for (int32_t r = 0; r < R; r++)
+				{
+					int64_t		len = a.indptr[r + 1] - a.indptr[r];
+
+					if (len > lo && len <= upper[b])
+					{
+						CHECK(pos < start[b + 1] && perm[pos] == r,
+							  "bin %d (%lld, %lld]: position %d holds row %d, expected row %d (%lld nonzeros)",
+							  b, (long long) lo, (long long) upper[b], pos,
+							  pos < R ? perm[pos] : -1, r, (long long) len);
+						pos++;
+					}
+				}
+				CHECK(pos == start[b + 1], "bin %d ends at %d, expected %d", b, start[b + 1], pos);
+			}
+		}
+		free(perm);
+		free(start);
+		perm = start = NULL;
+		gm_csr_free(&a);
+	}
+	/* bad bounds */
+	{
+		int64_t		dec[2] = {5, 5},
+					neg[1] = {-1};
+		int32_t		p1[4],
+					s1[3];
+
+		csr_random(&a, 3, 4, 0.5);
+		CHECK(gm_csr_nnz_bins(&a, 2, dec, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "equal bounds accepted");
+		CHECK(gm_csr_nnz_bins(&a, 1, neg, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "a negative bound accepted");
+		CHECK(gm_csr_nnz_bins(&a, 0, dec, p1, s1, err, sizeof(err)) == GM_EINVAL,
+			  "zero bins accepted");
+		gm_csr_free(&a);
+	}
+	return 0;
+fail:
+	free(perm);
+	free(start);
+	gm_csr_free(&a);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 15. tolerance */
+
+/*
+ * With tolerance > 0, training stops after the first iteration whose loss
+ * changed by less than tolerance relative to the previous one.
+ */
+static int
+test_train_tolerance(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	char		err[GM_ERRLEN];
+	int			stopped = 0;
+
+	for (int trial = 0; trial < 4; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(100, 300),
+					I = (int32_t) rint_range(80, 200);
+		gm_mf_params p = als_params((int) rint_range(4, 24), 3, 0.1f, 5.0f, 60);
+		gm_mf_result res;
+		gm_mf_data	d;
+		train_log	log = {0};
+		gm_callbacks cb = {NULL, log_iteration, &log};
+		int			rc,
+					stop_at = -1;
+
+		p.tolerance = trial == 0 ? 0.0 : 1e-3 * pow(10.0, runif() * 2.0);
+		p.threads = (int) rint_range(1, 3);
+		train_data_make(&t, U, I, 0.05, p.alpha);
+		X = xmalloc(sizeof(float) * U * p.factors);
+		Y = xmalloc(sizeof(float) * I * p.factors);
+		d = mf_data(&t, X, Y);
+		rc = gm_mf_train(&p, &d, &cb, &res, err, sizeof(err));
+		CHECK(rc == GM_OK, "tolerance %g: %s", p.tolerance, err);
+		CHECK(res.iterations_run == log.n, "iterations_run %d, %d callbacks",
+			  res.iterations_run, log.n);
+		CHECK(res.final.loss == log.loss[log.n - 1], "final loss is not the last reported");
+		/* the reference: the first iteration i >= 1 with |l[i-1] - l[i]| < tol |l[i-1]| */
+		for (int i = 1; i < log.n && stop_at < 0 && p.tolerance > 0; i++)
+			if (fabs(log.loss[i - 1] - log.loss[i]) < p.tolerance * fabs(log.loss[i - 1]))
+				stop_at = i + 1;
+		if (stop_at < 0)
+			CHECK(res.iterations_run == p.iterations,
+				  "tolerance %g: ran %d of %d iterations, the losses never say stop",
+				  p.tolerance, res.iterations_run, p.iterations);
+		else
+		{
+			CHECK(res.iterations_run == stop_at,
+				  "tolerance %g (k %d): ran %d iterations, the losses say stop after %d",
+				  p.tolerance, p.factors, res.iterations_run, stop_at);
+			stopped++;
+		}
+		free(X);
+		free(Y);
+		X = Y = NULL;
+		train_data_free(&t);
+	}
+	CHECK(stopped >= 2, "only %d of 3 trainings with a tolerance stopped early", stopped);
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	train_data_free(&t);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 16. same as the loop */
+
+/*
+ * gm_mf_train with the CPU table gives, with one thread, exactly the factors
+ * of the plain loop: per iteration gm_gram(Y), gm_als_cg_solve_rows over the
+ * users, gm_gram(X), the same over the items; and the loss of those factors.
+ */
+static int
+test_train_matches_loop(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL,
+			   *X2 = NULL,
+			   *Y2 = NULL,
+			   *G = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 4; trial++)
+	{
+		int32_t		U = (int32_t) rint_range(50, 600),
+					I = (int32_t) rint_range(50, 400);
+		gm_mf_params p = als_params((int) rint_range(3, 40), (int) rint_range(1, 5),
+									(float) (0.01 + runif()), (float) (runif() * 20.0),
+									(int) rint_range(1, 4));
+		gm_mf_result res;
+		gm_mf_data	d;
+		int			k = p.factors;
+		double		loss;
+
+		p.threads = 1;
+		train_data_make(&t, U, I, 0.01 + runif() * 0.1, p.alpha);
+		X = xmalloc(sizeof(float) * U * k);
+		Y = xmalloc(sizeof(float) * I * k);
+		X2 = xmalloc(sizeof(float) * U * k);
+		Y2 = xmalloc(sizeof(float) * I * k);
+		G = xmalloc(sizeof(float) * k * k);
+		d = mf_data(&t, X, Y);
+		CHECK(gm_mf_train(&p, &d, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+
+		gm_factors_init(X2, U, k, p.seed, 0);
+		gm_factors_init(Y2, I, k, p.seed, 1);
+		for (int it = 0; it < p.iterations; it++)
+		{
+			gm_gram(Y2, I, k, p.regularization, G, 1);
+			gm_als_cg_solve_rows(&t.C, X2, Y2, G, k, p.cg_steps, 0, U, 1);
+			gm_gram(X2, U, k, p.regularization, G, 1);
+			gm_als_cg_solve_rows(&t.Ct, Y2, X2, G, k, p.cg_steps, 0, I, 1);
+		}
+		loss = gm_als_loss(&t.C, X2, Y2, k, p.regularization, 1);
+		for (int64_t i = 0; i < (int64_t) U * k; i++)
+			CHECK(memcmp(&X[i], &X2[i], sizeof(float)) == 0,
+				  "k %d cg %d, %d iterations: X[%lld][%lld] %.9g, the plain loop %.9g",
+				  k, p.cg_steps, p.iterations, (long long) (i / k), (long long) (i % k),
+				  X[i], X2[i]);
+		for (int64_t i = 0; i < (int64_t) I * k; i++)
+			CHECK(memcmp(&Y[i], &Y2[i], sizeof(float)) == 0,
+				  "k %d cg %d, %d iterations: Y[%lld][%lld] %.9g, the plain loop %.9g",
+				  k, p.cg_steps, p.iterations, (long long) (i / k), (long long) (i % k),
+				  Y[i], Y2[i]);
+		CHECK(res.final.loss == loss, "final loss %.17g, loss of the plain loop's factors %.17g",
+			  res.final.loss, loss);
+		free(X);
+		free(Y);
+		free(X2);
+		free(Y2);
+		free(G);
+		X = Y = X2 = Y2 = G = NULL;
+		train_data_free(&t);
+	}
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	free(X2);
+	free(Y2);
+	free(G);
+	train_data_free(&t);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 17. cancel latency */
+
+/*
+ * How much work runs between two polls of should_stop: at every poll, the
+ * rows of X and Y that changed since the last poll are counted at the cost
+ * the CPU slices by ((len + k) k cg_steps multiply-adds), and must stay
+ * within one slice: the budget (2^26 per thread) plus one row.  Once
+ * should_stop says stop, nothing changes any more.
+ */
+typedef struct
+{
+	const train_data *t;
+	const float *X,
+			   *Y;
+	float	   *Xs,
+			   *Ys;				/* the factors at the last poll */
+	int			k,
+				cg;
+	int			polls,
+				stop_at;		/* 0: never */
+	double		max_work,
+				max_row;
+} poll_watch;
+
+static double
+changed_work(const gm_csr *A, const float *F, float *snap, int k, int cg)
+{
+	double		w = 0.0;
+
+	for (int32_t r = 0; r < A->n_rows; r++)
+		if (memcmp(F + (size_t) r * k, snap + (size_t) r * k, sizeof(float) * k) != 0)
+		{
+			w += ((double) (A->indptr[r + 1] - A->indptr[r]) + k) * k * cg;
+			memcpy(snap + (size_t) r * k, F + (size_t) r * k, sizeof(float) * k);
+		}
+	return w;
+}
+
+static int
+watch_poll(void *arg)
+{
+	poll_watch *w = arg;
+	double		work = changed_work(&w->t->R, w->X, w->Xs, w->k, w->cg) +
+		changed_work(&w->t->Rt, w->Y, w->Ys, w->k, w->cg);
+
+	if (work > w->max_work)
+		w->max_work = work;
+	w->polls++;
+	return w->stop_at > 0 && w->polls >= w->stop_at;
+}
+
+static int
+test_cancel_latency(void)
+{
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL,
+			   *Xs = NULL,
+			   *Ys = NULL;
+	char		err[GM_ERRLEN];
+	int32_t		U = 20000,
+				I = 2000;
+	int			k = 64;
+	const double budget = 67108864.0;	/* mf_loop.c: 2^26 per thread, 1 thread */
+	int			polls_one = 0;
+
+	train_data_make(&t, U, I, 0.01, 2.0f);
+	X = xmalloc(sizeof(float) * U * k);
+	Y = xmalloc(sizeof(float) * I * k);
+	Xs = xmalloc(sizeof(float) * U * k);
+	Ys = xmalloc(sizeof(float) * I * k);
+	for (int run = 0; run < 2; run++)
+	{
+		gm_mf_params p = als_params(k, 3, 0.1f, 2.0f, run == 0 ? 1 : 3);
+		gm_mf_result res;
+		gm_mf_data	d = mf_data(&t, X, Y);
+		poll_watch	w = {0};
+		gm_callbacks cb = {watch_poll, NULL, &w};
+		double		total = 0.0;
+		int			rc;
+
+		p.threads = 1;
+		w.t = &t;
+		w.X = X;
+		w.Y = Y;
+		w.Xs = Xs;
+		w.Ys = Ys;
+		w.k = k;
+		w.cg = p.cg_steps;
+		/* the first run counts the polls of an iteration; the second stops in its second */
+		w.stop_at = run == 0 ? 0 : polls_one + (int) rint_range(1, polls_one);
+		for (int32_t r = 0; r < U; r++)
+		{
+			double		row = ((double) (t.R.indptr[r + 1] - t.R.indptr[r]) + k) * k * p.cg_steps;
+
+			total += row;
+			if (row > w.max_row)
+				w.max_row = row;
+		}
+		for (int32_t i = 0; i < I; i++)
+		{
+			double		row = ((double) (t.Rt.indptr[i + 1] - t.Rt.indptr[i]) + k) * k * p.cg_steps;
+
+			total += row;
+			if (row > w.max_row)
+				w.max_row = row;
+		}
+		/* the start gm_mf_train makes, so the first poll sees only trained rows */
+		gm_factors_init(Xs, U, k, p.seed, 0);
+		gm_factors_init(Ys, I, k, p.seed, 1);
+		rc = gm_mf_train(&p, &d, &cb, &res, err, sizeof(err));
+		if (run == 0)
+		{
+			CHECK(rc == GM_OK, "%s", err);
+			polls_one = w.polls;
+			CHECK(total > 4 * budget && w.polls >= total / (budget + w.max_row),
+				  "%d polls for %.3g multiply-adds (one slice: %.3g)", w.polls, total,
+				  budget + w.max_row);
+		}
+		else
+		{
+			CHECK(rc == GM_ECANCELED, "stop at poll %d of %d: rc %d", w.stop_at, w.polls, rc);
+			CHECK(w.polls == w.stop_at, "polled %d times after stopping at %d", w.polls,
+				  w.stop_at);
+			/* nothing ran after the poll that said stop */
+			CHECK(memcmp(X, Xs, sizeof(float) * U * k) == 0 &&
+				  memcmp(Y, Ys, sizeof(float) * I * k) == 0,
+				  "the factors changed after should_stop returned 1 (poll %d)", w.stop_at);
+		}
+		CHECK(w.max_work <= budget + w.max_row,
+			  "run %d: %.4g multiply-adds between two polls, more than one slice (%.4g + a row of %.4g)",
+			  run, w.max_work, budget, w.max_row);
+	}
+	free(X);
+	free(Y);
+	free(Xs);
+	free(Ys);
+	train_data_free(&t);
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	free(Xs);
+	free(Ys);
+	train_data_free(&t);
+	return 1;
+}
+
+/* ------------------------------------------------------------ 18. parameters */
+
+/* Defaults, names, range checks naming the parameter, and what is not available. */
+static int
+test_params_and_ops(void)
+{
+	char		err[GM_ERRLEN];
+	train_data	t = {0};
+	float	   *X = NULL,
+			   *Y = NULL;
+	const gm_algo_ops *ops;
+
+	for (int a = 0; a < GM_ALG_COUNT; a++)
+	{
+		gm_mf_params p;
+		gm_algorithm back;
+		const char *name = gm_algorithm_name((gm_algorithm) a);
+
+		gm_mf_params_defaults(&p, (gm_algorithm) a);
+		CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_OK,
+			  "defaults of %s rejected: %s", name, err);
+		CHECK(name != NULL && gm_algorithm_from_name(name, &back) == GM_OK && (int) back == a,
+			  "algorithm %d: name %s does not map back", a, name ? name : "(null)");
+		CHECK(p.factors == 64 && p.iterations == 15 && p.seed == 42 &&
+			  p.backend == GM_BACKEND_CPU && p.tolerance == 0.0,
+			  "%s: unexpected common defaults", name);
+		if (a == GM_ALG_ALS_IMPLICIT)
+			CHECK(p.regularization == 0.01f && p.alpha == 1.0f && p.cg_steps == 3 &&
+				  p.alpha0 == 1.0f && p.nu == 0.0f && p.solver == GM_SOLVER_CG &&
+				  p.block_size == 0 && p.biases == 0,
+				  "implicit ALS defaults differ from today's");
+		else
+			CHECK(p.regularization == 0.05f && p.biases == 1 && p.inner_iterations == 3,
+				  "%s: explicit defaults", name);
+	}
+	CHECK(strcmp(gm_algorithm_name(GM_ALG_ALS_IMPLICIT), "als") == 0 &&
+		  strcmp(gm_algorithm_name(GM_ALG_ALS_EXPLICIT), "als_explicit") == 0 &&
+		  strcmp(gm_algorithm_name(GM_ALG_CCD), "ccd") == 0, "algorithm names");
+	{
+		gm_algorithm a;
+
+		CHECK(gm_algorithm_from_name("bpr", &a) == GM_EINVAL &&
+			  gm_algorithm_from_name(NULL, &a) == GM_EINVAL &&
+			  gm_algorithm_name(GM_ALG_COUNT) == NULL, "unknown names accepted");
+	}
+
+	/* every bad value is refused with a message naming its parameter */
+	{
+		struct
+		{
+			gm_algorithm alg;
+			const char *param;
+			int			which;
+		}			bad[] = {
+			{GM_ALG_ALS_IMPLICIT, "factors", 0}, {GM_ALG_CCD, "factors", 1},
+			{GM_ALG_ALS_IMPLICIT, "iterations", 2}, {GM_ALG_ALS_IMPLICIT, "regularization", 3},
+			{GM_ALG_ALS_EXPLICIT, "regularization", 4}, {GM_ALG_ALS_IMPLICIT, "alpha", 5},
+			{GM_ALG_ALS_IMPLICIT, "cg_steps", 6}, {GM_ALG_ALS_IMPLICIT, "tolerance", 7},
+			{GM_ALG_CCD, "inner_iterations", 8}, {GM_ALG_ALS_EXPLICIT, "biases", 9},
+			{GM_ALG_ALS_IMPLICIT, "block_size", 10}, {GM_ALG_ALS_IMPLICIT, "threads", 11},
+			{GM_ALG_ALS_IMPLICIT, "alpha0", 12}, {GM_ALG_ALS_IMPLICIT, "nu", 13},
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		{
+			gm_mf_params p;
+
+			gm_mf_params_defaults(&p, bad[i].alg);
+			switch (bad[i].which)
+			{
+				case 0: p.factors = 0; break;
+				case 1: p.factors = 1025; break;
+				case 2: p.iterations = 0; break;
+				case 3: p.regularization = -0.5f; break;
+				case 4: p.regularization = NAN; break;
+				case 5: p.alpha = INFINITY; break;
+				case 6: p.cg_steps = 0; break;
+				case 7: p.tolerance = -1e-3; break;
+				case 8: p.inner_iterations = 0; break;
+				case 9: p.biases = 2; break;
+				case 10: p.solver = GM_SOLVER_BLOCK; p.block_size = p.factors + 1; break;
+				case 11: p.threads = 5000; break;
+				case 12: p.alpha0 = -1.0f; break;
+				case 13: p.nu = NAN; break;
+			}
+			err[0] = '\0';
+			CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_EINVAL,
+				  "bad %s (case %d) accepted", bad[i].param, bad[i].which);
+			CHECK(strstr(err, bad[i].param) == err, "bad %s: message \"%s\" does not start with its name",
+				  bad[i].param, err);
+		}
+		/* fields of other algorithms are ignored */
+		{
+			gm_mf_params p;
+
+			gm_mf_params_defaults(&p, GM_ALG_CCD);
+			p.cg_steps = 0;
+			p.alpha = NAN;
+			CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_OK,
+				  "ccd checked implicit-only fields: %s", err);
+			gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+			p.biases = 7;
+			p.inner_iterations = -1;
+			CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_OK,
+				  "implicit ALS checked explicit-only fields: %s", err);
+		}
+	}
+
+	/* tables: implicit ALS on the CPU; the rest not (yet); no CUDA module here */
+	ops = gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CPU, err, sizeof(err));
+	CHECK(ops != NULL && strcmp(ops->name, "cpu") == 0, "no CPU table for implicit ALS: %s", err);
+	for (int a = 0; a < GM_ALG_COUNT; a++)
+	{
+		ops = gm_algo_ops_get((gm_algorithm) a, GM_BACKEND_CPU, err, sizeof(err));
+		if (ops == NULL)
+		{
+			char		want[128];
+
+			snprintf(want, sizeof(want), "algorithm %s is not available on the cpu backend",
+					 gm_algorithm_name((gm_algorithm) a));
+			CHECK(strcmp(err, want) == 0, "message \"%s\"", err);
+		}
+	}
+	CHECK(gm_algo_ops_get(GM_ALG_COUNT, GM_BACKEND_CPU, err, sizeof(err)) == NULL,
+		  "a table for an unknown algorithm");
+	CHECK(gm_cuda_symbol("gm_cuda_algo_ops") == NULL, "a CUDA symbol without the module");
+	{
+		char		name[128];
+
+		CHECK(gm_cuda_available("/nonexistent/gpumf_cuda.so", name, sizeof(name), err,
+								sizeof(err)) == GM_ENOMODULE && name[0] == '\0' &&
+			  strstr(err, "/nonexistent/gpumf_cuda.so") != NULL,
+			  "a missing module: %s", err);
+		CHECK(gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CUDA, err, sizeof(err)) == NULL &&
+			  strstr(err, "not loaded") != NULL, "a CUDA table without the module: %s", err);
+	}
+
+	/* gm_mf_train says what is missing, and changes nothing of the model then */
+	{
+		int32_t		U = 40,
+					I = 30;
+		gm_mf_result res;
+		gm_mf_data	d;
+
+		train_data_make(&t, U, I, 0.2, 1.0f);
+		X = xmalloc(sizeof(float) * U * 8);
+		Y = xmalloc(sizeof(float) * I * 8);
+		d = mf_data(&t, X, Y);
+		for (int c = 0; c < 6; c++)
+		{
+			gm_mf_params p = als_params(8, 3, 0.1f, 1.0f, 2);
+			int			want = GM_ENOTSUP,
+						rc;
+
+			switch (c)
+			{
+				case 0: p.alpha0 = 0.5f; break;
+				case 1: p.nu = 0.5f; break;
+				case 2: p.solver = GM_SOLVER_EXACT; break;
+				case 3: gm_mf_params_defaults(&p, GM_ALG_CCD); p.biases = 0; break;
+				case 4: p.backend = GM_BACKEND_CUDA; want = GM_ENODEVICE; break;
+				case 5: d.Rt = &t.R; want = GM_EINVAL; break;	/* not the transpose */
+			}
+			err[0] = '\0';
+			rc = gm_mf_train(&p, &d, NULL, &res, err, sizeof(err));
+			CHECK(rc == want && err[0] != '\0', "case %d: rc %d, expected %d (%s)", c, rc, want, err);
+			CHECK(res.iterations_run == 0, "case %d: %d iterations ran", c, res.iterations_run);
+			d.Rt = &t.Rt;
+		}
+	}
+	free(X);
+	free(Y);
+	train_data_free(&t);
+	return 0;
+fail:
+	free(X);
+	free(Y);
+	train_data_free(&t);
+	return 1;
+}
+
 /* ------------------------------------------------------------ main */
 
 typedef struct
@@ -1573,12 +2228,17 @@ static const test_case tests[] = {
 	{"gram = Y^T Y + reg I", test_gram},
 	{"cg solve of one row vs Cholesky", test_cg_solve},
 	{"als_loss vs dense brute force", test_loss},
-	{"als_train loss non-increasing", test_train_monotone},
-	{"als_train cancellation", test_train_cancel},
+	{"mf_train (implicit ALS) loss non-increasing", test_train_monotone},
+	{"mf_train cancellation", test_train_cancel},
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
 	{"synth dataset", test_synth},
+	{"csr_nnz_bins vs a reference", test_nnz_bins},
+	{"mf_train tolerance stop", test_train_tolerance},
+	{"mf_train (cpu ops) equals the plain ALS loop bit for bit", test_train_matches_loop},
+	{"mf_train polls within one slice and stops at once", test_cancel_latency},
+	{"params defaults, checks, names; ops tables", test_params_and_ops},
 };
 
 int

@@ -1,12 +1,13 @@
 /*
- * gpu_als_bench.cu: correctness and speed of gpumf's CUDA ALS (cuda/als.cu)
- * against a float64 reference, the CPU core (src/core) and the seed's
- * baseline kernel (SEEDS.md section 1), which is reproduced below.
+ * gpu_als_bench.cu: correctness and speed of gpumf's CUDA implicit ALS
+ * (cuda/als_implicit.cu, driven through its table of operations from
+ * gm_cuda_algo_ops) against a float64 reference, the CPU core (src/core) and
+ * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
  * No PostgreSQL.  Usage: gpu_als_bench [--quick] [--module path/to/gpumf_cuda.so]
  */
 #include "../../../src/core/gm_core.h"
-#include "../../../cuda/gm_cuda.h"
+#include "../../../cuda/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -282,11 +283,17 @@ count_nonfinite(const float *a, size_t n)
 	return c;
 }
 
-/* synthetic dataset: train confidence matrix C (and Ct), and the holdout */
+/*
+ * synthetic dataset: the train values A (and At) the GPU trains on, their
+ * confidence matrix C (and Ct) for the CPU core's functions, and the holdout
+ */
 struct dataset
 {
-	gm_csr		C,
+	gm_csr		A,
+				At,
+				C,
 				Ct;
+	float		alpha;			/* C = 1 + alpha A */
 	std::vector<int64_t> test_ptr;
 	std::vector<int32_t> test_idx;	/* sorted per user */
 };
@@ -355,12 +362,119 @@ make_dataset(dataset *d, int32_t users, int32_t items, int64_t rows, int min_per
 		std::sort(d->test_idx.begin() + t0, d->test_idx.end());
 		d->test_ptr[u + 1] = d->test_idx.size();
 	}
-	gm_csr		A;
+	d->alpha = alpha;
+	GM(gm_csr_from_coo(users, items, ntrain, r.data(), c.data(), v.data(), &d->A, err, sizeof(err)));
+	GM(gm_csr_transpose(&d->A, &d->At, err, sizeof(err)));
+	GM(gm_confidence(&d->A, alpha, &d->C, err, sizeof(err)));
+	GM(gm_confidence(&d->At, alpha, &d->Ct, err, sizeof(err)));
+}
 
-	GM(gm_csr_from_coo(users, items, ntrain, r.data(), c.data(), v.data(), &A, err, sizeof(err)));
-	GM(gm_confidence(&A, alpha, &d->C, err, sizeof(err)));
-	gm_csr_free(&A);
-	GM(gm_csr_transpose(&d->C, &d->Ct, err, sizeof(err)));
+static void
+dataset_free(dataset *d)
+{
+	gm_csr_free(&d->A);
+	gm_csr_free(&d->At);
+	gm_csr_free(&d->C);
+	gm_csr_free(&d->Ct);
+}
+
+/*
+ * The module's implicit ALS through its table of operations, the way the
+ * core's gm_mf_train drives it: create uploads the values A (the module
+ * derives c = 1 + alpha v), begin_sweep(side) builds the Gram matrix, run
+ * solves a slice of rows, evaluate computes the loss, download copies back.
+ */
+struct gpu_als
+{
+	const gm_algo_ops *ops;
+	void	   *h;
+	int			k;
+};
+
+static gm_mf_params
+gpu_params(int k, int cg, float reg, float alpha)
+{
+	gm_mf_params p;
+
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+	p.backend = GM_BACKEND_CUDA;
+	p.factors = k;
+	p.cg_steps = cg;
+	p.regularization = reg;
+	p.alpha = alpha;
+	return p;
+}
+
+static void
+ga_create(gpu_als *g, const gm_csr *A, const gm_csr *At, const float *X,
+		  const float *Y, int k, int cg, float reg, float alpha)
+{
+	gm_mf_params p = gpu_params(k, cg, reg, alpha);
+	gm_mf_data	d;
+	char		name[128];
+
+	memset(&d, 0, sizeof(d));
+	d.R = A;
+	d.Rt = At;
+	d.X = (float *) X;
+	d.Y = (float *) Y;
+	g->k = k;
+	g->h = NULL;
+	g->ops = gm_cuda_algo_ops(GM_ALG_ALS_IMPLICIT);
+	if (g->ops == NULL)
+	{
+		fprintf(stderr, "the CUDA module has no implicit ALS\n");
+		exit(2);
+	}
+	GM(g->ops->create(&g->h, &d, &p, NULL, name, sizeof(name), err, sizeof(err)));
+}
+
+static void
+ga_begin(gpu_als *g, int side, gm_sweep *sw = NULL)
+{
+	gm_sweep	s;
+
+	GM(g->ops->begin_sweep(g->h, side, sw ? sw : &s, err, sizeof(err)));
+}
+
+static void
+ga_run(gpu_als *g, int side, int32_t b, int32_t e)
+{
+	GM(g->ops->run(g->h, side, b, e, err, sizeof(err)));
+}
+
+static void
+ga_sync(gpu_als *g)
+{
+	GM(g->ops->sync(g->h, err, sizeof(err)));
+}
+
+static double
+ga_loss(gpu_als *g)
+{
+	gm_mf_metrics m;
+
+	GM(g->ops->evaluate(g->h, &m, err, sizeof(err)));
+	return m.loss;
+}
+
+/* copy back (X or Y may be NULL) */
+static void
+ga_get(gpu_als *g, float *X, float *Y)
+{
+	gm_mf_data	d;
+
+	memset(&d, 0, sizeof(d));
+	d.X = X;
+	d.Y = Y;
+	GM(g->ops->download(g->h, &d, err, sizeof(err)));
+}
+
+static void
+ga_destroy(gpu_als *g)
+{
+	g->ops->destroy(g->h);
+	g->h = NULL;
 }
 
 /* top-10 per sampled user (train items skipped), scored on the GPU */
@@ -469,8 +583,8 @@ test_exact(int k)
 	float		reg = 0.1f,
 				alpha = 2.0f;
 	gm_csr		A,
-				C,
-				Ct;
+				At,
+				C;
 
 	for (int32_t u = 0; u < nu; u++)
 		for (int32_t i = 0; i < ni; i++)
@@ -481,8 +595,8 @@ test_exact(int k)
 				v.push_back((float) (1 + (int) (urand() * 5)));
 			}
 	GM(gm_csr_from_coo(nu, ni, (int64_t) r.size(), r.data(), c.data(), v.data(), &A, err, sizeof(err)));
+	GM(gm_csr_transpose(&A, &At, err, sizeof(err)));
 	GM(gm_confidence(&A, alpha, &C, err, sizeof(err)));
-	GM(gm_csr_transpose(&C, &Ct, err, sizeof(err)));
 
 	std::vector<float> X((size_t) nu * k),
 				Y((size_t) ni * k),
@@ -493,19 +607,17 @@ test_exact(int k)
 	for (auto &y : Y)
 		y = (float) (0.1 * nrand());
 
-	gm_cuda_als *h = NULL;
+	gpu_als		g;
 
-	GM(gm_cuda_als_create(&h, nu, ni, C.nnz, C.indptr, C.indices, C.data,
-						  Ct.indptr, Ct.indices, Ct.data, X.data(), Y.data(), k,
-						  err, sizeof(err)));
-	GM(gm_cuda_als_prepare(h, 0, reg, err, sizeof(err)));
+	ga_create(&g, &A, &At, X.data(), Y.data(), k, k, reg, alpha);
+	ga_begin(&g, 0);
 	/* two slices, to check that slices are independent */
-	GM(gm_cuda_als_solve(h, 0, k, 0, 7, err, sizeof(err)));
-	GM(gm_cuda_als_solve(h, 0, k, 7, nu, err, sizeof(err)));
-	GM(gm_cuda_als_sync(h, err, sizeof(err)));
+	ga_run(&g, 0, 0, 7);
+	ga_run(&g, 0, 7, nu);
+	ga_sync(&g);
 	fill_nan(Xo.data(), Xo.size());
-	GM(gm_cuda_als_get(h, Xo.data(), NULL, err, sizeof(err)));
-	gm_cuda_als_destroy(h);
+	ga_get(&g, Xo.data(), NULL);
+	ga_destroy(&g);
 
 	double		worst = 0.0;
 
@@ -584,8 +696,8 @@ test_exact(int k)
 		  "exact solve k=%d (%d users, cg_steps=k): max rel err vs float64 Cholesky %.2e (< 1e-4)",
 		  k, nu, worst);
 	gm_csr_free(&A);
+	gm_csr_free(&At);
 	gm_csr_free(&C);
-	gm_csr_free(&Ct);
 }
 
 /* 2: GPU vs CPU core from the same factors, per-iteration loss; top-10 */
@@ -619,11 +731,9 @@ test_vs_cpu(int k, int iters_loss, int iters_total)
 	for (int32_t i = 0; i < ni; i++)
 		maxcol = std::max(maxcol, d.Ct.indptr[i + 1] - d.Ct.indptr[i]);
 
-	gm_cuda_als *h = NULL;
+	gpu_als		g;
 
-	GM(gm_cuda_als_create(&h, nu, ni, d.C.nnz, d.C.indptr, d.C.indices, d.C.data,
-						  d.Ct.indptr, d.Ct.indices, d.Ct.data, Xc.data(), Yc.data(), k,
-						  err, sizeof(err)));
+	ga_create(&g, &d.A, &d.At, Xc.data(), Yc.data(), k, cg, reg, alpha);
 	double		worst = 0.0,
 				worst_lossfn = 0.0;
 	size_t		bad = 0;
@@ -640,25 +750,25 @@ test_vs_cpu(int k, int iters_loss, int iters_total)
 		{
 			int32_t		n = side ? ni : nu;
 
-			GM(gm_cuda_als_prepare(h, side, reg, err, sizeof(err)));
+			ga_begin(&g, side);
 			for (int32_t b = 0; b < n;)
 			{
 				int32_t		e = std::min(n, b + 1 + (int32_t) (urand() * 700));
 
-				GM(gm_cuda_als_solve(h, side, cg, b, e, err, sizeof(err)));
+				ga_run(&g, side, b, e);
 				b = e;
 			}
 		}
-		GM(gm_cuda_als_sync(h, err, sizeof(err)));
+		ga_sync(&g);
 		if (it < iters_loss)
 		{
 			double		lg,
 						lc = gm_als_loss(&d.C, Xc.data(), Yc.data(), k, reg, 0);
 
-			GM(gm_cuda_als_loss(h, reg, &lg, err, sizeof(err)));
+			lg = ga_loss(&g);
 			fill_nan(Xg.data(), Xg.size());
 			fill_nan(Yg.data(), Yg.size());
-			GM(gm_cuda_als_get(h, Xg.data(), Yg.data(), err, sizeof(err)));
+			ga_get(&g, Xg.data(), Yg.data());
 			bad += count_nonfinite(Xg.data(), Xg.size()) + count_nonfinite(Yg.data(), Yg.size());
 			double		lcg = gm_als_loss(&d.C, Xg.data(), Yg.data(), k, reg, 0);
 			double		rel = fabs(lg - lc) / fabs(lc);
@@ -679,8 +789,8 @@ test_vs_cpu(int k, int iters_loss, int iters_total)
 
 	fill_nan(Xg.data(), Xg.size());
 	fill_nan(Yg.data(), Yg.size());
-	GM(gm_cuda_als_get(h, Xg.data(), Yg.data(), err, sizeof(err)));
-	gm_cuda_als_destroy(h);
+	ga_get(&g, Xg.data(), Yg.data());
+	ga_destroy(&g);
 	std::vector<int32_t> users,
 				rc,
 				rg;
@@ -694,8 +804,22 @@ test_vs_cpu(int k, int iters_loss, int iters_total)
 	CHECK(ov >= 9.0 && count_nonfinite(Xg.data(), Xg.size()) == 0,
 		  "top-10 overlap gpu vs cpu after %d iterations k=%d: %.3f / 10 (>= 9); p@10 cpu %.4f gpu %.4f",
 		  iters_total, k, ov, precision10(&d, users, rc), precision10(&d, users, rg));
-	gm_csr_free(&d.C);
-	gm_csr_free(&d.Ct);
+	dataset_free(&d);
+}
+
+/* losses reported by gm_mf_train per iteration */
+struct loss_log
+{
+	std::vector<double> loss;
+};
+
+static void
+log_loss(void *arg, int it, double loss, double rmse, double seconds)
+{
+	(void) it;
+	(void) rmse;
+	(void) seconds;
+	((loss_log *) arg)->loss.push_back(loss);
 }
 
 /* 3: the core's own training loop through the dlopen'ed module vs the CPU */
@@ -704,41 +828,63 @@ test_train_backend(const char *module, int k)
 {
 	dataset		d;
 	char		name[128];
-	gm_als_params p;
-	gm_als_result rc,
+	gm_mf_params p;
+	gm_mf_result rc,
 				rg;
+	gm_mf_data	dc,
+				dg;
+	loss_log	lc,
+				lg;
+	gm_callbacks cbc = {NULL, log_loss, &lc},
+				cbg = {NULL, log_loss, &lg};
+	const gm_algo_ops *ops;
 
 	if (gm_cuda_available(module, name, sizeof(name), err, sizeof(err)) != GM_OK)
 	{
 		CHECK(0, "gm_cuda_available(%s): %s", module, err);
 		return;
 	}
+	ops = gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CUDA, err, sizeof(err));
+	CHECK(ops != NULL && strcmp(ops->name, "cuda") == 0,
+		  "gm_algo_ops_get(als, cuda) through %s: %s", module, ops ? ops->name : err);
 	make_dataset(&d, 2000, 800, 120000, 8, 10, 0.6, 99, 2.0f);
-	memset(&p, 0, sizeof(p));
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
 	p.factors = k;
 	p.iterations = 5;
 	p.cg_steps = 3;
 	p.regularization = 0.05f;
 	p.alpha = 2.0f;
 	p.seed = 7;
-	std::vector<float> X1((size_t) d.C.n_rows * k),
-				Y1((size_t) d.C.n_cols * k),
-				X2, Y2;
+	std::vector<float> X1((size_t) d.A.n_rows * k),
+				Y1((size_t) d.A.n_cols * k),
+				X2((size_t) d.A.n_rows * k),
+				Y2((size_t) d.A.n_cols * k);
 
-	gm_factors_init(X1.data(), d.C.n_rows, k, 7, 0);
-	gm_factors_init(Y1.data(), d.C.n_cols, k, 7, 1);
-	X2 = X1;
-	Y2 = Y1;
+	memset(&dc, 0, sizeof(dc));
+	dc.R = &d.A;
+	dc.Rt = &d.At;
+	dg = dc;
+	dc.X = X1.data();
+	dc.Y = Y1.data();
+	dg.X = X2.data();
+	dg.Y = Y2.data();
+	fill_nan(X2.data(), X2.size());
+	fill_nan(Y2.data(), Y2.size());
 	p.backend = GM_BACKEND_CPU;
-	GM(gm_als_train(&p, &d.C, &d.Ct, X1.data(), Y1.data(), NULL, &rc, err, sizeof(err)));
+	GM(gm_mf_train(&p, &dc, &cbc, &rc, err, sizeof(err)));
 	p.backend = GM_BACKEND_CUDA;
-	GM(gm_als_train(&p, &d.C, &d.Ct, X2.data(), Y2.data(), NULL, &rg, err, sizeof(err)));
-	double		rel = fabs(rc.final_loss - rg.final_loss) / fabs(rc.final_loss);
+	GM(gm_mf_train(&p, &dg, &cbg, &rg, err, sizeof(err)));
+	double		rel = fabs(rc.final.loss - rg.final.loss) / fabs(rc.final.loss),
+				worst = 0.0;
 
-	CHECK(rel < 1e-3, "gm_als_train cpu vs cuda (%s via %s) k=%d: final loss %.8f vs %.8f rel %.2e",
-		  rg.device_name, module, k, rc.final_loss, rg.final_loss, rel);
-	gm_csr_free(&d.C);
-	gm_csr_free(&d.Ct);
+	for (size_t i = 0; i < lc.loss.size() && i < lg.loss.size(); i++)
+		worst = std::max(worst, fabs(lc.loss[i] - lg.loss[i]) / fabs(lc.loss[i]));
+	CHECK(rel < 1e-3 && worst < 1e-3 && rg.iterations_run == 5 && lg.loss.size() == 5 &&
+		  count_nonfinite(X2.data(), X2.size()) + count_nonfinite(Y2.data(), Y2.size()) == 0,
+		  "gm_mf_train cpu vs cuda (%s via %s) k=%d: final loss %.8f vs %.8f rel %.2e, "
+		  "per iteration max rel %.2e, %d iterations", rg.device_name, module, k,
+		  rc.final.loss, rg.final.loss, rel, worst, rg.iterations_run);
+	dataset_free(&d);
 }
 
 /* ============================================================ timing */
@@ -917,32 +1063,30 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 
 	/* gpumf */
 	{
-		gm_cuda_als *h = NULL;
+		gpu_als		g;
 
-		GM(gm_cuda_als_create(&h, nu, ni, nnz, d->C.indptr, d->C.indices, d->C.data,
-							  d->Ct.indptr, d->Ct.indices, d->Ct.data, X0.data(), Y0.data(),
-							  k, err, sizeof(err)));
+		ga_create(&g, &d->A, &d->At, X0.data(), Y0.data(), k, cg, reg, d->alpha);
 		for (int it = 0; it < iters; it++)
 		{
 			float		ms;
 
 			CK(cudaEventRecord(e0));
-			GM(gm_cuda_als_prepare(h, 0, reg, err, sizeof(err)));
-			GM(gm_cuda_als_solve(h, 0, cg, 0, nu, err, sizeof(err)));
-			GM(gm_cuda_als_prepare(h, 1, reg, err, sizeof(err)));
-			GM(gm_cuda_als_solve(h, 1, cg, 0, ni, err, sizeof(err)));
+			ga_begin(&g, 0);
+			ga_run(&g, 0, 0, nu);
+			ga_begin(&g, 1);
+			ga_run(&g, 1, 0, ni);
 			CK(cudaEventRecord(e1));
 			CK(cudaEventSynchronize(e1));
-			GM(gm_cuda_als_sync(h, err, sizeof(err)));
+			ga_sync(&g);
 			CK(cudaEventElapsedTime(&ms, e0, e1));
 			fprintf(log, "k=%d gpumf iteration %d: %.3f ms\n", k, it + 1, ms);
 			if (it >= 2)
 				tg.push_back(ms);
 		}
-		GM(gm_cuda_als_loss(h, reg, &res->gm_loss_gpu, err, sizeof(err)));
+		res->gm_loss_gpu = ga_loss(&g);
 		fill_nan(X.data(), X.size());
 		fill_nan(Y.data(), Y.size());
-		GM(gm_cuda_als_get(h, X.data(), Y.data(), err, sizeof(err)));
+		ga_get(&g, X.data(), Y.data());
 		size_t		bad = count_nonfinite(X.data(), X.size()) + count_nonfinite(Y.data(), Y.size());
 
 		res->gm_loss = gm_als_loss(&d->C, X.data(), Y.data(), k, reg, 0);
@@ -964,13 +1108,13 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 			for (int it = 0; it < 5; it++)
 			{
 				CK(cudaEventRecord(ev[0]));
-				GM(gm_cuda_als_prepare(h, 0, reg, err, sizeof(err)));
+				ga_begin(&g, 0);
 				CK(cudaEventRecord(ev[1]));
-				GM(gm_cuda_als_solve(h, 0, cg, 0, nu, err, sizeof(err)));
+				ga_run(&g, 0, 0, nu);
 				CK(cudaEventRecord(ev[2]));
-				GM(gm_cuda_als_prepare(h, 1, reg, err, sizeof(err)));
+				ga_begin(&g, 1);
 				CK(cudaEventRecord(ev[3]));
-				GM(gm_cuda_als_solve(h, 1, cg, 0, ni, err, sizeof(err)));
+				ga_run(&g, 1, 0, ni);
 				CK(cudaEventRecord(ev[4]));
 				CK(cudaEventSynchronize(ev[4]));
 				for (int j = 0; j < 4; j++)
@@ -992,11 +1136,14 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 				cudaEventDestroy(ev[j]);
 		}
 
-		/* iterations in the slices gm_als_train makes (budget multiply-adds per slice) */
+		/*
+		 * iterations in the slices gm_mf_train cuts (src/core/mf_loop.c:
+		 * rows while the work, row_work + nnz_work * len from begin_sweep,
+		 * is under the budget; 2^32 is what it uses on CUDA)
+		 */
 		for (int bi = 0; bi < 3; bi++)
 		{
-			double		budget = (bi == 0 ? 268435456.0 : bi == 1 ? 1073741824.0 : 4294967296.0) / cg;
-			const gm_csr *m[2] = {&d->C, &d->Ct};
+			double		budget = bi == 0 ? 268435456.0 : bi == 1 ? 1073741824.0 : 4294967296.0;
 			int			nslices = 0;
 
 			ts.clear();
@@ -1008,18 +1155,20 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 				CK(cudaEventRecord(e0));
 				for (int side = 0; side < 2; side++)
 				{
-					GM(gm_cuda_als_prepare(h, side, reg, err, sizeof(err)));
-					for (int32_t b = 0; b < m[side]->n_rows;)
+					gm_sweep	sw;
+
+					ga_begin(&g, side, &sw);
+					for (int32_t b = 0; b < sw.n_rows;)
 					{
 						double		work = 0.0;
 						int32_t		e = b;
 
-						while (e < m[side]->n_rows && (e == b || work < budget))
+						while (e < sw.n_rows && (e == b || work < budget))
 						{
-							work += ((double) (m[side]->indptr[e + 1] - m[side]->indptr[e]) + k) * k;
+							work += sw.row_work + sw.nnz_work * (double) (sw.indptr[e + 1] - sw.indptr[e]);
 							e++;
 						}
-						GM(gm_cuda_als_solve(h, side, cg, b, e, err, sizeof(err)));
+						ga_run(&g, side, b, e);
 						nslices++;
 						b = e;
 					}
@@ -1032,10 +1181,10 @@ bench_k(const dataset *d, int k, int iters, int cg, float reg, const std::vector
 			}
 			res->sliced_ms[bi] = median(ts);
 			res->nslices[bi] = nslices;
-			fprintf(log, "k=%d gpumf sliced, budget 2^%d/cg_steps multiply-adds: %d slices, %.3f ms\n",
+			fprintf(log, "k=%d gpumf sliced, budget 2^%d multiply-adds: %d slices, %.3f ms\n",
 					k, 28 + 2 * bi, nslices, res->sliced_ms[bi]);
 		}
-		gm_cuda_als_destroy(h);
+		ga_destroy(&g);
 	}
 	res->base_ms = median(tb);
 	res->gm_ms = median(tg);
@@ -1092,13 +1241,30 @@ main(int argc, char **argv)
 	test_train_backend(module, 32);
 	{
 		/* errors are reported, not crashes */
-		gm_cuda_als *h = NULL;
+		const gm_algo_ops *ops = gm_cuda_algo_ops(GM_ALG_ALS_IMPLICIT);
 		int64_t		ip[2] = {0, 0};
 		float		f = 0.f;
-		int			rc = gm_cuda_als_create(&h, 1, 1, 0, ip, NULL, NULL, ip, NULL, NULL,
-											&f, &f, 4096, err, sizeof(err));
+		gm_csr		one = {1, 1, 0, ip, NULL, NULL};
+		gm_mf_data	dd;
+		gm_mf_params p = gpu_params(4096, 3, 0.1f, 1.0f);
+		void	   *h = &f;
+		char		name[128];
+		int			rc;
 
+		memset(&dd, 0, sizeof(dd));
+		dd.R = &one;
+		dd.Rt = &one;
+		dd.X = &f;
+		dd.Y = &f;
+		rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
 		CHECK(rc == GM_EINVAL && h == NULL, "k=4096 refused: rc %d: %s", rc, err);
+		p = gpu_params(8, 3, 0.1f, 1.0f);
+		p.alpha0 = 0.5f;
+		h = &f;
+		rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
+		CHECK(rc == GM_ENOTSUP && h == NULL, "alpha0 != 1 not supported yet: rc %d: %s", rc, err);
+		CHECK(gm_cuda_abi_version() == GM_ALGO_ABI_VERSION, "module ABI version %d, core %d",
+			  gm_cuda_abi_version(), GM_ALGO_ABI_VERSION);
 	}
 	if (quick)
 	{
@@ -1157,7 +1323,7 @@ main(int argc, char **argv)
 		if (!(rel < 0.01) || !(fabs(r.base_p10 - r.gm_p10) < 0.005) || !(r.base_ms / r.gm_ms >= 5.0))
 			failures++;
 	}
-	printf("\n## gpumf phases (ms, median of 5) and iterations in host slices (budget = multiply-adds per slice / cg_steps)\n\n");
+	printf("\n## gpumf phases (ms, median of 5) and iterations in host slices (budget = multiply-adds per slice, a row costing (len + k) k cg_steps)\n\n");
 	printf("| k | gram(Y) | user solve | gram(X) | item solve | sliced 2^28 (slices) | sliced 2^30 | sliced 2^32 |\n");
 	printf("|---|---|---|---|---|---|---|---|\n");
 	for (auto &r : res)

@@ -1,17 +1,23 @@
 /*
- * als.cu: gpumf's CUDA module: implicit-feedback ALS with a conjugate-gradient
- * solver (Hu, Koren, Volinsky 2008), the ABI of gm_cuda.h.
+ * als_implicit.cu: implicit-feedback ALS with a conjugate-gradient solver
+ * (Hu, Koren, Volinsky 2008) on the GPU: the CUDA table of operations
+ * gm_cuda_als_implicit_ops (gm_algo.h), driven by the core's training loop
+ * like the CPU table of src/core/als_implicit.c.
  *
  * How it works (see test/bench/gpu/README.md for the measurements):
  *
- *  - Factors live on the device row-major with the row length padded to kp,
- *    a multiple of 32 (of 128 above 256); padded columns stay exactly zero.
- *  - G = F^T F + reg I (cuBLAS sgemm, FP32, once per prepare).
+ *  - create uploads R and Rt (device_csr.cuh) and turns their values into
+ *    confidences c = 1 + alpha v on the device, rounded as the CPU rounds
+ *    them; the sum of the confidences (for the loss) is taken on the host.
+ *  - Factors live on the device row-major with the row length padded to kp
+ *    (gm_padded_k); padded columns stay exactly zero.
+ *  - Sweep 0 solves the users, sweep 1 the items.  begin_sweep builds
+ *    G = F^T F + reg I of the other side (cuBLAS sgemm, FP32).
  *  - One CG pass (the initial residual, then each of the cg_steps steps) is
  *      1. a cuBLAS sgemm over all rows of the slice: AP = V G   (V = X or P;
  *         the initial pass uses alpha = -1), i.e. the dense part of A v for
  *         every row at once at sgemm speed instead of k^2 scalar reads per row;
- *      2. one fused kernel, a warp per "chunk" (up to CHUNK nonzeros of one
+ *      2. one fused kernel, a warp per "chunk" (up to GM_CHUNK nonzeros of one
  *         row): lanes form groups of LG lanes, each group takes one nonzero at
  *         a time and holds its k-vector as V float4 per lane (16-byte loads,
  *         coalesced); the dot y_i . v is a log2(LG)-step shuffle reduction
@@ -22,76 +28,39 @@
  *         row split over several chunks (popular items, heavy users) adds its
  *         partial sums into AP with float4 atomics and the last chunk to
  *         finish (a per-row counter, threadfence reduction) does the update.
- *  - The update is the CPU core's (src/core/als.c cg_solve_row) exactly:
+ *  - The update is the CPU core's (src/core/als_implicit.c cg_solve_row):
  *      init:  r = sum_i (c_i - (c_i-1) y_i.x) y_i - G x;  p = r;  rs = r.r
  *      step:  if rs < 1e-20 skip;  Ap = G p + sum_i (c_i-1)(y_i.p) y_i;
  *             a = rs / p.Ap;  x += a p;  r -= a Ap;  rsn = r.r;
  *             p = r + (rsn/rs) p;  rs = rsn    (rsn < 1e-20 stops the row)
- *  - The loss accumulates in float64 (gm_als_loss's definition).
+ *  - evaluate: the loss accumulates in float64 (gm_als_loss's definition).
  *
  * Every CUDA and cuBLAS call goes through GM_CHECK, which writes the call,
  * the error, the file and the line into err and returns GM_EDEVICE.
  */
-#include "gm_cuda.h"
-
-#include <cuda_runtime.h>
-#include <cublas_v2.h>
+#include "common.cuh"
+#include "device_csr.cuh"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* gm_core.h's codes (cuda/ does not include the core) */
-#define GMC_OK			0
-#define GMC_ENOMEM		1
-#define GMC_EINVAL		2
-#define GMC_EDEVICE		4
-
-#define CHUNK			256		/* nonzeros per warp task */
 #define WARPS			8		/* warps per block in the CG kernels */
-#define MAXK			1024
 
-static const char *
-status_text(cudaError_t e)
-{
-	return e == cudaSuccess ? NULL : cudaGetErrorString(e);
-}
-
-static const char *
-status_text(cublasStatus_t s)
-{
-	return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
-}
-
-#define GM_CHECK(call) \
-	do { \
-		const char *m_ = status_text(call); \
-		if (m_ != NULL) \
-		{ \
-			if (err && errlen) \
-				snprintf(err, errlen, "%s failed: %s (%s:%d)", #call, m_, \
-						 __FILE__, __LINE__); \
-			return GMC_EDEVICE; \
-		} \
-	} while (0)
-
-/* after a kernel launch */
-#define GM_CHECK_LAUNCH()	GM_CHECK(cudaGetLastError())
-
-struct gm_cuda_als
+typedef struct als_gpu
 {
 	int32_t		n[2];			/* rows of side 0 (users) and 1 (items) */
 	int64_t		nnz;
 	int			k;
 	int			kp;
+	int			cg_steps;
+	float		reg;
 	int			prepared;		/* side G was built for, -1 none */
 	double		sum_c;
-	int64_t    *indptr[2];
-	int32_t    *indices[2];
-	float	   *data[2];
-	int2	   *chunks[2];		/* (row, chunk number within the row) */
-	int32_t    *chunk_ptr_h[2]; /* host: row -> first chunk, n+1 */
+	gm_dcsr		m[2];			/* R and Rt, values turned into confidences */
+	gm_dchunks	ch[2];
+	const int64_t *indptr_h[2]; /* the caller's row pointers of R and Rt */
 	float	   *F[2];			/* X, Y: n x kp */
 	float	   *G;				/* kp x kp */
 	float	   *R,
@@ -104,39 +73,20 @@ struct gm_cuda_als
 	cudaStream_t stream;
 	int			have_blas;
 	int			have_stream;
-};
+} als_gpu;
 
 /* ------------------------------------------------------------ kernels */
 
-template <int W>
-__device__ __forceinline__ float
-group_sum(float v)
+/*
+ * v = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
+ * multiply-add), so both backends train on the same confidences.
+ */
+__global__ void
+to_confidence(float *v, int64_t n, float alpha)
 {
-#pragma unroll
-	for (int o = W / 2; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-__device__ __forceinline__ float
-dot4(float4 a, float4 b)
-{
-	return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-}
-
-__device__ __forceinline__ void
-fma4(float4 &acc, float w, float4 y)
-{
-	acc.x = fmaf(w, y.x, acc.x);
-	acc.y = fmaf(w, y.y, acc.y);
-	acc.z = fmaf(w, y.z, acc.z);
-	acc.w = fmaf(w, y.w, acc.w);
-}
-
-__device__ __forceinline__ float4
-add4(float4 a, float4 b)
-{
-	return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		v[i] = __fadd_rn(1.0f, __fmul_rn(alpha, v[i]));
 }
 
 struct pass_args
@@ -180,9 +130,9 @@ cg_pass(pass_args a)
 	const int32_t row = ch.x;
 	const int64_t rb = a.indptr[row];
 	const int64_t re = a.indptr[row + 1];
-	const int	nch = re - rb > CHUNK ? (int) ((re - rb + CHUNK - 1) / CHUNK) : 1;
-	const int64_t b = rb + (int64_t) ch.y * CHUNK;
-	const int64_t e = b + CHUNK < re ? b + CHUNK : re;
+	const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
+	const int64_t b = rb + (int64_t) ch.y * GM_CHUNK;
+	const int64_t e = b + GM_CHUNK < re ? b + GM_CHUNK : re;
 	float		rsold = 0.0f;
 
 	if (!INIT)
@@ -444,8 +394,8 @@ loss_sparse(const int64_t *indptr, const int32_t *indices, const float *data,
 		const int2	ch = chunks[task];
 		const int64_t rb = indptr[ch.x];
 		const int64_t re = indptr[ch.x + 1];
-		const int64_t b = rb + (int64_t) ch.y * CHUNK;
-		const int64_t e = b + CHUNK < re ? b + CHUNK : re;
+		const int64_t b = rb + (int64_t) ch.y * GM_CHUNK;
+		const int64_t e = b + GM_CHUNK < re ? b + GM_CHUNK : re;
 		const float4 *xr = reinterpret_cast<const float4 *>(X + (size_t) ch.x * (KP4 * 4));
 		float4		x[V];
 
@@ -537,6 +487,7 @@ dense_sums(const float *A, const float *B, size_t n, double *out)
 	}
 }
 
+/* G[i][i] += reg for the first k diagonal entries (the padded ones stay 0) */
 __global__ void
 add_diag(float *G, int k, int kp, float reg)
 {
@@ -548,22 +499,7 @@ add_diag(float *G, int k, int kp, float reg)
 
 /* ----------------------------------------------------- shape dispatch */
 
-/* kp and the (LG, V) split used for it; 0 if k is out of range */
-static int
-padded_k(int k)
-{
-	if (k < 1 || k > MAXK)
-		return 0;
-	if (k <= 256)
-		return (k + 31) / 32 * 32;
-	return (k + 127) / 128 * 128;
-}
-
-#define GM_SHAPES(X) \
-	X(32, 4, 2) X(64, 8, 2) X(96, 8, 3) X(128, 8, 4) X(160, 8, 5) \
-	X(192, 16, 3) X(224, 8, 7) X(256, 16, 4) X(384, 32, 3) X(512, 32, 4) \
-	X(640, 32, 5) X(768, 32, 6) X(896, 32, 7) X(1024, 32, 8)
-
+/* Launch one CG pass over a slice's chunks with the kernel shape of kp. */
 static cudaError_t
 launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 {
@@ -588,10 +524,11 @@ launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 	return cudaGetLastError();
 }
 
+/* Launch the loss's sparse part over all users with the kernel shape of kp. */
 static cudaError_t
-launch_loss(int kp, const gm_cuda_als *h, double *out)
+launch_loss(int kp, const als_gpu *h, double *out)
 {
-	int32_t		nchunks = h->chunk_ptr_h[0][h->n[0]];
+	int32_t		nchunks = h->ch[0].ptr[h->n[0]];
 	dim3		grid((nchunks + WARPS - 1) / WARPS);
 
 	if (nchunks == 0)
@@ -601,7 +538,7 @@ launch_loss(int kp, const gm_cuda_als *h, double *out)
 #define CASE(KP, LG, V) \
 		case KP: \
 			loss_sparse<LG, V><<<grid, WARPS * 32, 0, h->stream>>>( \
-				h->indptr[0], h->indices[0], h->data[0], h->chunks[0], nchunks, \
+				h->m[0].indptr, h->m[0].indices, h->m[0].data, h->ch[0].chunks, nchunks, \
 				h->F[0], h->F[1], out); \
 			break;
 			GM_SHAPES(CASE)
@@ -612,52 +549,23 @@ launch_loss(int kp, const gm_cuda_als *h, double *out)
 	return cudaGetLastError();
 }
 
-/* ---------------------------------------------------------------- ABI */
+/* --------------------------------------------------------- operations */
 
-extern "C" int
-gm_cuda_probe(int *count, char *name, size_t namelen, char *err, size_t errlen)
+/* Free all device memory and handles; safe on NULL and after errors. */
+static void
+als_destroy(void *p)
 {
-	cudaError_t e;
-	int			n = 0;
+	als_gpu    *h = (als_gpu *) p;
 
-	*count = 0;
-	if (name && namelen)
-		name[0] = '\0';
-	e = cudaGetDeviceCount(&n);
-	if (e != cudaSuccess || n < 1)
-	{
-		if (err && errlen)
-			snprintf(err, errlen, "no usable CUDA device: %s",
-					 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
-		(void) cudaGetLastError();	/* clear */
-		return GMC_OK;
-	}
-	{
-		cudaDeviceProp prop;
-
-		GM_CHECK(cudaGetDeviceProperties(&prop, 0));
-		if (name && namelen)
-			snprintf(name, namelen, "%s", prop.name);
-	}
-	*count = n;
-	return GMC_OK;
-}
-
-extern "C" void
-gm_cuda_als_destroy(gm_cuda_als *h)
-{
 	if (h == NULL)
 		return;
 	if (h->have_stream)
 		cudaStreamSynchronize(h->stream);
 	for (int s = 0; s < 2; s++)
 	{
-		cudaFree(h->indptr[s]);
-		cudaFree(h->indices[s]);
-		cudaFree(h->data[s]);
-		cudaFree(h->chunks[s]);
+		gm_dcsr_free(&h->m[s]);
+		gm_dchunks_free(&h->ch[s]);
 		cudaFree(h->F[s]);
-		free(h->chunk_ptr_h[s]);
 	}
 	cudaFree(h->G);
 	cudaFree(h->R);
@@ -674,61 +582,16 @@ gm_cuda_als_destroy(gm_cuda_als *h)
 	free(h);
 }
 
-/* chunk list of one CSR: every row gets max(1, ceil(len / CHUNK)) chunks */
+/* The device side of create: uploads, confidences, factors, work arrays. */
 static int
-build_chunks(const int64_t *indptr, int32_t n, int2 **chunks_h,
-			 int32_t **chunk_ptr, char *err, size_t errlen)
+create_inner(als_gpu *h, const gm_mf_data *d, float alpha, char *err, size_t errlen)
 {
-	int64_t		total = 0;
-	int32_t    *ptr = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
-	int2	   *c;
-
-	if (!ptr)
-		goto oom;
-	for (int32_t r = 0; r < n; r++)
-	{
-		int64_t		len = indptr[r + 1] - indptr[r];
-
-		ptr[r] = (int32_t) total;
-		total += len > CHUNK ? (len + CHUNK - 1) / CHUNK : 1;
-		if (total > INT32_MAX / 2)
-		{
-			free(ptr);
-			snprintf(err, errlen, "too many nonzeros for the CUDA module");
-			return GMC_EINVAL;
-		}
-	}
-	ptr[n] = (int32_t) total;
-	c = (int2 *) malloc(sizeof(int2) * (size_t) (total > 0 ? total : 1));
-	if (!c)
-	{
-		free(ptr);
-		goto oom;
-	}
-	for (int32_t r = 0; r < n; r++)
-		for (int32_t j = 0; j < ptr[r + 1] - ptr[r]; j++)
-			c[ptr[r] + j] = make_int2(r, j);
-	*chunks_h = c;
-	*chunk_ptr = ptr;
-	return GMC_OK;
-oom:
-	snprintf(err, errlen, "out of host memory for the chunk list");
-	return GMC_ENOMEM;
-}
-
-static int
-create_inner(gm_cuda_als *h, int32_t n_users, int32_t n_items, int64_t nnz,
-			 const int64_t *c_indptr, const int32_t *c_indices,
-			 const float *c_data, const int64_t *ct_indptr,
-			 const int32_t *ct_indices, const float *ct_data,
-			 const float *X, const float *Y, int k, char *err, size_t errlen)
-{
-	const int64_t *ip[2] = {c_indptr, ct_indptr};
-	const int32_t *ix[2] = {c_indices, ct_indices};
-	const float *dv[2] = {c_data, ct_data};
-	const float *Fh[2] = {X, Y};
+	const gm_csr *A[2] = {d->R, d->Rt};
+	const float *Fh[2] = {d->X, d->Y};
 	size_t		nmax;
-	int			kp = h->kp;
+	int			kp = h->kp,
+				k = h->k,
+				rc;
 
 	GM_CHECK(cudaSetDevice(0));
 	/* a blocking stream: events on the legacy default stream bracket it */
@@ -742,29 +605,16 @@ create_inner(gm_cuda_als *h, int32_t n_users, int32_t n_items, int64_t nnz,
 	for (int s = 0; s < 2; s++)
 	{
 		int32_t		n = h->n[s];
-		int2	   *chunks_h = NULL;
-		int			rc;
-		cudaError_t e;
 
-		GM_CHECK(cudaMalloc((void **) &h->indptr[s], sizeof(int64_t) * ((size_t) n + 1)));
-		GM_CHECK(cudaMalloc((void **) &h->indices[s], sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1)));
-		GM_CHECK(cudaMalloc((void **) &h->data[s], sizeof(float) * (size_t) (nnz > 0 ? nnz : 1)));
-		GM_CHECK(cudaMemcpy(h->indptr[s], ip[s], sizeof(int64_t) * ((size_t) n + 1), cudaMemcpyHostToDevice));
-		if (nnz > 0)
-		{
-			GM_CHECK(cudaMemcpy(h->indices[s], ix[s], sizeof(int32_t) * (size_t) nnz, cudaMemcpyHostToDevice));
-			GM_CHECK(cudaMemcpy(h->data[s], dv[s], sizeof(float) * (size_t) nnz, cudaMemcpyHostToDevice));
-		}
-		rc = build_chunks(ip[s], n, &chunks_h, &h->chunk_ptr_h[s], err, errlen);
-		if (rc != GMC_OK)
+		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
 			return rc;
-		e = cudaMalloc((void **) &h->chunks[s], sizeof(int2) * (size_t) h->chunk_ptr_h[s][n]);
-		if (e == cudaSuccess)
-			e = cudaMemcpy(h->chunks[s], chunks_h, sizeof(int2) * (size_t) h->chunk_ptr_h[s][n],
-						   cudaMemcpyHostToDevice);
-		free(chunks_h);
-		GM_CHECK(e);
-
+		if (h->nnz > 0)
+		{
+			to_confidence<<<1024, 256, 0, h->stream>>>(h->m[s].data, h->nnz, alpha);
+			GM_CHECK_LAUNCH();
+		}
+		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, n, err, errlen)) != GM_OK)
+			return rc;
 		GM_CHECK(cudaMalloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
 		GM_CHECK(cudaMemset(h->F[s], 0, sizeof(float) * (size_t) n * kp));
 		GM_CHECK(cudaMemcpy2D(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
@@ -785,64 +635,87 @@ create_inner(gm_cuda_als *h, int32_t n_users, int32_t n_items, int64_t nnz,
 	GM_CHECK(cudaMemset(h->rs, 0xff, sizeof(float) * nmax));
 	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * nmax));
 
+	/* the loss's denominator, summed as the confidences were before (host, in order) */
 	h->sum_c = 0.0;
-	for (int64_t i = 0; i < nnz; i++)
-		h->sum_c += c_data[i];
+	for (int64_t i = 0; i < h->nnz; i++)
+	{
+		float		c = 1.0f + alpha * d->R->data[i];
+
+		h->sum_c += c;
+	}
 	GM_CHECK(cudaDeviceSynchronize());
-	return GMC_OK;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_create(gm_cuda_als **out, int32_t n_users, int32_t n_items,
-				   int64_t nnz, const int64_t *c_indptr,
-				   const int32_t *c_indices, const float *c_data,
-				   const int64_t *ct_indptr, const int32_t *ct_indices,
-				   const float *ct_data, const float *X, const float *Y, int k,
-				   char *err, size_t errlen)
+/* Take the problem: upload it (see the file's comment). */
+static int
+als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
 {
-	gm_cuda_als *h;
+	als_gpu    *h;
 	int			rc;
 
+	(void) cb;					/* the core polls between slices */
 	*out = NULL;
-	if (n_users < 1 || n_items < 1 || nnz < 0 || k < 1 || !c_indptr ||
-		!ct_indptr || !X || !Y || (nnz > 0 && (!c_indices || !c_data ||
-											   !ct_indices || !ct_data)))
+	if (!d || !p || !d->R || !d->Rt || !d->X || !d->Y || !d->R->indptr || !d->Rt->indptr ||
+		d->R->n_rows < 1 || d->R->n_cols < 1 || d->R->nnz < 0 ||
+		d->Rt->n_rows != d->R->n_cols || d->Rt->nnz != d->R->nnz || p->cg_steps < 0 ||
+		(d->R->nnz > 0 && (!d->R->indices || !d->R->data || !d->Rt->indices || !d->Rt->data)))
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_create");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
+		return GM_EINVAL;
 	}
-	if (padded_k(k) == 0)
+	if (p->solver != GM_SOLVER_CG || p->alpha0 != 1.0f || p->nu != 0.0f)
+	{
+		snprintf(err, errlen,
+				 "implicit ALS supports only the CG solver with alpha0 = 1 and nu = 0 so far");
+		return GM_ENOTSUP;
+	}
+	if (gm_padded_k(p->factors) == 0)
 	{
 		snprintf(err, errlen, "the CUDA module supports 1 to %d factors, not %d",
-				 MAXK, k);
-		return GMC_EINVAL;
+				 GM_MAXK, p->factors);
+		return GM_EINVAL;
 	}
-	h = (gm_cuda_als *) calloc(1, sizeof(gm_cuda_als));
+	h = (als_gpu *) calloc(1, sizeof(als_gpu));
 	if (!h)
 	{
 		snprintf(err, errlen, "out of host memory");
-		return GMC_ENOMEM;
+		return GM_ENOMEM;
 	}
-	h->n[0] = n_users;
-	h->n[1] = n_items;
-	h->nnz = nnz;
-	h->k = k;
-	h->kp = padded_k(k);
+	h->n[0] = d->R->n_rows;
+	h->n[1] = d->R->n_cols;
+	h->nnz = d->R->nnz;
+	h->k = p->factors;
+	h->kp = gm_padded_k(p->factors);
+	h->cg_steps = p->cg_steps;
+	h->reg = p->regularization;
 	h->prepared = -1;
-	rc = create_inner(h, n_users, n_items, nnz, c_indptr, c_indices, c_data,
-					  ct_indptr, ct_indices, ct_data, X, Y, k, err, errlen);
-	if (rc != GMC_OK)
+	h->indptr_h[0] = d->R->indptr;
+	h->indptr_h[1] = d->Rt->indptr;
+	rc = create_inner(h, d, p->alpha, err, errlen);
+	if (rc != GM_OK)
 	{
-		gm_cuda_als_destroy(h);
+		als_destroy(h);
 		return rc;
 	}
+	gm_device_name(device, devlen);
 	*out = h;
-	return GMC_OK;
+	return GM_OK;
 }
 
-/* G = F^T F (+ reg on the first k diagonal entries), F = factors of side */
+/* Two sweeps an iteration: the users, then the items. */
 static int
-gram(gm_cuda_als *h, const float *F, int32_t n, float reg, float *G,
+als_n_sweeps(void *h)
+{
+	(void) h;
+	return 2;
+}
+
+/* G = F^T F (+ reg on the first k diagonal entries), F = factors of a side */
+static int
+gram(als_gpu *h, const float *F, int32_t n, float reg, float *G,
 	 char *err, size_t errlen)
 {
 	const float one = 1.0f,
@@ -857,29 +730,41 @@ gram(gm_cuda_als *h, const float *F, int32_t n, float reg, float *G,
 		add_diag<<<(h->k + 255) / 256, 256, 0, h->stream>>>(G, h->k, kp, reg);
 		GM_CHECK_LAUNCH();
 	}
-	return GMC_OK;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_prepare(gm_cuda_als *h, int side, float reg, char *err, size_t errlen)
+/*
+ * Sweep side: G = Y^T Y + reg I for the users (side 0), X^T X + reg I for
+ * the items.  A row costs (len + k) k multiply-adds per CG pass, as on the
+ * CPU, so the core cuts the same slices.
+ */
+static int
+als_begin_sweep(void *p, int side, gm_sweep *sw, char *err, size_t errlen)
 {
+	als_gpu    *h = (als_gpu *) p;
 	int			rc;
 
-	if (!h || (side != 0 && side != 1))
+	if (!h || (side != 0 && side != 1) || !sw)
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_prepare");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS begin_sweep");
+		return GM_EINVAL;
 	}
-	rc = gram(h, h->F[1 - side], h->n[1 - side], reg, h->G, err, errlen);
-	if (rc == GMC_OK)
-		h->prepared = side;
-	return rc;
+	rc = gram(h, h->F[1 - side], h->n[1 - side], h->reg, h->G, err, errlen);
+	if (rc != GM_OK)
+		return rc;
+	h->prepared = side;
+	sw->n_rows = h->n[side];
+	sw->indptr = h->indptr_h[side];
+	sw->row_work = (double) h->k * h->k * h->cg_steps;
+	sw->nnz_work = (double) h->k * h->cg_steps;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_solve(gm_cuda_als *h, int side, int cg_steps, int32_t begin,
-				  int32_t end, char *err, size_t errlen)
+/* Launch the CG solve of rows [begin, end) of side (after begin_sweep).  Asynchronous. */
+static int
+als_run(void *p, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 {
+	als_gpu    *h = (als_gpu *) p;
 	const int	kp = h ? h->kp : 0;
 	const float one = 1.0f,
 				minus = -1.0f,
@@ -887,26 +772,25 @@ gm_cuda_als_solve(gm_cuda_als *h, int side, int cg_steps, int32_t begin,
 	pass_args	a;
 	int32_t		n;
 
-	if (!h || (side != 0 && side != 1) || cg_steps < 0 || begin < 0 ||
-		end > h->n[side] || begin > end)
+	if (!h || (side != 0 && side != 1) || begin < 0 || end > h->n[side] || begin > end)
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_solve");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
 	}
 	if (h->prepared != side)
 	{
-		snprintf(err, errlen, "gm_cuda_als_solve: side %d was not prepared", side);
-		return GMC_EINVAL;
+		snprintf(err, errlen, "CUDA implicit ALS run: sweep %d was not begun", side);
+		return GM_EINVAL;
 	}
 	n = end - begin;
-	if (n == 0 || cg_steps == 0)
-		return GMC_OK;
+	if (n == 0 || h->cg_steps == 0)
+		return GM_OK;
 
-	a.indptr = h->indptr[side];
-	a.indices = h->indices[side];
-	a.data = h->data[side];
-	a.chunks = h->chunks[side] + h->chunk_ptr_h[side][begin];
-	a.nchunks = h->chunk_ptr_h[side][end] - h->chunk_ptr_h[side][begin];
+	a.indptr = h->m[side].indptr;
+	a.indices = h->m[side].indices;
+	a.data = h->m[side].data;
+	a.chunks = h->ch[side].chunks + h->ch[side].ptr[begin];
+	a.nchunks = h->ch[side].ptr[end] - h->ch[side].ptr[begin];
 	a.Y = h->F[1 - side];
 	a.X = h->F[side];
 	a.R = h->R;
@@ -920,47 +804,63 @@ gm_cuda_als_solve(gm_cuda_als *h, int side, int cg_steps, int32_t begin,
 						 h->G, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
 						 h->AP + (size_t) begin * kp, kp));
 	GM_CHECK(launch_pass(kp, true, a, h->stream));
-	for (int s = 0; s < cg_steps; s++)
+	for (int s = 0; s < h->cg_steps; s++)
 	{
 		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
 							 h->G, kp, h->P + (size_t) begin * kp, kp, &zero,
 							 h->AP + (size_t) begin * kp, kp));
 		GM_CHECK(launch_pass(kp, false, a, h->stream));
 	}
-	return GMC_OK;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_sync(gm_cuda_als *h, char *err, size_t errlen)
+/* Nothing to finish at a sweep's end. */
+static int
+als_end_sweep(void *p, int side, char *err, size_t errlen)
 {
+	(void) p;
+	(void) side;
+	(void) err;
+	(void) errlen;
+	return GM_OK;
+}
+
+/* Wait for queued work; reports asynchronous kernel errors. */
+static int
+als_sync(void *p, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) p;
+
 	if (!h)
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_sync");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS sync");
+		return GM_EINVAL;
 	}
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	GM_CHECK(cudaGetLastError());
-	return GMC_OK;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_loss(gm_cuda_als *h, float reg, double *loss, char *err, size_t errlen)
+/* The implicit-ALS loss (gm_als_loss's definition), in float64; no RMSE. */
+static int
+als_evaluate(void *p, gm_mf_metrics *m, char *err, size_t errlen)
 {
+	als_gpu    *h = (als_gpu *) p;
 	const float one = 1.0f,
 				zero = 0.0f;
 	const int	kp = h ? h->kp : 0;
 	double		acc[4];
 	int			rc;
 
-	if (!h || !loss)
+	if (!h || !m)
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_loss");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS evaluate");
+		return GM_EINVAL;
 	}
-	/* G is rebuilt by the next prepare */
+	/* G is rebuilt by the next begin_sweep */
 	h->prepared = -1;
 	rc = gram(h, h->F[1], h->n[1], 0.0f, h->G, err, errlen);
-	if (rc != GMC_OK)
+	if (rc != GM_OK)
 		return rc;
 	/* AP = X (Y^T Y) */
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, h->n[0], kp, &one,
@@ -974,26 +874,44 @@ gm_cuda_als_loss(gm_cuda_als *h, float reg, double *loss, char *err, size_t errl
 	GM_CHECK(cudaMemcpyAsync(acc, h->acc, sizeof(double) * 4, cudaMemcpyDeviceToHost, h->stream));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	/* acc: [0] x'Gx  [1] |X|^2  [2] sparse  [3] |Y|^2 */
-	*loss = (acc[0] + acc[2] + reg * (acc[1] + acc[3])) /
+	m->loss = (acc[0] + acc[2] + h->reg * (acc[1] + acc[3])) /
 		(h->sum_c + (double) h->n[0] * h->n[1] - (double) h->nnz);
-	return GMC_OK;
+	m->rmse = NAN;
+	return GM_OK;
 }
 
-extern "C" int
-gm_cuda_als_get(gm_cuda_als *h, float *X, float *Y, char *err, size_t errlen)
+/* Copy the factors back into d->X and d->Y (a NULL array is skipped). */
+static int
+als_download(void *p, gm_mf_data *d, char *err, size_t errlen)
 {
-	float	   *out[2] = {X, Y};
+	als_gpu    *h = (als_gpu *) p;
+	float	   *out[2];
 
-	if (!h)
+	if (!h || !d)
 	{
-		snprintf(err, errlen, "invalid arguments to gm_cuda_als_get");
-		return GMC_EINVAL;
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS download");
+		return GM_EINVAL;
 	}
+	out[0] = d->X;
+	out[1] = d->Y;
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	for (int s = 0; s < 2; s++)
 		if (out[s])
 			GM_CHECK(cudaMemcpy2D(out[s], sizeof(float) * h->k, h->F[s],
 								  sizeof(float) * h->kp, sizeof(float) * h->k,
 								  h->n[s], cudaMemcpyDeviceToHost));
-	return GMC_OK;
+	return GM_OK;
 }
+
+extern const gm_algo_ops gm_cuda_als_implicit_ops = {
+	"cuda",
+	als_create,
+	als_n_sweeps,
+	als_begin_sweep,
+	als_run,
+	als_end_sweep,
+	als_sync,
+	als_evaluate,
+	als_download,
+	als_destroy,
+};

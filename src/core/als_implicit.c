@@ -1,18 +1,22 @@
 /*
- * als.c: implicit-feedback ALS (Hu, Koren, Volinsky 2008) with the
- * conjugate-gradient solver, on the CPU, and the training loop that drives
- * either backend (cpu or cuda) through one interface.
+ * als_implicit.c: implicit-feedback ALS (Hu, Koren, Volinsky 2008) with the
+ * conjugate-gradient solver on the CPU, and its table of operations
+ * (gm_cpu_als_implicit_ops) that gm_mf_train drives.
+ *
+ * An iteration is two sweeps: the users (X against Y), then the items (Y
+ * against X).  A sweep's begin builds G = F^T F + reg I of the other side;
+ * its rows are solved independently, in the slices mf_loop.c cuts, in place
+ * in the caller's X and Y.  Observed entries weigh c = 1 + alpha * value: the
+ * confidences live in this algorithm's own copy of the values, R and Rt stay
+ * as the caller gave them.
  */
 #include "gm_core.h"
-#include "gm_backend.h"
 #include "gm_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -20,47 +24,16 @@
 #include <cblas.h>
 #endif
 
-double
-gm_now(void)
+/* out[e] = 1 + alpha * v[e] (out may be v). */
+static void
+confidence_values(const float *v, int64_t n, float alpha, float *out)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
+#pragma omp parallel for schedule(static)
+	for (int64_t e = 0; e < n; e++)
+		out[e] = 1.0f + alpha * v[e];
 }
 
-int
-gm_default_threads(void)
-{
-	long		n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (int) n : 1;
-}
-
-static int
-resolve_threads(int threads)
-{
-	return threads > 0 ? threads : gm_default_threads();
-}
-
-void
-gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
-{
-	/* keyed by (seed, side, row, f): independent of threads and of n */
-	for (int64_t r = 0; r < n; r++)
-	{
-		uint64_t	base = gm_mix64(seed ^ ((uint64_t) side << 62)) ^
-			gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
-
-		for (int f = 0; f < k; f++)
-		{
-			uint64_t	z = gm_mix64(base + (uint64_t) f);
-
-			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
-		}
-	}
-}
-
+/* A copy of a with confidences for values. */
 int
 gm_confidence(const gm_csr *a, float alpha, gm_csr *out, char *err, size_t errlen)
 {
@@ -79,22 +52,18 @@ gm_confidence(const gm_csr *a, float alpha, gm_csr *out, char *err, size_t errle
 	out->nnz = a->nnz;
 	memcpy(out->indptr, a->indptr, ((size_t) a->n_rows + 1) * sizeof(int64_t));
 	memcpy(out->indices, a->indices, (size_t) a->nnz * sizeof(int32_t));
-#pragma omp parallel for schedule(static)
-	for (int64_t e = 0; e < a->nnz; e++)
-		out->data[e] = 1.0f + alpha * a->data[e];
+	confidence_values(a->data, a->nnz, alpha, out->data);
 	return GM_OK;
 }
 
+/* a's values become confidences. */
 void
 gm_confidence_inplace(gm_csr *a, float alpha)
 {
-#pragma omp parallel for schedule(static)
-	for (int64_t e = 0; e < a->nnz; e++)
-		a->data[e] = 1.0f + alpha * a->data[e];
+	confidence_values(a->data, a->nnz, alpha, a->data);
 }
 
-static int32_t slice_end(const gm_csr *A, int32_t begin, int k, double budget);
-
+/* Has the caller asked to stop? */
 static int
 stop_requested(const gm_callbacks *cb)
 {
@@ -146,7 +115,7 @@ static int
 gram_polled(const float *Y, int64_t n, int k, float reg, float *G, int threads,
 			const gm_callbacks *cb)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 	int64_t		chunk = 134217728 / ((int64_t) k * k);
 
 	if (chunk < 256)
@@ -169,6 +138,7 @@ gram_polled(const float *Y, int64_t n, int k, float reg, float *G, int threads,
 	return GM_OK;
 }
 
+/* G = Y^T Y + reg I (see gm_core.h). */
 void
 gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 {
@@ -185,6 +155,7 @@ gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
 #define GM_PF_AHEAD 6
 #endif
 
+/* Ask for a factor row (k floats) to be brought into the cache. */
 static inline void
 prefetch_row(const float *y, int k)
 {
@@ -265,12 +236,13 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 	}
 }
 
+/* CG refinement of rows [begin, end) of X (see gm_core.h), rows in parallel. */
 void
 gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y, const float *G,
 					 int k, int cg_steps, int32_t begin, int32_t end,
 					 int threads)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 
 #pragma omp parallel num_threads(nt)
 	{
@@ -318,12 +290,30 @@ loss_row(const gm_csr *C, int32_t u, const float *X, const float *Y,
 	*normx += gm_dot(x, x, k);
 }
 
+/*
+ * Rows [begin, end) of C whose loss terms cost under budget multiply-adds
+ * ((len + k) k per row), at least one row.
+ */
+static int32_t
+loss_slice_end(const gm_csr *C, int32_t begin, int k, double budget)
+{
+	double		work = 0.0;
+	int32_t		end = begin;
+
+	while (end < C->n_rows && (end == begin || work < budget))
+	{
+		work += ((double) (C->indptr[end + 1] - C->indptr[end]) + k) * k;
+		end++;
+	}
+	return end;
+}
+
 /* The loss (gm_als_loss) in slices of users, polling for a cancel. */
 static int
 loss_polled(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 			int threads, const gm_callbacks *cb, double *out)
 {
-	int			nt = resolve_threads(threads);
+	int			nt = gm_resolve_threads(threads);
 	float	   *G0 = malloc(sizeof(float) * (size_t) k * k);
 	double		loss = 0.0,
 				total_conf = 0.0,
@@ -340,7 +330,7 @@ loss_polled(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 	}
 	for (int32_t b = 0; b < C->n_rows;)
 	{
-		int32_t		e = slice_end(C, b, k, 67108864.0 * nt);
+		int32_t		e = loss_slice_end(C, b, k, 67108864.0 * nt);
 
 #pragma omp parallel num_threads(nt) reduction(+:loss,total_conf,normx)
 		{
@@ -366,6 +356,7 @@ loss_polled(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 	return GM_OK;
 }
 
+/* The implicit-ALS loss (see gm_core.h). */
 double
 gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 			int threads)
@@ -376,54 +367,134 @@ gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k, float reg,
 	return loss;
 }
 
-/* ------------------------------------------------------ the CPU backend */
 
-typedef struct cpu_state
+/* ------------------------------------------------ the operations table */
+
+typedef struct als_cpu
 {
-	const gm_csr *C;
-	const gm_csr *Ct;
-	float	   *X;
+	gm_csr		C;				/* R's pattern (shared) with confidences (own) */
+	gm_csr		Ct;				/* the same for Rt */
+	float	   *X;				/* the caller's factors, trained in place */
 	float	   *Y;
-	float	   *G;
+	float	   *G;				/* k x k */
 	int			k;
+	int			cg_steps;
+	float		reg;
 	int			threads;
-	const gm_callbacks *cb;		/* polled inside long CPU steps */
-} cpu_state;
+	const gm_callbacks *cb;		/* polled inside the Gram product and the loss */
+} als_cpu;
 
-static int
-cpu_prepare(void *h, int side, float reg, char *err, size_t errlen)
+/* Free the state; safe on NULL. */
+static void
+als_destroy(void *h)
 {
-	cpu_state  *s = h;
+	als_cpu    *s = h;
+
+	if (s == NULL)
+		return;
+	free(s->C.data);
+	free(s->Ct.data);
+	free(s->G);
+	free(s);
+}
+
+/* Take the problem: the confidence copies and G; the factors stay the caller's. */
+static int
+als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	als_cpu    *s;
+
+	*h = NULL;
+	if (p->solver != GM_SOLVER_CG || p->alpha0 != 1.0f || p->nu != 0.0f)
+	{
+		snprintf(err, errlen,
+				 "implicit ALS supports only the CG solver with alpha0 = 1 and nu = 0 so far");
+		return GM_ENOTSUP;
+	}
+	s = calloc(1, sizeof(als_cpu));
+	if (s == NULL)
+		goto oom;
+	s->C = *d->R;
+	s->Ct = *d->Rt;
+	s->C.data = malloc(sizeof(float) * (size_t) (d->R->nnz > 0 ? d->R->nnz : 1));
+	s->Ct.data = malloc(sizeof(float) * (size_t) (d->Rt->nnz > 0 ? d->Rt->nnz : 1));
+	s->G = malloc(sizeof(float) * (size_t) p->factors * p->factors);
+	if (!s->C.data || !s->Ct.data || !s->G)
+		goto oom;
+	confidence_values(d->R->data, d->R->nnz, p->alpha, s->C.data);
+	confidence_values(d->Rt->data, d->Rt->nnz, p->alpha, s->Ct.data);
+	s->X = d->X;
+	s->Y = d->Y;
+	s->k = p->factors;
+	s->cg_steps = p->cg_steps;
+	s->reg = p->regularization;
+	s->threads = gm_resolve_threads(p->threads);
+	s->cb = cb;
+	snprintf(device, devlen, "cpu (%d threads)", s->threads);
+	*h = s;
+	return GM_OK;
+
+oom:
+	als_destroy(s);
+	snprintf(err, errlen, "out of memory for implicit ALS (%lld nonzeros, %d factors)",
+			 (long long) d->R->nnz, p->factors);
+	return GM_ENOMEM;
+}
+
+/* Two sweeps an iteration: the users, then the items. */
+static int
+als_n_sweeps(void *h)
+{
+	(void) h;
+	return 2;
+}
+
+/*
+ * Sweep 0 solves the users against G = Y^T Y + reg I, sweep 1 the items
+ * against X^T X + reg I.  A row costs (len + k) k multiply-adds per CG pass.
+ */
+static int
+als_begin_sweep(void *h, int side, gm_sweep *sw, char *err, size_t errlen)
+{
+	als_cpu    *s = h;
+	const gm_csr *A = side == 0 ? &s->C : &s->Ct;
 	int			rc;
 
 	if (side == 0)
-		rc = gram_polled(s->Y, s->C->n_cols, s->k, reg, s->G, s->threads, s->cb);
+		rc = gram_polled(s->Y, s->C.n_cols, s->k, s->reg, s->G, s->threads, s->cb);
 	else
-		rc = gram_polled(s->X, s->C->n_rows, s->k, reg, s->G, s->threads, s->cb);
+		rc = gram_polled(s->X, s->C.n_rows, s->k, s->reg, s->G, s->threads, s->cb);
 	if (rc == GM_ECANCELED)
 		snprintf(err, errlen, "training canceled");
+	sw->n_rows = A->n_rows;
+	sw->indptr = A->indptr;
+	sw->row_work = (double) s->k * s->k * s->cg_steps;
+	sw->nnz_work = (double) s->k * s->cg_steps;
 	return rc;
 }
 
+/* CG solve of rows [begin, end) of the sweep's side. */
 static int
-cpu_solve(void *h, int side, int cg_steps, int32_t begin, int32_t end,
-		  char *err, size_t errlen)
+als_run(void *h, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 {
-	cpu_state  *s = h;
+	als_cpu    *s = h;
 
 	(void) err;
 	(void) errlen;
 	if (side == 0)
-		gm_als_cg_solve_rows(s->C, s->X, s->Y, s->G, s->k, cg_steps,
+		gm_als_cg_solve_rows(&s->C, s->X, s->Y, s->G, s->k, s->cg_steps,
 							 begin, end, s->threads);
 	else
-		gm_als_cg_solve_rows(s->Ct, s->Y, s->X, s->G, s->k, cg_steps,
+		gm_als_cg_solve_rows(&s->Ct, s->Y, s->X, s->G, s->k, s->cg_steps,
 							 begin, end, s->threads);
 	return GM_OK;
 }
 
+/* Nothing to finish or wait for: the CPU works synchronously. */
 static int
-cpu_sync(void *h, char *err, size_t errlen)
+als_nothing(void *h, char *err, size_t errlen)
 {
 	(void) h;
 	(void) err;
@@ -431,12 +502,23 @@ cpu_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* Nothing to finish at a sweep's end. */
 static int
-cpu_loss(void *h, float reg, double *loss, char *err, size_t errlen)
+als_end_sweep(void *h, int side, char *err, size_t errlen)
 {
-	cpu_state  *s = h;
-	int			rc = loss_polled(s->C, s->X, s->Y, s->k, reg, s->threads, s->cb, loss);
+	(void) side;
+	return als_nothing(h, err, errlen);
+}
 
+/* The loss (gm_als_loss); implicit feedback has no RMSE. */
+static int
+als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	als_cpu    *s = h;
+	int			rc = loss_polled(&s->C, s->X, s->Y, s->k, s->reg, s->threads,
+								 s->cb, &m->loss);
+
+	m->rmse = NAN;
 	if (rc == GM_ECANCELED)
 		snprintf(err, errlen, "training canceled");
 	else if (rc != GM_OK)
@@ -444,177 +526,30 @@ cpu_loss(void *h, float reg, double *loss, char *err, size_t errlen)
 	return rc;
 }
 
+/* The factors were trained in the caller's arrays; copy only if d has others. */
 static int
-cpu_get(void *h, float *X, float *Y, char *err, size_t errlen)
+als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 {
-	(void) h;
-	(void) X;
-	(void) Y;
+	als_cpu    *s = h;
+
 	(void) err;
 	(void) errlen;
-	return GM_OK;				/* trained in place */
+	if (d->X && d->X != s->X)
+		memcpy(d->X, s->X, sizeof(float) * (size_t) s->C.n_rows * s->k);
+	if (d->Y && d->Y != s->Y)
+		memcpy(d->Y, s->Y, sizeof(float) * (size_t) s->C.n_cols * s->k);
+	return GM_OK;
 }
 
-static void
-cpu_destroy(void *h)
-{
-	cpu_state  *s = h;
-
-	if (s)
-		free(s->G);
-	free(s);
-}
-
-static const gm_backend_ops cpu_ops = {
-	"cpu", cpu_prepare, cpu_solve, cpu_sync, cpu_loss, cpu_get, cpu_destroy
+const gm_algo_ops gm_cpu_als_implicit_ops = {
+	.name = "cpu",
+	.create = als_create,
+	.n_sweeps = als_n_sweeps,
+	.begin_sweep = als_begin_sweep,
+	.run = als_run,
+	.end_sweep = als_end_sweep,
+	.sync = als_nothing,
+	.evaluate = als_evaluate,
+	.download = als_download,
+	.destroy = als_destroy,
 };
-
-/* ------------------------------------------------------ training loop */
-
-/*
- * Rows [begin, end) whose work stays under budget (so cancellation is
- * polled often), at least one row.
- */
-static int32_t
-slice_end(const gm_csr *A, int32_t begin, int k, double budget)
-{
-	double		work = 0.0;
-	int32_t		end = begin;
-
-	while (end < A->n_rows && (end == begin || work < budget))
-	{
-		work += ((double) (A->indptr[end + 1] - A->indptr[end]) + k) * k;
-		end++;
-	}
-	return end;
-}
-
-static int
-half_step(const gm_backend_ops *ops, void *h, int side, const gm_csr *A,
-		  const gm_als_params *p, double budget, const gm_callbacks *cb,
-		  char *err, size_t errlen)
-{
-	int			rc;
-
-	if ((rc = ops->prepare(h, side, p->regularization, err, errlen)) != GM_OK)
-		return rc;
-	for (int32_t b = 0; b < A->n_rows;)
-	{
-		int32_t		e = slice_end(A, b, p->factors, budget);
-
-		if ((rc = ops->solve(h, side, p->cg_steps, b, e, err, errlen)) != GM_OK)
-			return rc;
-		/* wait for the slice, so a cancel is seen within one slice's time */
-		if ((rc = ops->sync(h, err, errlen)) != GM_OK)
-			return rc;
-		b = e;
-		if (cb && cb->should_stop && cb->should_stop(cb->arg))
-		{
-			ops->sync(h, err, errlen);
-			snprintf(err, errlen, "training canceled");
-			return GM_ECANCELED;
-		}
-	}
-	return ops->sync(h, err, errlen);
-}
-
-int
-gm_als_train(const gm_als_params *p, const gm_csr *C, const gm_csr *Ct,
-			 float *X, float *Y, const gm_callbacks *cb, gm_als_result *res,
-			 char *err, size_t errlen)
-{
-	const gm_backend_ops *ops;
-	void	   *h = NULL;
-	int			rc;
-	double		t0,
-				t1,
-				budget;
-	double		loss = NAN;
-
-	memset(res, 0, sizeof(*res));
-	if (p->factors < 1 || p->iterations < 1 || p->cg_steps < 1)
-	{
-		snprintf(err, errlen, "invalid ALS parameters");
-		return GM_EINVAL;
-	}
-
-	t0 = gm_now();
-	if (p->backend == GM_BACKEND_CUDA)
-	{
-		ops = gm_cuda_backend_ops();
-		if (ops == NULL)
-		{
-			snprintf(err, errlen, "the CUDA module is not loaded");
-			return GM_ENODEVICE;
-		}
-		rc = gm_cuda_backend_create(&h, C, Ct, X, Y, p->factors,
-									res->device_name, sizeof(res->device_name),
-									err, errlen);
-		if (rc != GM_OK)
-			return rc;
-		/*
-		 * ~2^32 multiply-adds a slice: about 15 slices per half-step at
-		 * k = 256 on ML-20M, each a few milliseconds; smaller slices cost
-		 * throughput (measured: 1.9x slower at 2^28).
-		 */
-		budget = 4294967296.0 / p->cg_steps;
-	}
-	else
-	{
-		cpu_state  *s = calloc(1, sizeof(cpu_state));
-
-		ops = &cpu_ops;
-		if (s)
-			s->G = malloc(sizeof(float) * (size_t) p->factors * p->factors);
-		if (!s || !s->G)
-		{
-			cpu_destroy(s);
-			snprintf(err, errlen, "out of memory");
-			return GM_ENOMEM;
-		}
-		s->C = C;
-		s->Ct = Ct;
-		s->X = X;
-		s->Y = Y;
-		s->k = p->factors;
-		s->threads = resolve_threads(p->threads);
-		s->cb = cb;
-		h = s;
-		snprintf(res->device_name, sizeof(res->device_name), "cpu (%d threads)",
-				 s->threads);
-		/*
-		 * ~2^26 multiply-adds per thread per slice (tens of ms): large enough
-		 * that a popular item's long row shares its slice with others
-		 */
-		budget = 67108864.0 * s->threads / p->cg_steps;
-	}
-	t1 = gm_now();
-	res->transfer_seconds = t1 - t0;
-
-	for (int it = 0; it < p->iterations; it++)
-	{
-		if ((rc = half_step(ops, h, 0, C, p, budget, cb, err, errlen)) != GM_OK)
-			goto done;
-		if ((rc = half_step(ops, h, 1, Ct, p, budget, cb, err, errlen)) != GM_OK)
-			goto done;
-		if ((rc = ops->loss(h, p->regularization, &loss, err, errlen)) != GM_OK)
-			goto done;
-		if (cb && cb->on_iteration)
-			cb->on_iteration(cb->arg, it + 1, loss, gm_now() - t1);
-		if (cb && cb->should_stop && cb->should_stop(cb->arg))
-		{
-			snprintf(err, errlen, "training canceled");
-			rc = GM_ECANCELED;
-			goto done;
-		}
-	}
-	res->train_seconds = gm_now() - t1;
-	t0 = gm_now();
-	rc = ops->get(h, X, Y, err, errlen);
-	res->transfer_seconds += gm_now() - t0;
-	res->final_loss = loss;
-
-done:
-	ops->destroy(h);
-	return rc;
-}

@@ -1,0 +1,188 @@
+/*
+ * common.cuh: what every .cu file of gpumf's CUDA module shares: the error
+ * check that turns a failed CUDA / cuBLAS / cuSPARSE / cuSOLVER call into
+ * GM_EDEVICE and a message, float4 helpers for the warp-group kernels, the
+ * padded factor widths and the table of kernel shapes per width, and the
+ * module's exported entry points (module.cu; the core reaches them through
+ * dlopen, see src/core/backend.c).  No PostgreSQL, no core internals: only
+ * gm_errors.h and gm_algo.h.
+ */
+#ifndef GM_COMMON_CUH
+#define GM_COMMON_CUH
+
+#include "gm_errors.h"
+#include "gm_algo.h"
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cusparse.h>
+#include <cusolverDn.h>
+
+#include <stdio.h>
+
+/* ------------------------------------------------------ exported ABI */
+
+extern "C" {
+/* GM_ALGO_ABI_VERSION as this module was built; the core refuses another. */
+int			gm_cuda_abi_version(void);
+
+/* Number of usable devices (0 when none or no driver) and device 0's name. */
+int			gm_cuda_probe(int *count, char *name, size_t namelen,
+						  char *err, size_t errlen);
+
+/* The CUDA operations of algorithm (a gm_algorithm), NULL if there are none. */
+const gm_algo_ops *gm_cuda_algo_ops(int algorithm);
+}
+
+/* ------------------------------------------------------- error checks */
+
+/* NULL on success, else the library's text for the status */
+static inline const char *
+gm_status_text(cudaError_t e)
+{
+	return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+
+static inline const char *
+gm_status_text(cublasStatus_t s)
+{
+	return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
+}
+
+static inline const char *
+gm_status_text(cusparseStatus_t s)
+{
+	return s == CUSPARSE_STATUS_SUCCESS ? NULL : cusparseGetErrorString(s);
+}
+
+static inline const char *
+gm_status_text(cusolverStatus_t s)
+{
+	switch (s)
+	{
+		case CUSOLVER_STATUS_SUCCESS:
+			return NULL;
+		case CUSOLVER_STATUS_NOT_INITIALIZED:
+			return "cuSOLVER not initialized";
+		case CUSOLVER_STATUS_ALLOC_FAILED:
+			return "cuSOLVER allocation failed";
+		case CUSOLVER_STATUS_INVALID_VALUE:
+			return "cuSOLVER invalid value";
+		case CUSOLVER_STATUS_ARCH_MISMATCH:
+			return "cuSOLVER architecture mismatch";
+		case CUSOLVER_STATUS_EXECUTION_FAILED:
+			return "cuSOLVER execution failed";
+		case CUSOLVER_STATUS_INTERNAL_ERROR:
+			return "cuSOLVER internal error";
+		case CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED:
+			return "cuSOLVER matrix type not supported";
+		case CUSOLVER_STATUS_NOT_SUPPORTED:
+			return "cuSOLVER operation not supported";
+		case CUSOLVER_STATUS_ZERO_PIVOT:
+			return "cuSOLVER zero pivot";
+		default:
+			return "cuSOLVER error";
+	}
+}
+
+/*
+ * Evaluate a CUDA / cuBLAS / cuSPARSE / cuSOLVER call; on failure write the
+ * call, the library's text, the file and the line into err (the enclosing
+ * function's err and errlen) and return GM_EDEVICE.
+ */
+#define GM_CHECK(call) \
+	do { \
+		const char *m_ = gm_status_text(call); \
+		if (m_ != NULL) \
+		{ \
+			if (err && errlen) \
+				snprintf(err, errlen, "%s failed: %s (%s:%d)", #call, m_, \
+						 __FILE__, __LINE__); \
+			return GM_EDEVICE; \
+		} \
+	} while (0)
+
+/* after a kernel launch */
+#define GM_CHECK_LAUNCH()	GM_CHECK(cudaGetLastError())
+
+/* ------------------------------------------------------ float4 helpers */
+
+/* sum of v over aligned groups of W lanes (W a power of two <= 32); all lanes get it */
+template <int W>
+__device__ __forceinline__ float
+group_sum(float v)
+{
+#pragma unroll
+	for (int o = W / 2; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float
+dot4(float4 a, float4 b)
+{
+	return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+/* acc += w y */
+__device__ __forceinline__ void
+fma4(float4 &acc, float w, float4 y)
+{
+	acc.x = fmaf(w, y.x, acc.x);
+	acc.y = fmaf(w, y.y, acc.y);
+	acc.z = fmaf(w, y.z, acc.z);
+	acc.w = fmaf(w, y.w, acc.w);
+}
+
+__device__ __forceinline__ float4
+add4(float4 a, float4 b)
+{
+	return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+/* ----------------------------------------------- factor widths, shapes */
+
+#define GM_MAXK			1024
+
+/*
+ * Factors live on the device row-major with the row length padded to kp, a
+ * multiple of 32 (of 128 above 256); padded columns stay exactly zero.
+ * Returns kp, or 0 if k is out of range.
+ */
+static inline int
+gm_padded_k(int k)
+{
+	if (k < 1 || k > GM_MAXK)
+		return 0;
+	if (k <= 256)
+		return (k + 31) / 32 * 32;
+	return (k + 127) / 128 * 128;
+}
+
+/*
+ * The kernel shape for each padded width: X(KP, LG, V) with kp = 4 LG V,
+ * i.e. a group of LG lanes holds a kp-vector as V float4 per lane, and a
+ * warp has 32 / LG groups.  A switch over kp with one case per line
+ * instantiates a kernel template for every width.
+ */
+#define GM_SHAPES(X) \
+	X(32, 4, 2) X(64, 8, 2) X(96, 8, 3) X(128, 8, 4) X(160, 8, 5) \
+	X(192, 16, 3) X(224, 8, 7) X(256, 16, 4) X(384, 32, 3) X(512, 32, 4) \
+	X(640, 32, 5) X(768, 32, 6) X(896, 32, 7) X(1024, 32, 8)
+
+/* device 0's name, "" if it cannot be read */
+static inline void
+gm_device_name(char *name, size_t namelen)
+{
+	cudaDeviceProp prop;
+
+	if (name == NULL || namelen == 0)
+		return;
+	name[0] = '\0';
+	if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+		snprintf(name, namelen, "%s", prop.name);
+	else
+		(void) cudaGetLastError();
+}
+
+#endif							/* GM_COMMON_CUH */

@@ -1,0 +1,162 @@
+/*
+ * device_csr.cu: uploading sparse matrices, chunk lists and row bins
+ * (device_csr.cuh).
+ */
+#include "device_csr.cuh"
+#include "gm_core.h"			/* gm_csr_nnz_bins (csr.c is linked into the module) */
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Allocate d and copy a into it. */
+int
+gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
+{
+	size_t		n1 = (size_t) a->n_rows + 1,
+				nz = (size_t) (a->nnz > 0 ? a->nnz : 1);
+
+	memset(d, 0, sizeof(*d));
+	d->n_rows = a->n_rows;
+	d->n_cols = a->n_cols;
+	d->nnz = a->nnz;
+	GM_CHECK(cudaMalloc((void **) &d->indptr, sizeof(int64_t) * n1));
+	GM_CHECK(cudaMalloc((void **) &d->indices, sizeof(int32_t) * nz));
+	GM_CHECK(cudaMalloc((void **) &d->data, sizeof(float) * nz));
+	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	if (a->nnz > 0)
+	{
+		GM_CHECK(cudaMemcpy(d->indices, a->indices, sizeof(int32_t) * (size_t) a->nnz,
+							cudaMemcpyHostToDevice));
+		GM_CHECK(cudaMemcpy(d->data, a->data, sizeof(float) * (size_t) a->nnz,
+							cudaMemcpyHostToDevice));
+	}
+	return GM_OK;
+}
+
+/* Free d's device arrays. */
+void
+gm_dcsr_free(gm_dcsr *d)
+{
+	cudaFree(d->indptr);
+	cudaFree(d->indices);
+	cudaFree(d->data);
+	d->indptr = NULL;
+	d->indices = NULL;
+	d->data = NULL;
+}
+
+/* The chunk list of rows with the given row pointers (device_csr.cuh). */
+int
+gm_dchunks_build(gm_dchunks *c, const int64_t *indptr, int32_t n_rows,
+				 char *err, size_t errlen)
+{
+	int64_t		total = 0;
+	int2	   *h;
+	cudaError_t e;
+
+	memset(c, 0, sizeof(*c));
+	c->n_rows = n_rows;
+	c->ptr = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n_rows + 1));
+	if (!c->ptr)
+		goto oom;
+	for (int32_t r = 0; r < n_rows; r++)
+	{
+		int64_t		len = indptr[r + 1] - indptr[r];
+
+		c->ptr[r] = (int32_t) total;
+		total += len > GM_CHUNK ? (len + GM_CHUNK - 1) / GM_CHUNK : 1;
+		if (total > INT32_MAX / 2)
+		{
+			snprintf(err, errlen, "too many nonzeros for the CUDA module");
+			return GM_EINVAL;
+		}
+	}
+	c->ptr[n_rows] = (int32_t) total;
+	h = (int2 *) malloc(sizeof(int2) * (size_t) (total > 0 ? total : 1));
+	if (!h)
+		goto oom;
+	for (int32_t r = 0; r < n_rows; r++)
+		for (int32_t j = 0; j < c->ptr[r + 1] - c->ptr[r]; j++)
+			h[c->ptr[r] + j] = make_int2(r, j);
+	e = cudaMalloc((void **) &c->chunks, sizeof(int2) * (size_t) (total > 0 ? total : 1));
+	if (e == cudaSuccess && total > 0)
+		e = cudaMemcpy(c->chunks, h, sizeof(int2) * (size_t) total, cudaMemcpyHostToDevice);
+	free(h);
+	GM_CHECK(e);
+	return GM_OK;
+oom:
+	snprintf(err, errlen, "out of host memory for the chunk list");
+	return GM_ENOMEM;
+}
+
+/* Free the chunk list. */
+void
+gm_dchunks_free(gm_dchunks *c)
+{
+	cudaFree(c->chunks);
+	free(c->ptr);
+	c->chunks = NULL;
+	c->ptr = NULL;
+}
+
+/* Upload bins computed on the host. */
+int
+gm_dbins_upload(gm_dbins *b, const int32_t *perm, int32_t n_rows,
+				const int32_t *bin_start, int nbins, char *err, size_t errlen)
+{
+	memset(b, 0, sizeof(*b));
+	if (nbins < 1 || n_rows < 0 || bin_start[nbins] != n_rows)
+	{
+		snprintf(err, errlen, "invalid row bins (%d bins, %d rows)", nbins, n_rows);
+		return GM_EINVAL;
+	}
+	b->nbins = nbins;
+	b->n_rows = n_rows;
+	b->bin_start = (int32_t *) malloc(sizeof(int32_t) * ((size_t) nbins + 1));
+	if (!b->bin_start)
+	{
+		snprintf(err, errlen, "out of host memory for the row bins");
+		return GM_ENOMEM;
+	}
+	memcpy(b->bin_start, bin_start, sizeof(int32_t) * ((size_t) nbins + 1));
+	GM_CHECK(cudaMalloc((void **) &b->perm, sizeof(int32_t) * (size_t) (n_rows > 0 ? n_rows : 1)));
+	if (n_rows > 0)
+		GM_CHECK(cudaMemcpy(b->perm, perm, sizeof(int32_t) * (size_t) n_rows,
+							cudaMemcpyHostToDevice));
+	return GM_OK;
+}
+
+/* Compute a's bins (gm_csr_nnz_bins) and upload them. */
+int
+gm_dbins_build(gm_dbins *b, const gm_csr *a, int nbins, const int64_t *upper,
+			   char *err, size_t errlen)
+{
+	int32_t    *perm = (int32_t *) malloc(sizeof(int32_t) * ((size_t) a->n_rows + 1));
+	int32_t    *start = (int32_t *) malloc(sizeof(int32_t) * ((size_t) (nbins > 0 ? nbins : 0) + 1));
+	int			rc;
+
+	memset(b, 0, sizeof(*b));
+	if (!perm || !start)
+	{
+		free(perm);
+		free(start);
+		snprintf(err, errlen, "out of host memory for the row bins");
+		return GM_ENOMEM;
+	}
+	rc = gm_csr_nnz_bins(a, nbins, upper, perm, start, err, errlen);
+	if (rc == GM_OK)
+		rc = gm_dbins_upload(b, perm, a->n_rows, start, nbins, err, errlen);
+	free(perm);
+	free(start);
+	return rc;
+}
+
+/* Free the bins. */
+void
+gm_dbins_free(gm_dbins *b)
+{
+	cudaFree(b->perm);
+	free(b->bin_start);
+	b->perm = NULL;
+	b->bin_start = NULL;
+}

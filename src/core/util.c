@@ -1,0 +1,56 @@
+/*
+ * util.c: clocks, thread counts and the seeded initial factors every
+ * algorithm starts from.
+ */
+#include "gm_core.h"
+#include "gm_util.h"
+
+#include <time.h>
+#include <unistd.h>
+
+/* Monotonic seconds. */
+double
+gm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* One thread per online core. */
+int
+gm_default_threads(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int) n : 1;
+}
+
+/* The thread count a "threads" parameter means (<= 0: one per core). */
+int
+gm_resolve_threads(int threads)
+{
+	return threads > 0 ? threads : gm_default_threads();
+}
+
+/*
+ * F (n x k) uniform in [0, 0.01), keyed by (seed, side, row, f): independent
+ * of threads and of n, so a row's start does not depend on the data size.
+ */
+void
+gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
+{
+	for (int64_t r = 0; r < n; r++)
+	{
+		uint64_t	base = gm_mix64(seed ^ ((uint64_t) side << 62)) ^
+			gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+
+		for (int f = 0; f < k; f++)
+		{
+			uint64_t	z = gm_mix64(base + (uint64_t) f);
+
+			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
+		}
+	}
+}

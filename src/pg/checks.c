@@ -1,0 +1,74 @@
+/*
+ * checks.c: named argument checks, one ereport each, so that every SQL entry
+ * point reads as a list of checks and every message names the argument.
+ */
+#include "gpumf_pg.h"
+
+#include <math.h>
+
+#include "mb/pg_wchar.h"
+
+void
+gpumf_check_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+}
+
+void
+gpumf_check_int_range(const char *name, int32 v, int32 lo, int32 hi)
+{
+	if (v < lo || v > hi)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between %d and %d, got %d", name, lo, hi, v)));
+}
+
+void
+gpumf_check_positive(const char *name, float8 v)
+{
+	if (isnan(v) || isinf(v) || v <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a finite number > 0, got %g", name, v),
+				 strcmp(name, "regularization") == 0 ?
+				 errhint("With no regularization the per-row systems can be singular.") : 0));
+}
+
+void
+gpumf_check_nonneg(const char *name, float8 v)
+{
+	if (isnan(v) || isinf(v) || v < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a finite number >= 0, got %g", name, v)));
+}
+
+/* Model names: 1 to GPUMF_MODEL_NAME_MAX bytes, checked before any work. */
+void
+gpumf_check_model_name(const char *name)
+{
+	size_t		len = strlen(name);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model name must not be empty")));
+	if (len > GPUMF_MODEL_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("model name is too long: %zu bytes, at most %d", len,
+						GPUMF_MODEL_NAME_MAX),
+				 errhint("Pass a shorter name in model =>; the default is the source table's name.")));
+}
+
+void
+gpumf_check_n(int32 n)
+{
+	if (n <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be positive, got %d", n)));
+}
