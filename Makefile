@@ -8,7 +8,8 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
        src/core/synth.o src/core/serve.o \
-       src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o
+       src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o \
+       src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device upgrade
 REGRESS_OPTS = --dbname=gpumf_regression
