@@ -600,10 +600,10 @@ test_ccd_rank_one(void)
 		gm_cpu_ccd_ops.destroy(h);
 		h = NULL;
 
-		e1 = max_rel_f(pr.X, ref.W, (int64_t) ref.nu * k, 1e-3);
-		CHECK(e1 < 1e-4, "trial %d (k %d, biases %d): W differs by %.3g", trial, k, biases, e1);
-		e1 = max_rel_f(pr.Y, ref.H, (int64_t) ref.ni * k, 1e-3);
-		CHECK(e1 < 1e-4, "trial %d (k %d, biases %d): H differs by %.3g", trial, k, biases, e1);
+		e1 = max_rel_f(pr.X, ref.W, (int64_t) ref.nu * k, 1e-2);
+		CHECK(e1 < 1e-3, "trial %d (k %d, biases %d): W differs by %.3g", trial, k, biases, e1);
+		e1 = max_rel_f(pr.Y, ref.H, (int64_t) ref.ni * k, 1e-2);
+		CHECK(e1 < 1e-3, "trial %d (k %d, biases %d): H differs by %.3g", trial, k, biases, e1);
 		if (biases)
 		{
 			e1 = max_rel_f(pr.ub, ref.b, ref.nu, 1e-3);
@@ -927,7 +927,7 @@ test_als_iterations(void)
 							worst = isnan(dd) ? INFINITY : dd;
 					}
 				}
-				CHECK(worst < 1e-4, "trial %d (k %d, biases %d) iteration %d sweep %d: rows differ by %.3g of their scale",
+				CHECK(worst < 1e-3, "trial %d (k %d, biases %d) iteration %d sweep %d: rows differ by %.3g of their scale",
 					  trial, k, biases, it, s, worst);
 			}
 		CHECK(gm_cpu_als_explicit_ops.evaluate(h, &m, err, sizeof(err)) == GM_OK, "%s", err);
