@@ -2,27 +2,60 @@
  * serve.c: exact top-n scoring for serving, with an int8 first pass.
  *
  * Scoring every item reads the whole item-factor matrix per call, so the
- * call is bound by memory bandwidth.  The first pass reads an int8 copy
- * (a quarter of the bytes); each approximate score carries a bound on its
- * error, and only items whose bound lets them reach the top n are rescored
- * in float32.  The result is the float32 top n.
+ * call is bound by memory bandwidth and by the arithmetic of the pass.  The
+ * first pass reads an int8 copy of the item factors (a quarter of the bytes)
+ * and an int8 copy of the query, and computes integer dot products (exact,
+ * the same on every instruction set: AVX-512 VNNI, AVX2 or plain C).  Each
+ * approximate score carries a bound on its distance from the float32 score;
+ * the n-th best lower bound is a threshold no item below it can reach, and
+ * only the items whose upper bound reaches it are scored in float32.  The
+ * result is gm_topk over the float32 scores Y x.
+ *
+ * Bounds, per item i with scale s_i = max|y_i| / 127, q_i = round(y_i / s_i),
+ * and the query x with scale t = max|x| / 127, p = round(x / t):
+ *     y.x - s_i t (q_i.p) = s_i sum_f q_f (x_f - t p_f) + sum_f (y_f - s_i q_f) x_f
+ *     |...| <= s_i (t / 2) |q_i|_1 + (s_i / 2) |x|_1
+ * plus float rounding: of the quantisations (a few ulps of s_i per
+ * component), of the float32 dot product the rescoring computes
+ * (<= k u sum |y_f x_f| <= k u 127 s_i |x|_1, u = 2^-24), and of the
+ * products forming the approximate score; the constants below cover each
+ * with room to spare.  Integer sums are exact: |q.p| <= 127^2 k < 2^24 for
+ * k <= 1040, so their float conversion is exact too.
  */
 #include "gm_core.h"
 #include "gm_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GM_X86 1
+#endif
+
+/* rows of the int8 copy are padded with zeros to a multiple of this */
+#define GM_QPAD 64
+/* items per block of integer dot products */
+#define GM_QBLOCK 256
 
 int
 gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 {
+	int			kpad = (k + GM_QPAD - 1) / GM_QPAD * GM_QPAD;
+
+	memset(out, 0, sizeof(*out));
+	if (k < 1 || k > GM_QMAT_MAX_K || n < 0)
+		return GM_EINVAL;
 	out->n = n;
 	out->k = k;
-	out->q = malloc((size_t) n * k + 1);
+	out->kpad = kpad;
+	out->q = aligned_alloc(GM_QPAD, ((size_t) n + 1) * kpad);
 	out->scale = malloc(sizeof(float) * ((size_t) n + 1));
-	if (!out->q || !out->scale)
+	out->qabs = malloc(sizeof(float) * ((size_t) n + 1));
+	out->qsum = malloc(sizeof(int32_t) * ((size_t) n + 1));
+	if (!out->q || !out->scale || !out->qabs || !out->qsum)
 	{
 		gm_qmat_free(out);
 		return GM_ENOMEM;
@@ -30,13 +63,26 @@ gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 	for (int32_t i = 0; i < n; i++)
 	{
 		const float *y = Y + (size_t) i * k;
+		int8_t	   *q = out->q + (size_t) i * kpad;
 		float		m = 0.0f;
+		int32_t		sum = 0,
+					abs = 0;
 
 		for (int f = 0; f < k; f++)
 			m = fmaxf(m, fabsf(y[f]));
 		out->scale[i] = m / 127.0f;
 		for (int f = 0; f < k; f++)
-			out->q[(size_t) i * k + f] = m > 0 ? (int8_t) lrintf(y[f] * 127.0f / m) : 0;
+		{
+			long		v = m > 0 ? lrintf(y[f] * 127.0f / m) : 0;
+
+			v = v > 127 ? 127 : v < -127 ? -127 : v;
+			q[f] = (int8_t) v;
+			sum += (int32_t) v;
+			abs += (int32_t) (v < 0 ? -v : v);
+		}
+		memset(q + k, 0, kpad - k);
+		out->qsum[i] = sum;
+		out->qabs[i] = out->scale[i] * (float) abs;
 	}
 	return GM_OK;
 }
@@ -46,110 +92,318 @@ gm_qmat_free(gm_qmat *Q)
 {
 	free(Q->q);
 	free(Q->scale);
+	free(Q->qabs);
+	free(Q->qsum);
 	Q->q = NULL;
 	Q->scale = NULL;
+	Q->qabs = NULL;
+	Q->qsum = NULL;
 }
 
-/* approx[i] = scale_i * (q_i . x) for every item */
+size_t
+gm_topk_dot_scratch(const gm_qmat *Q)
+{
+	/* upper bounds, candidates' indices and scores */
+	return 3 * ((size_t) Q->n + 1);
+}
+
+/* ------------------------------------------------- integer dot products */
+
+/*
+ * out[r] = q_i . p for the rows i = rows[r] (or first + r when rows is
+ * NULL), r < cnt.  p8 is the query as int8, p16 the same as int16, pu the
+ * same plus 128 as uint8 (each kpad long, zero-padded: 128 for pu).
+ */
+typedef void (*dots_fn) (const gm_qmat *Q, const int32_t *rows, int32_t first,
+						 int32_t cnt, const int8_t *p8, const int16_t *p16,
+						 const uint8_t *pu, int32_t *out);
+
 static void
-approx_scores_plain(const gm_qmat *Q, const float *x, float *approx)
+dots_plain(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
+		   const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
 {
 	int			k = Q->k;
 
-	for (int32_t i = 0; i < Q->n; i++)
+	for (int32_t r = 0; r < cnt; r++)
 	{
-		const int8_t *q = Q->q + (size_t) i * k;
-		float		s = 0.0f;
+		const int8_t *q = Q->q + (size_t) (rows ? rows[r] : first + r) * Q->kpad;
+		int32_t		s = 0;
 
-#pragma omp simd reduction(+:s)
 		for (int f = 0; f < k; f++)
-			s += x[f] * (float) q[f];
-		approx[i] = s * Q->scale[i];
+			s += (int32_t) q[f] * p8[f];
+		out[r] = s;
 	}
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-/* the same with AVX2: 8 int8 widened to float per step, two accumulators */
-__attribute__((target("avx2,fma"))) static void
-approx_scores_avx2(const gm_qmat *Q, const float *x, float *approx)
+#ifdef GM_X86
+/* AVX2: 16 int8 widened to int16, multiplied and summed in pairs (vpmaddwd) */
+__attribute__((target("avx2"))) static void
+dots_avx2(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
+		  const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
 {
-	int			k = Q->k;
-	int			k16 = k & ~15;
+	int			kpad = Q->kpad;
 
-	for (int32_t i = 0; i < Q->n; i++)
+	for (int32_t r = 0; r < cnt; r++)
 	{
-		const int8_t *q = Q->q + (size_t) i * k;
-		__m256		a0 = _mm256_setzero_ps(),
-					a1 = _mm256_setzero_ps();
-		float		s;
-		int			f;
+		const int8_t *q = Q->q + (size_t) (rows ? rows[r] : first + r) * kpad;
+		__m256i		a0 = _mm256_setzero_si256(),
+					a1 = _mm256_setzero_si256();
+		__m128i		h;
 
-		for (f = 0; f < k16; f += 16)
+		for (int f = 0; f < kpad; f += 32)
 		{
-			__m128i		b = _mm_loadu_si128((const __m128i *) (q + f));
-			__m256		lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-			__m256		hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+			__m256i		q0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f)));
+			__m256i		q1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f + 16)));
 
-			a0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + f), a0);
-			a1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + f + 8), a1);
+			a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(q0, _mm256_loadu_si256((const __m256i *) (p16 + f))));
+			a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(q1, _mm256_loadu_si256((const __m256i *) (p16 + f + 16))));
 		}
-		a0 = _mm256_add_ps(a0, a1);
-		{
-			__m128		h = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
-
-			h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-			h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-			s = _mm_cvtss_f32(h);
-		}
-		for (; f < k; f++)
-			s += x[f] * (float) q[f];
-		approx[i] = s * Q->scale[i];
+		a0 = _mm256_add_epi32(a0, a1);
+		h = _mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+		out[r] = _mm_cvtsi128_si32(h);
 	}
-}
-#endif
-
-static void
-approx_scores(const gm_qmat *Q, const float *x, float *approx)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	static int	have_avx2 = -1;
-
-	if (have_avx2 < 0)
-		have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-	if (have_avx2)
-	{
-		approx_scores_avx2(Q, x, approx);
-		return;
-	}
-#endif
-	approx_scores_plain(Q, x, approx);
-}
-
-GM_HOT static float
-exact_dot(const float *y, const float *x, int k)
-{
-	return gm_dot(x, y, k);
 }
 
 /*
- * The float32 top n of Y x: an int8 pass over every item, then exact scores
- * for the items whose bound can reach the top n.
+ * AVX-512 VNNI: vpdpbusd multiplies 64 uint8 by 64 int8 and sums each four
+ * into 16 int32 lanes.  The query is made unsigned (p + 128), so
+ * q.p = q.(p + 128) - 128 sum_f q_f.
  */
-int
-gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
-			const int32_t *skip, int32_t nskip, float *scratch,
-			int32_t *out_idx, float *out_score, int32_t *rescored)
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+dots_vnni(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
+		  const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
 {
-	int32_t		m = Q->n;
+	int			kpad = Q->kpad;
+
+	for (int32_t r = 0; r < cnt; r++)
+	{
+		int32_t		i = rows ? rows[r] : first + r;
+		const int8_t *q = Q->q + (size_t) i * kpad;
+		__m512i		a = _mm512_setzero_si512();
+
+		for (int f = 0; f < kpad; f += 64)
+			a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512((const void *) (pu + f)),
+									_mm512_loadu_si512((const void *) (q + f)));
+		out[r] = _mm512_reduce_add_epi32(a) - 128 * Q->qsum[i];
+	}
+}
+#endif
+
+static dots_fn dots_chosen = NULL;
+
+/* Does this CPU run the kernel named isa? */
+static dots_fn
+dots_named(const char *isa)
+{
+	if (strcmp(isa, "plain") == 0)
+		return dots_plain;
+#ifdef GM_X86
+	if (strcmp(isa, "avx2") == 0 && __builtin_cpu_supports("avx2"))
+		return dots_avx2;
+	if (strcmp(isa, "avx512vnni") == 0 && __builtin_cpu_supports("avx512f") &&
+		__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
+		return dots_vnni;
+#endif
+	return NULL;
+}
+
+/* The fastest kernel this CPU runs, unless gm_serve_use_isa chose one. */
+static dots_fn
+pick_dots(void)
+{
+	if (dots_chosen == NULL)
+	{
+		dots_chosen = dots_named("avx512vnni");
+		if (dots_chosen == NULL)
+			dots_chosen = dots_named("avx2");
+		if (dots_chosen == NULL)
+			dots_chosen = dots_plain;
+	}
+	return dots_chosen;
+}
+
+int
+gm_serve_use_isa(const char *isa)
+{
+	dots_fn		fn;
+
+	if (isa == NULL)
+	{
+		dots_chosen = NULL;
+		return GM_OK;
+	}
+	fn = dots_named(isa);
+	if (fn == NULL)
+		return GM_ENOTSUP;
+	dots_chosen = fn;
+	return GM_OK;
+}
+
+const char *
+gm_serve_isa(void)
+{
+	dots_fn		fn = pick_dots();
+
+#ifdef GM_X86
+	if (fn == dots_vnni)
+		return "avx512vnni";
+	if (fn == dots_avx2)
+		return "avx2";
+#endif
+	return "plain";
+}
+
+/* ------------------------------------------------------------ top n */
+
+/* y . x in float32: the score every path ranks by */
+GM_HOT static float
+exact_dot(const float *y, const float *x, int k)
+{
+	return gm_dot(y, x, k);
+}
+
+/* a min-heap of the n best lower bounds: h[0] is the n-th best so far */
+static inline void
+heap_offer(float *h, int *size, int n, float v)
+{
+	int			i;
+
+	if (*size < n)
+	{
+		i = (*size)++;
+		while (i > 0 && h[(i - 1) / 2] > v)
+		{
+			h[i] = h[(i - 1) / 2];
+			i = (i - 1) / 2;
+		}
+		h[i] = v;
+		return;
+	}
+	if (!(v > h[0]))
+		return;
+	/* replace the root, sift down */
+	i = 0;
+	for (;;)
+	{
+		int			l = 2 * i + 1,
+					m = i;
+		float		mv = v;
+
+		if (l < n && h[l] < mv)
+		{
+			m = l;
+			mv = h[l];
+		}
+		if (l + 1 < n && h[l + 1] < mv)
+			m = l + 1;
+		if (m == i)
+			break;
+		h[i] = h[m];
+		i = m;
+	}
+	h[i] = v;
+}
+
+/* The query, quantised like the items, and the constants of its bounds. */
+typedef struct query
+{
+	int8_t		p8[GM_QMAT_MAX_K + GM_QPAD];
+	int16_t		p16[GM_QMAT_MAX_K + GM_QPAD];
+	uint8_t		pu[GM_QMAT_MAX_K + GM_QPAD];
+	float		t;				/* max|x| / 127 */
+	float		a;				/* bound_i = s_i a + qabs_i b + |approx_i| c */
+	float		b;
+	float		c;
+	dots_fn		dots;
+} query;
+
+static void
+query_prepare(const gm_qmat *Q, const float *x, query *qy)
+{
 	int			k = Q->k;
-	float	   *approx = scratch;
-	float	   *lower = scratch + m;
-	float		xl1 = 0.0f;
-	float		threshold = -INFINITY;
-	int32_t		nrescored = 0;
+	float		xmax = 0.0f,
+				xl1 = 0.0f;
+
+	for (int f = 0; f < k; f++)
+	{
+		xmax = fmaxf(xmax, fabsf(x[f]));
+		xl1 += fabsf(x[f]);
+	}
+	qy->t = xmax / 127.0f;
+	for (int f = 0; f < Q->kpad; f++)
+	{
+		long		v = f < k && xmax > 0 ? lrintf(x[f] * 127.0f / xmax) : 0;
+
+		v = v > 127 ? 127 : v < -127 ? -127 : v;
+		qy->p8[f] = (int8_t) v;
+		qy->p16[f] = (int16_t) v;
+		qy->pu[f] = (uint8_t) (v + 128);
+	}
+	/* see the top of the file: the y and x quantisation terms, then rounding */
+	qy->a = xl1 * (0.5f + 2.4e-7f * (127.0f * (float) k + 512.0f)) *
+		(1.0f + 2.4e-7f * (float) k) * 1.00001f;
+	qy->b = 0.5f * qy->t * 1.00001f;
+	qy->c = 4.8e-7f;
+	qy->dots = pick_dots();
+}
+
+/*
+ * approx[r] and bound[r] for the items only[start + r] (or start + r when
+ * only is NULL), r < cnt <= GM_QBLOCK.
+ */
+static inline void
+first_pass_block(const gm_qmat *Q, const query *qy, const int32_t *only,
+				 int32_t start, int32_t cnt, float *approx, float *bound)
+{
+	int32_t		d[GM_QBLOCK];
+
+	if (only)
+		qy->dots(Q, only + start, 0, cnt, qy->p8, qy->p16, qy->pu, d);
+	else
+		qy->dots(Q, NULL, start, cnt, qy->p8, qy->p16, qy->pu, d);
+	for (int32_t r = 0; r < cnt; r++)
+	{
+		int32_t		i = only ? only[start + r] : start + r;
+		float		sc = Q->scale[i];
+		float		ap = (float) d[r] * (sc * qy->t);
+
+		approx[r] = ap;
+		bound[r] = sc * qy->a + Q->qabs[i] * qy->b + fabsf(ap) * qy->c;
+	}
+}
+
+void
+gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
+{
+	query		qy;
+
+	query_prepare(Q, x, &qy);
+	for (int32_t start = 0; start < Q->n; start += GM_QBLOCK)
+		first_pass_block(Q, &qy, NULL, start,
+						 Q->n - start < GM_QBLOCK ? Q->n - start : GM_QBLOCK,
+						 approx + start, bound + start);
+}
+
+int
+gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
+				  const int32_t *only, int32_t nonly,
+				  const int32_t *skip, int32_t nskip, float *scratch,
+				  int32_t *out_idx, float *out_score, int32_t *rescored)
+{
+	int32_t		m = only ? nonly : Q->n;
+	int			k = Q->k;
+	float	   *upper = scratch;
+	int32_t    *cand = (int32_t *) (scratch + m + 1);
+	float	   *cscore = scratch + 2 * ((size_t) m + 1);
+	float	   *heap = out_score;	/* the lower bounds' heap, n floats */
+	int			hsize = 0;
+	float		threshold;
+	int32_t		s = 0,
+				ncand = 0;
 	int			got;
+	query		qy;
 
 	if (rescored)
 		*rescored = 0;
@@ -157,38 +411,100 @@ gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 		return 0;
 	if (n > m)
 		n = m;
-	for (int f = 0; f < k; f++)
-		xl1 += fabsf(x[f]);
+	query_prepare(Q, x, &qy);
 
-	/*
-	 * |y_f - q_f scale| <= scale / 2, so |exact - approx| <= xl1 * scale / 2,
-	 * plus float rounding in both sums (< k * 2^-23 * xl1 * 127 * scale).
-	 */
-	approx_scores(Q, x, approx);
+	/* pass 1: approximate scores, upper bounds, the n best lower bounds */
+	for (int32_t start = 0; start < m; start += GM_QBLOCK)
 	{
-		float		slack = 0.5f + 127.0f * (float) k * 2.4e-7f;
+		int32_t		cnt = m - start < GM_QBLOCK ? m - start : GM_QBLOCK;
+		float		approx[GM_QBLOCK],
+					bound[GM_QBLOCK];
 
-		for (int32_t i = 0; i < m; i++)
-			lower[i] = approx[i] - xl1 * Q->scale[i] * slack;
-		/* the n-th best lower bound: no item below it can make the top n */
-		got = gm_topk(lower, m, n, skip, nskip, out_idx, out_score);
-		if (got == n)
-			threshold = out_score[n - 1];
-		/* rescore the candidates exactly; everything else becomes NaN (never ranks) */
-		for (int32_t i = 0; i < m; i++)
+		first_pass_block(Q, &qy, only, start, cnt, approx, bound);
+		for (int32_t r = 0; r < cnt; r++)
 		{
-			float		upper = approx[i] + xl1 * Q->scale[i] * slack;
+			int32_t		i = only ? only[start + r] : start + r;
 
-			if (upper >= threshold)
+			if (skip)
 			{
-				lower[i] = exact_dot(Y + (size_t) i * k, x, k);
-				nrescored++;
+				while (s < nskip && skip[s] < i)
+					s++;
+				if (s < nskip && skip[s] == i)
+				{
+					upper[start + r] = -INFINITY;
+					continue;
+				}
 			}
-			else
-				lower[i] = NAN;
+			upper[start + r] = approx[r] + bound[r];
+			heap_offer(heap, &hsize, n, approx[r] - bound[r]);
+		}
+	}
+	/* no item whose upper bound is below the n-th best lower bound can make the top n */
+	threshold = hsize == n ? heap[0] : -FLT_MAX;
+
+	/* pass 2: the float32 scores of the candidates, and their top n */
+	for (int32_t r = 0; r < m; r++)
+	{
+		if (upper[r] >= threshold)
+		{
+			int32_t		i = only ? only[r] : r;
+
+			cand[ncand] = i;
+			cscore[ncand] = exact_dot(Y + (size_t) i * k, x, k);
+			ncand++;
 		}
 	}
 	if (rescored)
-		*rescored = nrescored;
-	return gm_topk(lower, m, n, skip, nskip, out_idx, out_score);
+		*rescored = ncand;
+	got = gm_topk(cscore, ncand, n, NULL, 0, out_idx, out_score);
+	for (int r = 0; r < got; r++)
+		out_idx[r] = cand[out_idx[r]];
+	return got;
+}
+
+int
+gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
+			const int32_t *skip, int32_t nskip, float *scratch,
+			int32_t *out_idx, float *out_score, int32_t *rescored)
+{
+	return gm_topk_dot_among(Y, Q, x, n, NULL, 0, skip, nskip, scratch, out_idx,
+							 out_score, rescored);
+}
+
+/* ------------------------------------------------------ cosine top n */
+
+void
+gm_row_norms(const float *F, int64_t n, int k, float *norms)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		const float *f = F + (size_t) i * k;
+		double		s = 0.0;
+
+		for (int j = 0; j < k; j++)
+			s += (double) f[j] * f[j];
+		norms[i] = (float) sqrt(s);
+	}
+}
+
+int
+gm_topk_cosine(const float *F, const float *norms, int32_t m, int k,
+			   const float *x, int n, const int32_t *skip, int32_t nskip,
+			   float *scratch, int32_t *out_idx, float *out_score)
+{
+	double		xx = 0.0;
+	float		xn;
+
+	for (int f = 0; f < k; f++)
+		xx += (double) x[f] * x[f];
+	xn = (float) sqrt(xx);
+	if (!(xn > 0.0f))
+		return 0;				/* a zero vector is similar to nothing */
+	for (int32_t i = 0; i < m; i++)
+	{
+		/* rows with a zero norm get NaN, which never ranks */
+		scratch[i] = norms[i] > 0.0f ?
+			exact_dot(F + (size_t) i * k, x, k) / (norms[i] * xn) : NAN;
+	}
+	return gm_topk(scratch, m, n, skip, nskip, out_idx, out_score);
 }
