@@ -107,63 +107,121 @@ gm_topk_dot_scratch(const gm_qmat *Q)
 	return 3 * ((size_t) Q->n + 1);
 }
 
-/* ------------------------------------------------- integer dot products */
+/* ---------------------------------------------- the first pass, per ISA */
+
+/* The query, quantised like the items, and the constants of its bounds. */
+typedef struct query
+{
+	int8_t		p8[GM_QMAT_MAX_K + GM_QPAD];	/* round(x / t) */
+	int16_t		p16[GM_QMAT_MAX_K + GM_QPAD];	/* the same as int16 */
+	uint8_t		pu[GM_QMAT_MAX_K + GM_QPAD];	/* the same plus 128 (128 in the padding) */
+	float		t;				/* max|x| / 127 */
+	float		a;				/* bound_i = s_i a + qabs_i b + |approx_i| c */
+	float		b;
+	float		c;
+} query;
 
 /*
- * out[r] = q_i . p for the rows i = rows[r] (or first + r when rows is
- * NULL), r < cnt.  p8 is the query as int8, p16 the same as int16, pu the
- * same plus 128 as uint8 (each kpad long, zero-padded: 128 for pu).
+ * A block of the first pass: approx[r] and bound[r] for the items
+ * only[start + r] (or start + r when only is NULL), r < cnt <= GM_QBLOCK;
+ * when upper is not NULL, upper[r] = approx + bound and approx[r] becomes
+ * the lower bound approx - bound.  One body, compiled once per instruction
+ * set (the function attributes let the compiler vectorise the loops for it;
+ * the integer sums d[] are the same on all).
  */
-typedef void (*dots_fn) (const gm_qmat *Q, const int32_t *rows, int32_t first,
-						 int32_t cnt, const int8_t *p8, const int16_t *p16,
-						 const uint8_t *pu, int32_t *out);
+typedef void (*block_fn) (const gm_qmat *Q, const query *qy, const int32_t *only,
+						  int32_t start, int32_t cnt, float *approx, float *bound,
+						  float *upper);
+
+#define FIRST_PASS_BLOCK(...) \
+	int32_t		d[GM_QBLOCK]; \
+	float		t = qy->t, a = qy->a, b = qy->b, c = qy->c; \
+	\
+	__VA_ARGS__; \
+	if (only) \
+	{ \
+		for (int32_t r = 0; r < cnt; r++) \
+		{ \
+			int32_t		i = only[start + r]; \
+			float		ap = (float) d[r] * (Q->scale[i] * t); \
+			\
+			approx[r] = ap; \
+			bound[r] = Q->scale[i] * a + Q->qabs[i] * b + fabsf(ap) * c; \
+		} \
+	} \
+	else \
+	{ \
+		const float *scale = Q->scale + start, *qabs = Q->qabs + start; \
+		\
+		_Pragma("omp simd") \
+		for (int32_t r = 0; r < cnt; r++) \
+		{ \
+			float		ap = (float) d[r] * (scale[r] * t); \
+			\
+			approx[r] = ap; \
+			bound[r] = scale[r] * a + qabs[r] * b + fabsf(ap) * c; \
+		} \
+	} \
+	if (upper) \
+	{ \
+		_Pragma("omp simd") \
+		for (int32_t r = 0; r < cnt; r++) \
+		{ \
+			upper[r] = approx[r] + bound[r]; \
+			approx[r] = approx[r] - bound[r]; \
+		} \
+	}
+
+/* the row of the r-th item of the block */
+#define BLOCK_ROW(r) (Q->q + (size_t) (only ? only[start + (r)] : start + (r)) * Q->kpad)
 
 static void
-dots_plain(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
-		   const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
+block_plain(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
+			int32_t cnt, float *approx, float *bound, float *upper)
 {
-	int			k = Q->k;
+	FIRST_PASS_BLOCK(
+		for (int32_t r = 0; r < cnt; r++)
+		{
+			const int8_t *q = BLOCK_ROW(r);
+			int32_t		s = 0;
 
-	for (int32_t r = 0; r < cnt; r++)
-	{
-		const int8_t *q = Q->q + (size_t) (rows ? rows[r] : first + r) * Q->kpad;
-		int32_t		s = 0;
-
-		for (int f = 0; f < k; f++)
-			s += (int32_t) q[f] * p8[f];
-		out[r] = s;
-	}
+			for (int f = 0; f < Q->k; f++)
+				s += (int32_t) q[f] * qy->p8[f];
+			d[r] = s;
+		});
 }
 
 #ifdef GM_X86
 /* AVX2: 16 int8 widened to int16, multiplied and summed in pairs (vpmaddwd) */
-__attribute__((target("avx2"))) static void
-dots_avx2(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
-		  const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
+__attribute__((target("avx2,fma"))) static inline int32_t
+dot_avx2(const int8_t *q, const int16_t *p16, int kpad)
 {
-	int			kpad = Q->kpad;
+	__m256i		a0 = _mm256_setzero_si256(),
+				a1 = _mm256_setzero_si256();
+	__m128i		h;
 
-	for (int32_t r = 0; r < cnt; r++)
+	for (int f = 0; f < kpad; f += 32)
 	{
-		const int8_t *q = Q->q + (size_t) (rows ? rows[r] : first + r) * kpad;
-		__m256i		a0 = _mm256_setzero_si256(),
-					a1 = _mm256_setzero_si256();
-		__m128i		h;
+		__m256i		q0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f)));
+		__m256i		q1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f + 16)));
 
-		for (int f = 0; f < kpad; f += 32)
-		{
-			__m256i		q0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f)));
-			__m256i		q1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + f + 16)));
-
-			a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(q0, _mm256_loadu_si256((const __m256i *) (p16 + f))));
-			a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(q1, _mm256_loadu_si256((const __m256i *) (p16 + f + 16))));
-		}
-		a0 = _mm256_add_epi32(a0, a1);
-		h = _mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
-		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-		out[r] = _mm_cvtsi128_si32(h);
+		a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(q0, _mm256_loadu_si256((const __m256i *) (p16 + f))));
+		a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(q1, _mm256_loadu_si256((const __m256i *) (p16 + f + 16))));
 	}
+	a0 = _mm256_add_epi32(a0, a1);
+	h = _mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+	h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+	h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+	return _mm_cvtsi128_si32(h);
+}
+
+__attribute__((target("avx2,fma"))) static void
+block_avx2(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
+		   int32_t cnt, float *approx, float *bound, float *upper)
+{
+	FIRST_PASS_BLOCK(
+		for (int32_t r = 0; r < cnt; r++)
+			d[r] = dot_avx2(BLOCK_ROW(r), qy->p16, Q->kpad));
 }
 
 /*
@@ -171,94 +229,187 @@ dots_avx2(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
  * into 16 int32 lanes.  The query is made unsigned (p + 128), so
  * q.p = q.(p + 128) - 128 sum_f q_f.
  */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
-dots_vnni(const gm_qmat *Q, const int32_t *rows, int32_t first, int32_t cnt,
-		  const int8_t *p8, const int16_t *p16, const uint8_t *pu, int32_t *out)
+#define GM_VNNI "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"
+
+__attribute__((target(GM_VNNI))) static inline __m512i
+dot_vnni(const int8_t *q, const uint8_t *pu, int kpad)
 {
-	int			kpad = Q->kpad;
+	__m512i		a = _mm512_setzero_si512();
 
-	for (int32_t r = 0; r < cnt; r++)
-	{
-		int32_t		i = rows ? rows[r] : first + r;
-		const int8_t *q = Q->q + (size_t) i * kpad;
-		__m512i		a = _mm512_setzero_si512();
+	for (int f = 0; f < kpad; f += 64)
+		a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512((const void *) (pu + f)),
+								_mm512_loadu_si512((const void *) (q + f)));
+	return a;
+}
 
-		for (int f = 0; f < kpad; f += 64)
-			a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512((const void *) (pu + f)),
-									_mm512_loadu_si512((const void *) (q + f)));
-		out[r] = _mm512_reduce_add_epi32(a) - 128 * Q->qsum[i];
-	}
+/* the 16 lanes of a summed into 8 */
+__attribute__((target(GM_VNNI))) static inline __m256i
+halve(__m512i a)
+{
+	return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+}
+
+__attribute__((target(GM_VNNI))) static void
+block_vnni(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
+		   int32_t cnt, float *approx, float *bound, float *upper)
+{
+	FIRST_PASS_BLOCK(
+		int32_t		r = 0;
+
+		/* four items at a time, their lane sums reduced together */
+		for (; r + 4 <= cnt; r += 4)
+		{
+			__m256i		h0 = halve(dot_vnni(BLOCK_ROW(r), qy->pu, Q->kpad)),
+						h1 = halve(dot_vnni(BLOCK_ROW(r + 1), qy->pu, Q->kpad)),
+						h2 = halve(dot_vnni(BLOCK_ROW(r + 2), qy->pu, Q->kpad)),
+						h3 = halve(dot_vnni(BLOCK_ROW(r + 3), qy->pu, Q->kpad));
+			__m256i		v = _mm256_hadd_epi32(_mm256_hadd_epi32(h0, h1),
+											  _mm256_hadd_epi32(h2, h3));
+
+			_mm_storeu_si128((__m128i *) (d + r),
+							 _mm_add_epi32(_mm256_castsi256_si128(v),
+										   _mm256_extracti128_si256(v, 1)));
+		}
+		for (; r < cnt; r++)
+			d[r] = _mm512_reduce_add_epi32(dot_vnni(BLOCK_ROW(r), qy->pu, Q->kpad));
+		for (r = 0; r < cnt; r++)
+			d[r] -= 128 * Q->qsum[only ? only[start + r] : start + r]);
 }
 #endif
 
-static dots_fn dots_chosen = NULL;
+/* positions r < m with upper[r] >= threshold, in order; returns their count */
+#define COLLECT_BODY \
+	int32_t		nc = 0; \
+	\
+	for (int32_t r = 0; r < m; r++) \
+	{ \
+		cand[nc] = r; \
+		nc += upper[r] >= threshold; \
+	} \
+	return nc;
 
-/* Does this CPU run the kernel named isa? */
-static dots_fn
-dots_named(const char *isa)
+typedef int32_t (*collect_fn) (const float *upper, int32_t m, float threshold, int32_t *cand);
+
+static int32_t
+collect_plain(const float *upper, int32_t m, float threshold, int32_t *cand)
+{
+COLLECT_BODY}
+
+#ifdef GM_X86
+__attribute__((target("avx2,fma"))) static int32_t
+collect_avx2(const float *upper, int32_t m, float threshold, int32_t *cand)
+{
+COLLECT_BODY}
+
+/* AVX-512: sixteen comparisons into a mask, the positions compressed out */
+__attribute__((target(GM_VNNI))) static int32_t
+collect_vnni(const float *upper, int32_t m, float threshold, int32_t *cand)
+{
+	__m512		th = _mm512_set1_ps(threshold);
+	__m512i		pos = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	__m512i		sixteen = _mm512_set1_epi32(16);
+	int32_t		nc = 0,
+				r = 0;
+
+	for (; r + 16 <= m; r += 16)
+	{
+		__mmask16	k = _mm512_cmp_ps_mask(_mm512_loadu_ps(upper + r), th, _CMP_GE_OQ);
+
+		if (k)
+		{
+			_mm512_mask_compressstoreu_epi32(cand + nc, k, pos);
+			nc += __builtin_popcount((unsigned) k);
+		}
+		pos = _mm512_add_epi32(pos, sixteen);
+	}
+	for (; r < m; r++)
+	{
+		cand[nc] = r;
+		nc += upper[r] >= threshold;
+	}
+	return nc;
+}
+#endif
+
+typedef struct isa_ops
+{
+	const char *name;
+	block_fn	block;
+	collect_fn	collect;
+} isa_ops;
+
+static const isa_ops isa_plain = {"plain", block_plain, collect_plain};
+#ifdef GM_X86
+static const isa_ops isa_avx2 = {"avx2", block_avx2, collect_avx2};
+static const isa_ops isa_vnni = {"avx512vnni", block_vnni, collect_vnni};
+#endif
+static const isa_ops *isa_chosen = NULL;
+
+/* The kernels named isa, when this CPU runs them. */
+static const isa_ops *
+isa_named(const char *isa)
 {
 	if (strcmp(isa, "plain") == 0)
-		return dots_plain;
+		return &isa_plain;
 #ifdef GM_X86
-	if (strcmp(isa, "avx2") == 0 && __builtin_cpu_supports("avx2"))
-		return dots_avx2;
+	__builtin_cpu_init();
+	if (strcmp(isa, "avx2") == 0 && __builtin_cpu_supports("avx2") &&
+		__builtin_cpu_supports("fma"))
+		return &isa_avx2;
 	if (strcmp(isa, "avx512vnni") == 0 && __builtin_cpu_supports("avx512f") &&
-		__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
-		return dots_vnni;
+		__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
+		__builtin_cpu_supports("fma"))
+		return &isa_vnni;
 #endif
 	return NULL;
 }
 
-/* The fastest kernel this CPU runs, unless gm_serve_use_isa chose one. */
-static dots_fn
-pick_dots(void)
+/* The fastest kernels this CPU runs, unless gm_serve_use_isa chose others. */
+static const isa_ops *
+pick_isa(void)
 {
-	if (dots_chosen == NULL)
+	if (isa_chosen == NULL)
 	{
-		dots_chosen = dots_named("avx512vnni");
-		if (dots_chosen == NULL)
-			dots_chosen = dots_named("avx2");
-		if (dots_chosen == NULL)
-			dots_chosen = dots_plain;
+		isa_chosen = isa_named("avx512vnni");
+		if (isa_chosen == NULL)
+			isa_chosen = isa_named("avx2");
+		if (isa_chosen == NULL)
+			isa_chosen = &isa_plain;
 	}
-	return dots_chosen;
+	return isa_chosen;
 }
 
 int
 gm_serve_use_isa(const char *isa)
 {
-	dots_fn		fn;
+	const isa_ops *ops;
 
 	if (isa == NULL)
 	{
-		dots_chosen = NULL;
+		isa_chosen = NULL;
 		return GM_OK;
 	}
-	fn = dots_named(isa);
-	if (fn == NULL)
+	ops = isa_named(isa);
+	if (ops == NULL)
 		return GM_ENOTSUP;
-	dots_chosen = fn;
+	isa_chosen = ops;
 	return GM_OK;
 }
 
 const char *
 gm_serve_isa(void)
 {
-	dots_fn		fn = pick_dots();
-
-#ifdef GM_X86
-	if (fn == dots_vnni)
-		return "avx512vnni";
-	if (fn == dots_avx2)
-		return "avx2";
-#endif
-	return "plain";
+	return pick_isa()->name;
 }
 
 /* ------------------------------------------------------------ top n */
 
-/* y . x in float32: the score every path ranks by */
-GM_HOT static float
+/*
+ * y . x in float32: the score every path ranks by (plain code on every
+ * machine, so that scores do not depend on the instruction set)
+ */
+static float
 exact_dot(const float *y, const float *x, int k)
 {
 	return gm_dot(y, x, k);
@@ -306,19 +457,6 @@ heap_offer(float *h, int *size, int n, float v)
 	h[i] = v;
 }
 
-/* The query, quantised like the items, and the constants of its bounds. */
-typedef struct query
-{
-	int8_t		p8[GM_QMAT_MAX_K + GM_QPAD];
-	int16_t		p16[GM_QMAT_MAX_K + GM_QPAD];
-	uint8_t		pu[GM_QMAT_MAX_K + GM_QPAD];
-	float		t;				/* max|x| / 127 */
-	float		a;				/* bound_i = s_i a + qabs_i b + |approx_i| c */
-	float		b;
-	float		c;
-	dots_fn		dots;
-} query;
-
 static void
 query_prepare(const gm_qmat *Q, const float *x, query *qy)
 {
@@ -346,44 +484,18 @@ query_prepare(const gm_qmat *Q, const float *x, query *qy)
 		(1.0f + 2.4e-7f * (float) k) * 1.00001f;
 	qy->b = 0.5f * qy->t * 1.00001f;
 	qy->c = 4.8e-7f;
-	qy->dots = pick_dots();
-}
-
-/*
- * approx[r] and bound[r] for the items only[start + r] (or start + r when
- * only is NULL), r < cnt <= GM_QBLOCK.
- */
-static inline void
-first_pass_block(const gm_qmat *Q, const query *qy, const int32_t *only,
-				 int32_t start, int32_t cnt, float *approx, float *bound)
-{
-	int32_t		d[GM_QBLOCK];
-
-	if (only)
-		qy->dots(Q, only + start, 0, cnt, qy->p8, qy->p16, qy->pu, d);
-	else
-		qy->dots(Q, NULL, start, cnt, qy->p8, qy->p16, qy->pu, d);
-	for (int32_t r = 0; r < cnt; r++)
-	{
-		int32_t		i = only ? only[start + r] : start + r;
-		float		sc = Q->scale[i];
-		float		ap = (float) d[r] * (sc * qy->t);
-
-		approx[r] = ap;
-		bound[r] = sc * qy->a + Q->qabs[i] * qy->b + fabsf(ap) * qy->c;
-	}
 }
 
 void
 gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
 {
 	query		qy;
+	const isa_ops *ops = pick_isa();
 
 	query_prepare(Q, x, &qy);
 	for (int32_t start = 0; start < Q->n; start += GM_QBLOCK)
-		first_pass_block(Q, &qy, NULL, start,
-						 Q->n - start < GM_QBLOCK ? Q->n - start : GM_QBLOCK,
-						 approx + start, bound + start);
+		ops->block(Q, &qy, NULL, start, Q->n - start < GM_QBLOCK ? Q->n - start : GM_QBLOCK,
+				   approx + start, bound + start, NULL);
 }
 
 int
@@ -401,9 +513,10 @@ gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 	int			hsize = 0;
 	float		threshold;
 	int32_t		s = 0,
-				ncand = 0;
+				ncand;
 	int			got;
 	query		qy;
+	const isa_ops *ops = pick_isa();
 
 	if (rescored)
 		*rescored = 0;
@@ -413,46 +526,57 @@ gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 		n = m;
 	query_prepare(Q, x, &qy);
 
-	/* pass 1: approximate scores, upper bounds, the n best lower bounds */
+	/* pass 1: upper bounds, and the n best lower bounds in a heap */
 	for (int32_t start = 0; start < m; start += GM_QBLOCK)
 	{
 		int32_t		cnt = m - start < GM_QBLOCK ? m - start : GM_QBLOCK;
-		float		approx[GM_QBLOCK],
+		float		lower[GM_QBLOCK],
 					bound[GM_QBLOCK];
 
-		first_pass_block(Q, &qy, only, start, cnt, approx, bound);
-		for (int32_t r = 0; r < cnt; r++)
+		ops->block(Q, &qy, only, start, cnt, lower, bound, upper + start);
+		/* left-out items: no upper bound (never a candidate), no lower bound */
+		if (skip)
 		{
-			int32_t		i = only ? only[start + r] : start + r;
-
-			if (skip)
+			if (only)
 			{
-				while (s < nskip && skip[s] < i)
-					s++;
-				if (s < nskip && skip[s] == i)
+				for (int32_t r = 0; r < cnt && s < nskip; r++)
 				{
-					upper[start + r] = -INFINITY;
-					continue;
+					while (s < nskip && skip[s] < only[start + r])
+						s++;
+					if (s < nskip && skip[s] == only[start + r])
+					{
+						upper[start + r] = -INFINITY;
+						lower[r] = -INFINITY;
+					}
 				}
 			}
-			upper[start + r] = approx[r] + bound[r];
-			heap_offer(heap, &hsize, n, approx[r] - bound[r]);
+			else
+			{
+				while (s < nskip && skip[s] < start)
+					s++;
+				for (; s < nskip && skip[s] < start + cnt; s++)
+				{
+					upper[skip[s]] = -INFINITY;
+					lower[skip[s] - start] = -INFINITY;
+				}
+			}
 		}
+		/* the heap's root only rises: most items fall below it at once */
+		for (int32_t r = 0; r < cnt; r++)
+			if (hsize < n ? lower[r] > -INFINITY : lower[r] > heap[0])
+				heap_offer(heap, &hsize, n, lower[r]);
 	}
 	/* no item whose upper bound is below the n-th best lower bound can make the top n */
 	threshold = hsize == n ? heap[0] : -FLT_MAX;
 
 	/* pass 2: the float32 scores of the candidates, and their top n */
-	for (int32_t r = 0; r < m; r++)
+	ncand = ops->collect(upper, m, threshold, cand);
+	for (int32_t c = 0; c < ncand; c++)
 	{
-		if (upper[r] >= threshold)
-		{
-			int32_t		i = only ? only[r] : r;
+		int32_t		i = only ? only[cand[c]] : cand[c];
 
-			cand[ncand] = i;
-			cscore[ncand] = exact_dot(Y + (size_t) i * k, x, k);
-			ncand++;
-		}
+		cand[c] = i;
+		cscore[c] = exact_dot(Y + (size_t) i * k, x, k);
 	}
 	if (rescored)
 		*rescored = ncand;

@@ -226,12 +226,12 @@ load_items(GpumfServed *m, const GpumfModel *cat)
 		pfree(idx);
 		pfree(keys);
 	}
-	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * 2 * (size_t) Max(m->n_items, 1));
 	MemoryContextSwitchTo(old);
 	UnregisterSnapshot(snap);
 	table_close(rel, NoLock);
 	if (gm_qmat_build(m->Y, m->n_items, m->k, &m->Q) != GM_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory loading model")));
+	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * gm_topk_dot_scratch(&m->Q));
 }
 
 /* The users table's unique index on key, and the key type's equality. */
