@@ -627,8 +627,10 @@ gm_topk_cosine(const float *F, const float *norms, int32_t m, int k,
 	for (int32_t i = 0; i < m; i++)
 	{
 		/* rows with a zero norm get NaN, which never ranks */
-		scratch[i] = norms[i] > 0.0f ?
-			exact_dot(F + (size_t) i * k, x, k) / (norms[i] * xn) : NAN;
+		float		c = norms[i] > 0.0f ? exact_dot(F + (size_t) i * k, x, k) / (norms[i] * xn) : NAN;
+
+		/* rounding can take |c| a hair past 1 */
+		scratch[i] = c > 1.0f ? 1.0f : c < -1.0f ? -1.0f : c;
 	}
 	return gm_topk(scratch, m, n, skip, nskip, out_idx, out_score);
 }
