@@ -7,7 +7,8 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/train.o src/pg/recommend.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o src/core/foldin.o
+       src/core/synth.o src/core/serve.o src/core/foldin.o \
+       src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade serving foldin parallel
 REGRESS_OPTS = --dbname=gpumf_regression
