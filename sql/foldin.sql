@@ -99,6 +99,42 @@ SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
 SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
 SELECT count(*) FROM gpumf_recommend('fa', 1, 5, recompute => true);
 
+-- explicit models (ratings): the same equality against explicit ALS, whose
+-- user half-step is an exact solve, biases included:
+-- score = global mean + user bias + item bias + x . y
+CREATE TABLE rsrc (u int, i int, r real);
+INSERT INTO rsrc SELECT u, i, 1 + (u * 3 + i * 7) % 5 FROM generate_series(1, 50) u, generate_series(1, 20) i
+ WHERE (u + i * 3) % 4 = 0;
+SELECT n_users, n_items FROM gpumf_train('rsrc', 'u', 'i', 'r', factors => 3, iterations => 2, regularization => 0.1,
+                                         algorithm => 'als_explicit', seed => 5, model => 'ea');
+SELECT n_users FROM gpumf_train('rsrc', 'u', 'i', 'r', factors => 3, iterations => 3, regularization => 0.1,
+                                algorithm => 'als_explicit', seed => 5, model => 'eb');
+SELECT (SELECT item_table FROM gpumf.models WHERE name = 'ea') AS ea_items,
+       (SELECT user_table FROM gpumf.models WHERE name = 'eb') AS eb_users,
+       (SELECT global_mean FROM gpumf.models WHERE name = 'ea') AS mu \gset
+WITH folded AS (
+  SELECT u, r.item, r.score FROM generate_series(1, 50) u,
+         LATERAL gpumf_recommend('ea', u, 20, false, recompute => true) r),
+trainer AS (
+  SELECT x.key AS u, y.key AS item,
+         :mu + x.bias + y.bias + (SELECT sum(a::float8 * b) FROM unnest(x.factors, y.factors) AS t(a, b)) AS score
+    FROM :eb_users x, :ea_items y)
+SELECT count(*) AS pairs, max(abs(f.score - t.score)) < 1e-4 AS equal_within_1e4
+  FROM folded f JOIN trainer t USING (u, item);
+-- a new user's ratings, and the same as a basket (ratings are required there)
+INSERT INTO rsrc VALUES (1000, 2, 5), (1000, 3, 1), (1000, 11, 4);
+SELECT count(*) AS same FROM (
+  SELECT * FROM gpumf_recommend('ea', 1000, 5)
+  INTERSECT SELECT * FROM gpumf_recommend_items('ea', ARRAY[2, 3, 11], 5, ARRAY[5, 1, 4])) s;
+SELECT count(*) FROM gpumf_recommend_items('ea', ARRAY[2, 3], 5);
+-- CCD++ models fold in with the exact minimiser of their objective
+SELECT n_users FROM gpumf_train('rsrc', 'u', 'i', 'r', factors => 3, iterations => 2, algorithm => 'ccd', model => 'ec');
+SELECT count(*) AS same FROM (
+  SELECT * FROM gpumf_recommend('ec', 1000, 5, recompute => true)
+  INTERSECT SELECT * FROM gpumf_recommend_items('ec', ARRAY[2, 3, 11], 5, ARRAY[5, 1, 4])) s;
+SELECT gpumf_drop_model('ea'), gpumf_drop_model('eb'), gpumf_drop_model('ec');
+DROP TABLE rsrc;
+
 SELECT gpumf_drop_model('fa'), gpumf_drop_model('fb');
 DROP SCHEMA fold_evil CASCADE;
 DROP ROLE regress_fold;

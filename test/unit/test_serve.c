@@ -844,6 +844,242 @@ fail:
 	return 1;
 }
 
+/* a random ratings matrix (values 1 .. 5) and its transpose */
+static void
+random_ratings(int32_t U, int32_t I, double density, gm_csr *R, gm_csr *Rt)
+{
+	int64_t		nnz = (int64_t) (U * (int64_t) I * density) + 1;
+	int32_t    *r = xmalloc(sizeof(int32_t) * nnz),
+			   *c = xmalloc(sizeof(int32_t) * nnz);
+	float	   *v = xmalloc(sizeof(float) * nnz);
+	char		err[GM_ERRLEN];
+
+	for (int64_t e = 0; e < nnz; e++)
+	{
+		r[e] = (int32_t) rint_range(0, U - 1);
+		c[e] = (int32_t) rint_range(0, I - 1);
+		v[e] = (float) rint_range(1, 5);
+	}
+	if (gm_csr_from_coo(U, I, nnz, r, c, v, R, err, sizeof(err)) != GM_OK ||
+		gm_csr_transpose(R, Rt, err, sizeof(err)) != GM_OK)
+	{
+		fprintf(stderr, "%s\n", err);
+		exit(2);
+	}
+	free(r);
+	free(c);
+	free(v);
+}
+
+/*
+ * Explicit ALS fold-in equals what the trainer computes: its user half-step
+ * is an exact solve per user, so the (N + 1)-th iteration's users (factors
+ * and biases) are fold-in against the N-iteration run's items, item biases
+ * and global mean.  Within 1e-4, with biases on and off.
+ */
+static int
+test_foldin_explicit_matches_trainer(void)
+{
+	for (int trial = 0; trial < 6; trial++)
+	{
+		int			k = (int) rint_range(2, 12);
+		int			biases = trial % 2;
+		int32_t		U = (int32_t) rint_range(20, 70),
+					I = (int32_t) rint_range(20, 90);
+		int			N = (int) rint_range(1, 4);
+		gm_csr		R = {0},
+					Rt = {0};
+		gm_mf_params p;
+		gm_mf_data	d1,
+					d2;
+		gm_mf_result res;
+		gm_foldin_params fp;
+		float	   *X1 = xmalloc(sizeof(float) * (size_t) U * k),
+				   *Y1 = xmalloc(sizeof(float) * (size_t) I * k),
+				   *X2 = xmalloc(sizeof(float) * (size_t) U * k),
+				   *Y2 = xmalloc(sizeof(float) * (size_t) I * k),
+				   *ub1 = xmalloc(sizeof(float) * U),
+				   *ib1 = xmalloc(sizeof(float) * I),
+				   *ub2 = xmalloc(sizeof(float) * U),
+				   *ib2 = xmalloc(sizeof(float) * I);
+		double	   *work = xmalloc(sizeof(double) * gm_foldin_work(k));
+		float	   *x = xmalloc(sizeof(float) * k);
+		float		bias;
+		char		err[GM_ERRLEN];
+
+		random_ratings(U, I, 0.2, &R, &Rt);
+		gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
+		p.factors = k;
+		p.iterations = N;
+		p.regularization = (float) (0.02 + runif() * 0.3);
+		p.biases = biases;
+		p.threads = 1;
+		p.seed = rnext();
+		memset(&d1, 0, sizeof(d1));
+		d1.R = &R;
+		d1.Rt = &Rt;
+		d1.X = X1;
+		d1.Y = Y1;
+		d1.user_bias = biases ? ub1 : NULL;
+		d1.item_bias = biases ? ib1 : NULL;
+		CHECK(gm_mf_train(&p, &d1, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		d2 = d1;
+		d2.X = X2;
+		d2.Y = Y2;
+		d2.user_bias = biases ? ub2 : NULL;
+		d2.item_bias = biases ? ib2 : NULL;
+		p.iterations = N + 1;
+		CHECK(gm_mf_train(&p, &d2, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+
+		memset(&fp, 0, sizeof(fp));
+		fp.algorithm = GM_ALG_ALS_EXPLICIT;
+		fp.regularization = p.regularization;
+		fp.biases = biases;
+		fp.global_mean = d1.global_mean;
+		for (int32_t u = 0; u < U; u++)
+		{
+			int64_t		b = R.indptr[u];
+
+			CHECK(gm_foldin(&fp, Y1, biases ? ib1 : NULL, I, k, NULL, R.indices + b, R.data + b,
+							(int32_t) (R.indptr[u + 1] - b), x, &bias, work, err, sizeof(err)) == GM_OK,
+				  "%s", err);
+			for (int f = 0; f < k; f++)
+				CHECK(fabs(x[f] - X2[(size_t) u * k + f]) <= 1e-4 * fmax(1.0, fabs(X2[(size_t) u * k + f])),
+					  "biases %d k %d N %d user %d: x[%d] = %.7g, the trainer's %.7g",
+					  biases, k, N, u, f, x[f], X2[(size_t) u * k + f]);
+			if (biases)
+				CHECK(fabs(bias - ub2[u]) <= 1e-4 * fmax(1.0, fabs(ub2[u])),
+					  "user %d: bias %.7g, the trainer's %.7g", u, bias, ub2[u]);
+		}
+		gm_csr_free(&R);
+		gm_csr_free(&Rt);
+		free(X1);
+		free(Y1);
+		free(X2);
+		free(Y2);
+		free(ub1);
+		free(ib1);
+		free(ub2);
+		free(ib2);
+		free(work);
+		free(x);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
+/* one user's CCD++ objective at (x, b) against Y, c, mu */
+static double
+ccd_objective(const gm_csr *R, int32_t u, const float *Y, const float *c, double mu,
+			  int k, double lambda, const float *x, double b, int biases)
+{
+	double		obj = 0.0;
+
+	for (int64_t e = R->indptr[u]; e < R->indptr[u + 1]; e++)
+	{
+		double		pred = mu + (biases ? b + c[R->indices[e]] : 0.0);
+
+		for (int f = 0; f < k; f++)
+			pred += (double) x[f] * Y[(size_t) R->indices[e] * k + f];
+		obj += (R->data[e] - pred) * (R->data[e] - pred);
+	}
+	for (int f = 0; f < k; f++)
+		obj += lambda * x[f] * x[f];
+	return obj + lambda * b * b;
+}
+
+/*
+ * CCD++ fold-in is the exact minimiser of a user's term of the CCD++
+ * objective given the items: never above the trainer's user (which CCD++
+ * reaches by coordinate steps), and at a stationary point (perturbing it
+ * raises the objective).
+ */
+static int
+test_foldin_ccd_minimises(void)
+{
+	for (int trial = 0; trial < 4; trial++)
+	{
+		int			k = (int) rint_range(2, 10);
+		int			biases = trial % 2;
+		int32_t		U = (int32_t) rint_range(20, 60),
+					I = (int32_t) rint_range(20, 80);
+		gm_csr		R = {0},
+					Rt = {0};
+		gm_mf_params p;
+		gm_mf_data	d;
+		gm_mf_result res;
+		gm_foldin_params fp;
+		float	   *X = xmalloc(sizeof(float) * (size_t) U * k),
+				   *Y = xmalloc(sizeof(float) * (size_t) I * k),
+				   *ub = xmalloc(sizeof(float) * U),
+				   *ib = xmalloc(sizeof(float) * I);
+		double	   *work = xmalloc(sizeof(double) * gm_foldin_work(k));
+		float	   *x = xmalloc(sizeof(float) * k),
+				   *xp = xmalloc(sizeof(float) * k);
+		float		bias;
+		char		err[GM_ERRLEN];
+
+		random_ratings(U, I, 0.25, &R, &Rt);
+		gm_mf_params_defaults(&p, GM_ALG_CCD);
+		p.factors = k;
+		p.iterations = 3;
+		p.regularization = (float) (0.05 + runif() * 0.3);
+		p.biases = biases;
+		p.threads = 1;
+		p.seed = rnext();
+		memset(&d, 0, sizeof(d));
+		d.R = &R;
+		d.Rt = &Rt;
+		d.X = X;
+		d.Y = Y;
+		d.user_bias = biases ? ub : NULL;
+		d.item_bias = biases ? ib : NULL;
+		CHECK(gm_mf_train(&p, &d, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		memset(&fp, 0, sizeof(fp));
+		fp.algorithm = GM_ALG_CCD;
+		fp.regularization = p.regularization;
+		fp.biases = biases;
+		fp.global_mean = d.global_mean;
+		for (int32_t u = 0; u < U; u++)
+		{
+			int64_t		b = R.indptr[u];
+			double		mine,
+						trainer;
+
+			if (R.indptr[u + 1] == b)
+				continue;
+			CHECK(gm_foldin(&fp, Y, biases ? ib : NULL, I, k, NULL, R.indices + b, R.data + b,
+							(int32_t) (R.indptr[u + 1] - b), x, &bias, work, err, sizeof(err)) == GM_OK,
+				  "%s", err);
+			mine = ccd_objective(&R, u, Y, ib, d.global_mean, k, p.regularization, x, bias, biases);
+			trainer = ccd_objective(&R, u, Y, ib, d.global_mean, k, p.regularization,
+									X + (size_t) u * k, biases ? ub[u] : 0.0, biases);
+			CHECK(mine <= trainer * (1 + 1e-6) + 1e-9, "user %d: fold-in objective %.9g above the trainer's %.9g",
+				  u, mine, trainer);
+			for (int f = 0; f < k; f++)
+			{
+				memcpy(xp, x, sizeof(float) * k);
+				xp[f] += 1e-2f;
+				CHECK(ccd_objective(&R, u, Y, ib, d.global_mean, k, p.regularization, xp, bias, biases) > mine,
+					  "user %d: moving x[%d] lowers the objective", u, f);
+			}
+		}
+		gm_csr_free(&R);
+		gm_csr_free(&Rt);
+		free(X);
+		free(Y);
+		free(ub);
+		free(ib);
+		free(work);
+		free(x);
+		free(xp);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 /* ------------------------------------------------------------ key maps */
 
 /* Lookups find every key added and nothing else, and add nothing. */
@@ -909,6 +1145,8 @@ static const struct
 	{"implicit fold-in equals the float64 solution (alpha0, nu)", test_foldin_implicit},
 	{"explicit fold-in equals the float64 solution (als_explicit, ccd, biases)", test_foldin_explicit},
 	{"implicit fold-in equals the trainer's next user half-step", test_foldin_matches_trainer},
+	{"explicit ALS fold-in equals the trainer's next user half-step (biases on, off)", test_foldin_explicit_matches_trainer},
+	{"CCD++ fold-in minimises the user's objective, below the trainer's user", test_foldin_ccd_minimises},
 	{"keymap lookups find what was added and add nothing", test_keymap_find},
 };
 
