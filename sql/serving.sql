@@ -16,8 +16,8 @@ SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, p.provolati
 
 -- one name: plain integer keys need no cast; the result type follows item_type
 SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('sv', 3, 4) GROUP BY 1;
-SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('sv', 3, item_type => NULL::integer, n => 4) GROUP BY 1;
-SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('sv', 3, item_type => NULL::text, n => 4) GROUP BY 1;
+SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('sv', 3, 4, true, item_type => NULL::integer) GROUP BY 1;
+SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('sv', 3, 4, true, item_type => NULL::text) GROUP BY 1;
 -- the user as any integer type, as text, as a literal: the same rows
 SELECT count(*) AS same FROM (
   SELECT * FROM gpumf_recommend('sv', 3, 4)
@@ -28,6 +28,18 @@ SELECT count(*) AS same FROM (
   INTERSECT SELECT item::bigint, score FROM gpumf_recommend_text('sv', 3, 4)) s;
 -- positional 0.1 calls keep working
 SELECT count(*) FROM gpumf_recommend('sv', 3, 4, false);
+-- untyped parameters (drivers that send text) reach the text declarations
+PREPARE rec_untyped AS SELECT count(*) FROM gpumf_recommend('sv', $1, $2);
+PREPARE rec_typed(int) AS SELECT count(*) FROM gpumf_recommend('sv', $1, 4);
+PREPARE sim_untyped AS SELECT count(*) FROM gpumf_similar_items('sv', $1, 3);
+PREPARE simu_untyped AS SELECT count(*) FROM gpumf_similar_users('sv', $1, 3, user_type => NULL::text);
+PREPARE rec_candidates AS SELECT count(*) FROM gpumf_recommend('sv', $1, 100, candidates => $2::int[]);
+EXECUTE rec_untyped('3', 4);
+EXECUTE rec_typed(3);
+EXECUTE sim_untyped('4');
+EXECUTE simu_untyped('7');
+EXECUTE rec_candidates('3', '{2,5,7}');
+DEALLOCATE ALL;
 
 -- candidates: only those are ranked, in the same order as among all items
 SELECT (SELECT array_agg(item ORDER BY score DESC, item)
@@ -78,7 +90,7 @@ SELECT bool_and(abs(s.score - ref.cos) < 1e-5) AS cosine_ok,
        (SELECT array_agg(item ORDER BY score DESC, item) FROM gpumf_similar_items('sv', 4, 3)) =
        (SELECT array_agg(item::bigint ORDER BY cos DESC, item) FROM (SELECT * FROM ref ORDER BY cos DESC, item LIMIT 3) t) AS top3_ok
   FROM gpumf_similar_items('sv', 4, 100) s JOIN ref USING (item);
-SELECT pg_typeof(item)::text, count(*) FROM gpumf_similar_items('sv', 4, item_type => NULL::smallint, n => 3) GROUP BY 1;
+SELECT pg_typeof(item)::text, count(*) FROM gpumf_similar_items('sv', 4, 3, item_type => NULL::smallint) GROUP BY 1;
 SELECT count(*) FROM gpumf_similar_items('sv', 999, 3);   -- not in the model
 
 -- similar users: the same over the users' factors
@@ -96,13 +108,13 @@ CREATE TABLE svk (uu uuid, it text, v real);
 INSERT INTO svk SELECT md5('u' || u)::uuid, 'item ' || i, 1 FROM generate_series(1, 20) u, generate_series(1, 9) i
  WHERE (u + i) % 3 = 0;
 SELECT user_type, item_type FROM gpumf_train('svk', 'uu', 'it', 'v', 4, 'svk', iterations => 2);
-SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('svk', md5('u3')::uuid, item_type => NULL::text, n => 2) GROUP BY 1;
-SELECT count(*) FROM gpumf_recommend('svk', md5('u3'), item_type => NULL::text, n => 2);
-SELECT count(*) FROM gpumf_recommend('svk', md5('u3')::uuid, item_type => NULL::text, n => 9,
+SELECT pg_typeof(item)::text, count(*) FROM gpumf_recommend('svk', md5('u3')::uuid, 2, true, item_type => NULL::text) GROUP BY 1;
+SELECT count(*) FROM gpumf_recommend('svk', md5('u3'), n => 2, exclude_seen => true, item_type => NULL::text);
+SELECT count(*) FROM gpumf_recommend('svk', md5('u3')::uuid, 9, true, item_type => NULL::text,
                                      candidates => ARRAY['item 1', 'item 2', 'item 4']::varchar[]);
-SELECT count(*) FROM gpumf_recommend_items('svk', ARRAY['item 1', 'item 2'], item_type => NULL::text, n => 3);
-SELECT count(*) FROM gpumf_similar_items('svk', 'item 3', item_type => NULL::text, n => 3);
-SELECT pg_typeof("user")::text, count(*) FROM gpumf_similar_users('svk', md5('u3')::uuid, user_type => NULL::uuid, n => 3) GROUP BY 1;
+SELECT count(*) FROM gpumf_recommend_items('svk', ARRAY['item 1', 'item 2'], 3, NULL, true, item_type => NULL::text);
+SELECT count(*) FROM gpumf_similar_items('svk', 'item 3', 3, NULL::text);
+SELECT pg_typeof("user")::text, count(*) FROM gpumf_similar_users('svk', md5('u3')::uuid, 3, user_type => NULL::uuid) GROUP BY 1;
 
 -- bad input: an ERROR naming the problem
 SELECT * FROM gpumf_recommend('no_such_model', 3, 4);
@@ -129,19 +141,21 @@ SELECT * FROM gpumf_recommend('sv', 3, 4, exclude => ARRAY[1.5]);
 SELECT * FROM gpumf_recommend('sv', 3, 4, candidates => 7);
 SELECT * FROM gpumf_recommend('sv', 3, 4, candidates => '{a,b}');
 SELECT * FROM gpumf_recommend('svk', md5('u3')::uuid, 4);
-SELECT * FROM gpumf_recommend('svk', md5('u3')::uuid, item_type => NULL::uuid);
-SELECT * FROM gpumf_recommend('svk', md5('u3')::uuid, item_type => NULL::text, candidates => ARRAY[1, 2]);
-SELECT * FROM gpumf_recommend('svk', 'not a uuid', item_type => NULL::text);
-SELECT * FROM gpumf_recommend('sv', 3, 4::bigint);
+SELECT * FROM gpumf_recommend('svk', md5('u3')::uuid, 10, true, item_type => NULL::uuid);
+SELECT * FROM gpumf_recommend('svk', md5('u3')::uuid, 10, true, item_type => NULL::text, candidates => ARRAY[1, 2]);
+SELECT * FROM gpumf_recommend('svk', 'not a uuid', 10, true, item_type => NULL::text);
+SELECT * FROM gpumf_recommend('sv', 3, 4, true, item_type => 4::bigint);
+-- filters and the carrier are passed by name: a fifth positional argument could be either
+SELECT * FROM gpumf_recommend('sv', 3, 4, true, ARRAY[1, 2]);
 SELECT * FROM gpumf_similar_users('svk', md5('u3')::uuid, 3);
 CREATE TABLE bigkeys (u int, i bigint);
 INSERT INTO bigkeys SELECT u, 10000000001 FROM generate_series(1, 5) u;
 SELECT count(*) FROM gpumf_train('bigkeys', 'u', 'i', factors => 2, iterations => 1, model => 'bigkeys');
-SELECT * FROM gpumf_recommend('bigkeys', 1, item_type => NULL::integer, n => 1, exclude_seen => false);
+SELECT * FROM gpumf_recommend('bigkeys', 1, 1, false, item_type => NULL::integer);
 -- NULL arguments: no rows (as for a STRICT function); NULL filters are no filters
 SELECT count(*) FROM gpumf_recommend(NULL, 3, 4);
 SELECT count(*) FROM gpumf_recommend('sv', NULL::int, 4);
-SELECT count(*) FROM gpumf_recommend('sv', 3, NULL::integer);
+SELECT count(*) FROM gpumf_recommend('sv', 3, NULL);
 SELECT count(*) FROM gpumf_recommend('sv', 3, 4, candidates => NULL, exclude => NULL, recompute => NULL);
 SELECT count(*) FROM gpumf_recommend_items('sv', NULL::int[], 4);
 SELECT count(*) FROM gpumf_similar_items('sv', NULL::int, 4);

@@ -15,7 +15,9 @@
  * apart by their argument count (gpumf--0.1--0.2.sql): the 0.1 form
  * (model, user, n, exclude_seen) still used by gpumf_recommend_text and
  * gpumf_recommend_uuid, the form that returns bigint keys, and the form
- * with the type carrier item_type, whose type the result's keys take.
+ * with the type carrier item_type (after exclude_seen), whose type the
+ * result's keys take.  A "user" declared text (for untyped parameters)
+ * arrives the same way as one declared "any".
  */
 #include "gpumf_pg.h"
 
@@ -51,7 +53,7 @@ check_carrier(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s only names the key type and must be NULL", name),
-				 errhint("Pass %s => NULL::uuid (or NULL::text, NULL::integer, ...); n is the number of items.",
+				 errhint("Pass %s => NULL::uuid (or NULL::text, NULL::integer, ...): its type is the type of the keys returned.",
 						 name)));
 }
 
@@ -183,7 +185,7 @@ typedef struct RecommendArgs
 
 static const RecommendArgs recommend_v01 = {0, 1, -1, 2, 3, -1, -1, -1};
 static const RecommendArgs recommend_bigint = {0, 1, -1, 2, 3, 4, 5, 6};
-static const RecommendArgs recommend_typed = {0, 1, 2, 3, 4, 5, 6, 7};
+static const RecommendArgs recommend_typed = {0, 1, 4, 2, 3, 5, 6, 7};
 
 Datum
 gpumf_recommend(PG_FUNCTION_ARGS)
@@ -242,7 +244,7 @@ typedef struct ItemsArgs
 } ItemsArgs;
 
 static const ItemsArgs items_bigint = {0, 1, -1, 2, 3, 4, 5, 6};
-static const ItemsArgs items_typed = {0, 1, 2, 3, 4, 5, 6, 7};
+static const ItemsArgs items_typed = {0, 1, 5, 2, 3, 4, 6, 7};
 
 /* The values array: as many finite numbers as there are items (>= 0 for implicit models). */
 static float *

@@ -30,7 +30,7 @@ typedef struct SimilarArgs
 } SimilarArgs;
 
 static const SimilarArgs similar_bigint = {0, 1, -1, 2};
-static const SimilarArgs similar_typed = {0, 1, 2, 3};
+static const SimilarArgs similar_typed = {0, 1, 3, 2};
 
 /* Rows (key of type outtype, score) for the top positions idx/sc. */
 static void
@@ -68,7 +68,7 @@ similar_begin(FunctionCallInfo fcinfo, const SimilarArgs **a, const char *carrie
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s only names the key type and must be NULL", carrier),
-				 errhint("Pass %s => NULL::uuid (or NULL::text, NULL::integer, ...); n is the number of results.",
+				 errhint("Pass %s => NULL::uuid (or NULL::text, NULL::integer, ...): its type is the type of the keys returned.",
 						 carrier)));
 	*n = PG_GETARG_INT32((*a)->n);
 	gpumf_check_n(*n);
