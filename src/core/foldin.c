@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef GM_NO_CBLAS
+#include <cblas.h>
+#endif
 
 /* ------------------------------------------------------------ entries */
 
@@ -81,6 +84,18 @@ gm_foldin_work(int k)
 	return ((size_t) k + 1) * ((size_t) k + 3);
 }
 
+/* a . b over n doubles ("omp simd" vectorises the sum without -ffast-math) */
+static inline double
+ddot(const double *a, const double *b, int n)
+{
+	double		s = 0.0;
+
+#pragma omp simd reduction(+:s)
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
 /*
  * Solve A w = b in place (A: n x n, lower triangle read, row-major; b: n)
  * by Cholesky.  -1 when A is not positive definite.
@@ -91,10 +106,8 @@ cholesky_solve(double *A, double *b, int n)
 	for (int j = 0; j < n; j++)
 	{
 		double	   *rj = A + (size_t) j * n;
-		double		d = rj[j];
+		double		d = rj[j] - ddot(rj, rj, j);
 
-		for (int p = 0; p < j; p++)
-			d -= rj[p] * rj[p];
 		if (!(d > 0.0) || !isfinite(d))
 			return -1;
 		d = sqrt(d);
@@ -102,21 +115,15 @@ cholesky_solve(double *A, double *b, int n)
 		for (int i = j + 1; i < n; i++)
 		{
 			double	   *ri = A + (size_t) i * n;
-			double		s = ri[j];
 
-			for (int p = 0; p < j; p++)
-				s -= ri[p] * rj[p];
-			ri[j] = s / d;
+			ri[j] = (ri[j] - ddot(ri, rj, j)) / d;
 		}
 	}
 	for (int i = 0; i < n; i++)
 	{
 		const double *ri = A + (size_t) i * n;
-		double		s = b[i];
 
-		for (int p = 0; p < i; p++)
-			s -= ri[p] * b[p];
-		b[i] = s / ri[i];
+		b[i] = (b[i] - ddot(ri, b, i)) / ri[i];
 	}
 	for (int i = n - 1; i >= 0; i--)
 	{
@@ -129,17 +136,70 @@ cholesky_solve(double *A, double *b, int n)
 	return 0;
 }
 
+/*
+ * A += sum_e w_e z_e z_e^T over the entries (lower triangle at least), z_e
+ * being row idx[e] of Y followed by a 1 when kk > k: one dgemm, Z^T (W Z),
+ * where a BLAS is there and the row has enough entries to pay for it;
+ * returns 0 when it could not (out of memory, no BLAS), to add row by row.
+ */
+static int
+add_outers_blas(double *A, int kk, int k, const float *Y, const int32_t *idx,
+				const double *w, int32_t n)
+{
+#ifndef GM_NO_CBLAS
+	double	   *Z,
+			   *WZ;
+
+	if (n < 16)
+		return 0;
+	Z = malloc(sizeof(double) * (size_t) n * kk);
+	WZ = malloc(sizeof(double) * (size_t) n * kk);
+	if (Z == NULL || WZ == NULL)
+	{
+		free(Z);
+		free(WZ);
+		return 0;
+	}
+	for (int32_t e = 0; e < n; e++)
+	{
+		const float *y = Y + (size_t) idx[e] * k;
+		double	   *z = Z + (size_t) e * kk,
+				   *wz = WZ + (size_t) e * kk;
+
+		for (int f = 0; f < k; f++)
+		{
+			z[f] = y[f];
+			wz[f] = w[e] * y[f];
+		}
+		if (kk > k)
+		{
+			z[k] = 1.0;
+			wz[k] = w[e];
+		}
+	}
+	openblas_set_num_threads(1);
+	cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kk, kk, n, 1.0, Z, kk, WZ, kk,
+				1.0, A, kk);
+	free(Z);
+	free(WZ);
+	return 1;
+#else
+	return 0;
+#endif
+}
+
 /* A += w z z^T (lower triangle), z of length kk where z[k] = 1 when kk > k */
 static inline void
 add_outer(double *A, int kk, int k, const float *y, double w)
 {
 	for (int a = 0; a < kk; a++)
 	{
-		double		za = a < k ? y[a] : 1.0;
-		double		wa = w * za;
+		double		wa = w * (a < k ? y[a] : 1.0);
 		double	   *row = A + (size_t) a * kk;
+		int			lim = a < k ? a + 1 : k;
 
-		for (int c = 0; c < k && c <= a; c++)
+#pragma omp simd
+		for (int c = 0; c < lim; c++)
 			row[c] += wa * y[c];
 		if (a == k)
 			row[k] += wa;
@@ -188,6 +248,8 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 	if (implicit)
 	{
 		double		alpha0 = p->alpha0;
+		double	   *w = calloc(n > 0 ? n : 1, sizeof(double));
+		int			blas;
 
 		for (int a = 0; a < k; a++)
 			for (int c = 0; c <= a; c++)
@@ -195,28 +257,52 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		ridge = p->regularization;
 		if (p->nu != 0.0f)
 			ridge *= pow((double) n + alpha0 * (double) n_items, (double) p->nu);
+
+		if (w == NULL)
+		{
+			snprintf(err, errlen, "fold-in: out of memory");
+			return GM_ENOMEM;
+		}
+		for (int32_t e = 0; e < n; e++)
+			w[e] = (double) p->alpha * vals[e] + 1.0 - alpha0;	/* c_e - alpha0 */
+		blas = add_outers_blas(A, k, k, Y, idx, w, n);
 		for (int32_t e = 0; e < n; e++)
 		{
 			const float *y = Y + (size_t) idx[e] * k;
 			double		c = 1.0 + (double) p->alpha * vals[e];
 
-			add_outer(A, k, k, y, c - alpha0);
+			if (!blas)
+				add_outer(A, k, k, y, w[e]);
 			for (int f = 0; f < k; f++)
 				b[f] += c * y[f];
 		}
+		free(w);
 	}
 	else
 	{
 		double		mu = biases ? p->global_mean : 0.0;
+		double	   *w = calloc(n > 0 ? n : 1, sizeof(double));
+		int			blas;
 
 		ridge = p->algorithm == GM_ALG_ALS_EXPLICIT ?
 			(double) p->regularization * n : (double) p->regularization;
+
+		if (w == NULL)
+		{
+			snprintf(err, errlen, "fold-in: out of memory");
+			return GM_ENOMEM;
+		}
+		for (int32_t e = 0; e < n; e++)
+			w[e] = 1.0;
+		blas = add_outers_blas(A, kk, k, Y, idx, w, n);
+		free(w);
 		for (int32_t e = 0; e < n; e++)
 		{
 			const float *y = Y + (size_t) idx[e] * k;
 			double		t = vals[e] - mu - (biases && item_bias ? item_bias[idx[e]] : 0.0);
 
-			add_outer(A, kk, k, y, 1.0);
+			if (!blas)
+				add_outer(A, kk, k, y, 1.0);
 			for (int f = 0; f < k; f++)
 				b[f] += t * y[f];
 			if (biases)
