@@ -27,6 +27,7 @@
 
 /* ------------------------------------------------------------ entries */
 
+/* qsort order of entries by index. */
 static int
 cmp_entry(const void *a, const void *b)
 {
@@ -36,6 +37,7 @@ cmp_entry(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Sort entries by index and sum duplicates (see gm_core.h). */
 int32_t
 gm_entries_merge(int32_t *idx, float *vals, int32_t n)
 {
@@ -78,6 +80,7 @@ gm_entries_merge(int32_t *idx, float *vals, int32_t n)
 
 /* ------------------------------------------------------------ solving */
 
+/* Doubles of work gm_foldin needs: A, b and room for the bias row. */
 size_t
 gm_foldin_work(int k)
 {
@@ -206,6 +209,7 @@ add_outer(double *A, int kk, int k, const float *y, double w)
 	}
 }
 
+/* One row's factors against fixed item factors (see the top of the file). */
 int
 gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		  int32_t n_items, int k, const double *G, const int32_t *idx,

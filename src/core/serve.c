@@ -40,6 +40,7 @@
 /* items per block of integer dot products */
 #define GM_QBLOCK 256
 
+/* The int8 copy of Y with its scales and sums (see gm_core.h). */
 int
 gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 {
@@ -87,6 +88,7 @@ gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 	return GM_OK;
 }
 
+/* Free an int8 copy; safe twice. */
 void
 gm_qmat_free(gm_qmat *Q)
 {
@@ -100,6 +102,7 @@ gm_qmat_free(gm_qmat *Q)
 	Q->qsum = NULL;
 }
 
+/* Floats of scratch the top-n scoring needs. */
 size_t
 gm_topk_dot_scratch(const gm_qmat *Q)
 {
@@ -175,6 +178,7 @@ typedef void (*block_fn) (const gm_qmat *Q, const query *qy, const int32_t *only
 /* the row of the r-th item of the block */
 #define BLOCK_ROW(r) (Q->q + (size_t) (only ? only[start + (r)] : start + (r)) * Q->kpad)
 
+/* The first pass's block in plain C. */
 static void
 block_plain(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
 			int32_t cnt, float *approx, float *bound, float *upper)
@@ -215,6 +219,7 @@ dot_avx2(const int8_t *q, const int16_t *p16, int kpad)
 	return _mm_cvtsi128_si32(h);
 }
 
+/* The first pass's block with AVX2. */
 __attribute__((target("avx2,fma"))) static void
 block_avx2(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
 		   int32_t cnt, float *approx, float *bound, float *upper)
@@ -231,6 +236,7 @@ block_avx2(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start
  */
 #define GM_VNNI "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"
 
+/* The 16 lanes of q . (p + 128) for one item. */
 __attribute__((target(GM_VNNI))) static inline __m512i
 dot_vnni(const int8_t *q, const uint8_t *pu, int kpad)
 {
@@ -249,6 +255,7 @@ halve(__m512i a)
 	return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
 }
 
+/* The first pass's block with AVX-512 VNNI. */
 __attribute__((target(GM_VNNI))) static void
 block_vnni(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start,
 		   int32_t cnt, float *approx, float *bound, float *upper)
@@ -290,12 +297,14 @@ block_vnni(const gm_qmat *Q, const query *qy, const int32_t *only, int32_t start
 
 typedef int32_t (*collect_fn) (const float *upper, int32_t m, float threshold, int32_t *cand);
 
+/* Candidates in plain C. */
 static int32_t
 collect_plain(const float *upper, int32_t m, float threshold, int32_t *cand)
 {
 COLLECT_BODY}
 
 #ifdef GM_X86
+/* Candidates, compiled for AVX2. */
 __attribute__((target("avx2,fma"))) static int32_t
 collect_avx2(const float *upper, int32_t m, float threshold, int32_t *cand)
 {
@@ -380,6 +389,7 @@ pick_isa(void)
 	return isa_chosen;
 }
 
+/* Use the kernels named isa (tests, benchmarks); NULL: the fastest. */
 int
 gm_serve_use_isa(const char *isa)
 {
@@ -397,6 +407,7 @@ gm_serve_use_isa(const char *isa)
 	return GM_OK;
 }
 
+/* The name of the kernels in use. */
 const char *
 gm_serve_isa(void)
 {
@@ -457,6 +468,7 @@ heap_offer(float *h, int *size, int n, float v)
 	h[i] = v;
 }
 
+/* Quantise the query and set its bound constants. */
 static void
 query_prepare(const gm_qmat *Q, const float *x, query *qy)
 {
@@ -486,6 +498,7 @@ query_prepare(const gm_qmat *Q, const float *x, query *qy)
 	qy->c = 4.8e-7f;
 }
 
+/* The first pass alone, over every item (see gm_core.h). */
 void
 gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
 {
@@ -498,6 +511,7 @@ gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
 				   approx + start, bound + start, NULL);
 }
 
+/* The exact float32 top n among the candidates (or all items), see gm_core.h. */
 int
 gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 				  const int32_t *only, int32_t nonly,
@@ -586,6 +600,7 @@ gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 	return got;
 }
 
+/* The exact float32 top n over every item. */
 int
 gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 			const int32_t *skip, int32_t nskip, float *scratch,
@@ -597,6 +612,7 @@ gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 
 /* ------------------------------------------------------ cosine top n */
 
+/* The Euclidean norm of every row. */
 void
 gm_row_norms(const float *F, int64_t n, int k, float *norms)
 {
@@ -611,6 +627,7 @@ gm_row_norms(const float *F, int64_t n, int k, float *norms)
 	}
 }
 
+/* The top n rows by cosine similarity to x (see gm_core.h). */
 int
 gm_topk_cosine(const float *F, const float *norms, int32_t m, int k,
 			   const float *x, int n, const int32_t *skip, int32_t nskip,

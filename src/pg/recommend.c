@@ -187,6 +187,7 @@ static const RecommendArgs recommend_v01 = {0, 1, -1, 2, 3, -1, -1, -1};
 static const RecommendArgs recommend_bigint = {0, 1, -1, 2, 3, 4, 5, 6};
 static const RecommendArgs recommend_typed = {0, 1, 4, 2, 3, 5, 6, 7};
 
+/* gpumf_recommend: the top n items for a user (stored or folded in), filtered. */
 Datum
 gpumf_recommend(PG_FUNCTION_ARGS)
 {
@@ -289,6 +290,7 @@ basket_values(FunctionCallInfo fcinfo, int argno, int32 nitems, bool implicit,
 	return v;
 }
 
+/* gpumf_recommend_items: the top n items for a basket of items. */
 Datum
 gpumf_recommend_items(PG_FUNCTION_ARGS)
 {

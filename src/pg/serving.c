@@ -68,6 +68,7 @@ param_number(Jsonb *params, const char *key, double def)
 	return def;
 }
 
+/* The serving state of a newly loaded version: what its catalog row says. */
 void
 gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 {
@@ -97,6 +98,7 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	m->serving = sv;
 }
 
+/* Free the serving state of a served version (its key maps and memory). */
 void
 gpumf_serving_free(GpumfServed *m)
 {
@@ -110,6 +112,7 @@ gpumf_serving_free(GpumfServed *m)
 	MemoryContextDelete(sv->cxt);
 }
 
+/* The served version's serving state (set by every load). */
 static GpumfServing *
 serving(GpumfServed *m)
 {
@@ -183,6 +186,7 @@ build_map(const Datum *keys, int32 n, Oid type, const char *model)
 	return map;
 }
 
+/* The item key map of the served version, built on first use. */
 static gm_keymap *
 item_map(GpumfServed *m)
 {
@@ -193,6 +197,7 @@ item_map(GpumfServed *m)
 	return sv->item_map;
 }
 
+/* The item index of a key, or -1 when the model lacks it. */
 int32
 gpumf_item_index(GpumfServed *m, Datum key, Oid keytype)
 {
@@ -239,18 +244,21 @@ parse_int_key(const char *s, int64 lo, int64 hi, int64 *out, Oid keytype)
 	return *out >= lo && *out <= hi;
 }
 
+/* Is t one of the integer key types? */
 static bool
 is_int_type(Oid t)
 {
 	return t == INT2OID || t == INT4OID || t == INT8OID;
 }
 
+/* An integer key Datum of type t as int64. */
 static int64
 int_value(Datum d, Oid t)
 {
 	return t == INT2OID ? DatumGetInt16(d) : t == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
 }
 
+/* The range of the integer type t. */
 static void
 int_range(Oid t, int64 *lo, int64 *hi)
 {
@@ -258,6 +266,7 @@ int_range(Oid t, int64 *lo, int64 *hi)
 	*hi = t == INT2OID ? PG_INT16_MAX : t == INT4OID ? PG_INT32_MAX : PG_INT64_MAX;
 }
 
+/* v as a Datum of the integer type t (in range). */
 static Datum
 int_datum(int64 v, Oid t)
 {
@@ -265,6 +274,7 @@ int_datum(int64 v, Oid t)
 		Int16GetDatum((int16) v);
 }
 
+/* A key argument converted to the key type (see gpumf_pg.h). */
 bool
 gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out)
 {
@@ -341,6 +351,7 @@ key_type_name(Oid keytype)
 	return is_int_type(keytype) ? "bigint" : format_type_be(keytype);
 }
 
+/* The item indices of an array argument's elements, in order (-1: none). */
 int32
 gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
 				   const char *model, int32 **idx)
@@ -384,6 +395,7 @@ gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
 	return n;
 }
 
+/* qsort order of int32. */
 static int
 cmp_int32(const void *a, const void *b)
 {
@@ -393,6 +405,7 @@ cmp_int32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* idx as a sorted set of valid indices. */
 int32
 gpumf_index_set(int32 *idx, int32 n)
 {
@@ -405,6 +418,7 @@ gpumf_index_set(int32 *idx, int32 n)
 	return out;
 }
 
+/* ERROR unless outtype can hold the keys of keytype. */
 void
 gpumf_check_key_output(Oid keytype, Oid outtype, const char *what, const char *model,
 					   bool carrier)
@@ -421,6 +435,7 @@ gpumf_check_key_output(Oid keytype, Oid outtype, const char *what, const char *m
 					 carrier ? "." : " to the call.")));
 }
 
+/* A key as a Datum of the requested output type. */
 Datum
 gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what)
 {
@@ -512,6 +527,7 @@ merge_entries(int32 *idx, float *vals, int32 n)
 	return got;
 }
 
+/* The factors of a basket of items (merged like source rows). */
 void
 gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, float *vals,
 					 int32 n, GpumfUserFactors *u)
@@ -545,6 +561,7 @@ key_as_column(Datum key, Oid keytype, Oid coltype, Datum *out)
 	return false;
 }
 
+/* A value of a numeric column type as double. */
 static double
 value_of(Oid type, Datum d)
 {
@@ -763,6 +780,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	return merge_entries(idx, vals, n);
 }
 
+/* A user's factors: stored, or folded in from the source (see gpumf_pg.h). */
 bool
 gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recompute,
 				   GpumfUserFactors *u)
@@ -794,6 +812,7 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 	return true;
 }
 
+/* Was the served model trained on implicit feedback? */
 bool
 gpumf_served_implicit(GpumfServed *m)
 {
@@ -802,6 +821,7 @@ gpumf_served_implicit(GpumfServed *m)
 
 /* ------------------------------------------------------------ similarity */
 
+/* The norms of the item factors, computed once per version. */
 const float *
 gpumf_item_norms(GpumfServed *m)
 {
@@ -817,6 +837,7 @@ gpumf_item_norms(GpumfServed *m)
 	return sv->item_norms;
 }
 
+/* Load the users' keys, factors and norms of the served version, once. */
 void
 gpumf_load_users(GpumfServed *m)
 {
@@ -885,6 +906,7 @@ gpumf_load_users(GpumfServed *m)
 	sv->X = X;
 }
 
+/* The position of a user among the loaded users, or -1. */
 int32
 gpumf_user_index(GpumfServed *m, Datum key)
 {

@@ -77,6 +77,7 @@ similar_begin(FunctionCallInfo fcinfo, const SimilarArgs **a, const char *carrie
 	return true;
 }
 
+/* gpumf_similar_items: the n items closest to an item by cosine. */
 Datum
 gpumf_similar_items(PG_FUNCTION_ARGS)
 {
@@ -110,6 +111,7 @@ gpumf_similar_items(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* gpumf_similar_users: the n users closest to a user by cosine. */
 Datum
 gpumf_similar_users(PG_FUNCTION_ARGS)
 {
