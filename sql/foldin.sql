@@ -102,6 +102,20 @@ SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
 SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
 SELECT count(*) FROM gpumf_recommend('fa', 1, 5, recompute => true);
 
+-- names that need quoting: schema, table and columns
+CREATE SCHEMA "Odd Schema";
+CREATE TABLE "Odd Schema"."Ratings; Table" ("User Id" bigint, "it""em" varchar(10), "Value" numeric);
+INSERT INTO "Odd Schema"."Ratings; Table"
+  SELECT u, 'i' || i, 1 + (u + i) % 3 FROM generate_series(1, 30) u, generate_series(1, 12) i WHERE (u * i) % 4 < 2;
+SELECT source, user_col, item_col, value_col
+  FROM gpumf_train('"Odd Schema"."Ratings; Table"', 'User Id', 'it"em', 'Value', factors => 3, iterations => 2, model => 'odd');
+INSERT INTO "Odd Schema"."Ratings; Table" VALUES (99, 'i1', 2), (99, 'i5', 1);
+SELECT count(*) AS same FROM (
+  SELECT * FROM gpumf_recommend('odd', 99, 4, true, item_type => NULL::text)
+  INTERSECT SELECT * FROM gpumf_recommend_items('odd', ARRAY['i1', 'i5'], 4, ARRAY[2, 1], true, item_type => NULL::text)) s;
+SELECT gpumf_drop_model('odd');
+DROP SCHEMA "Odd Schema" CASCADE;
+
 -- explicit models (ratings): the same equality against explicit ALS, whose
 -- user half-step is an exact solve, biases included:
 -- score = global mean + user bias + item bias + x . y
