@@ -280,10 +280,21 @@ typedef struct gm_qmat
 	float	   *scale;			/* max|y_i| / 127 */
 	float	   *qabs;			/* scale_i * sum_f |q_if| (for the error bound) */
 	int32_t    *qsum;			/* sum_f q_if */
+	void	   *owned;			/* the memory gm_qmat_build allocated (NULL: the caller's) */
 } gm_qmat;
 
 /* GM_EINVAL unless 1 <= k <= GM_QMAT_MAX_K; GM_ENOMEM */
 int			gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out);
+/*
+ * The same in caller-owned memory (shared memory, say): gm_qmat_size bytes,
+ * 64-byte aligned, rows built in parallel over threads (<= 0: one per
+ * core); gm_qmat_attach points a gm_qmat at such memory built before.
+ */
+size_t		gm_qmat_size(int32_t n, int k);
+int			gm_qmat_build_in(const float *Y, int32_t n, int k, void *mem, gm_qmat *out,
+							 int threads);
+int			gm_qmat_attach(void *mem, int32_t n, int k, gm_qmat *out);
+/* free what gm_qmat_build allocated (nothing for caller-owned memory) */
 void		gm_qmat_free(gm_qmat *Q);
 /* floats of scratch gm_topk_dot and gm_topk_dot_among need */
 size_t		gm_topk_dot_scratch(const gm_qmat *Q);

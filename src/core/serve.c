@@ -40,62 +40,117 @@
 /* items per block of integer dot products */
 #define GM_QBLOCK 256
 
-/* The int8 copy of Y with its scales and sums (see gm_core.h). */
+/* k rounded up to a whole number of 64-byte vectors */
+static int
+qmat_kpad(int k)
+{
+	return (k + GM_QPAD - 1) / GM_QPAD * GM_QPAD;
+}
+
+/* Bytes of the arrays of an int8 copy of n x k: q, then scale, qabs, qsum. */
+size_t
+gm_qmat_size(int32_t n, int k)
+{
+	size_t		rows = (size_t) (n > 0 ? n : 0) + 1;
+
+	return rows * qmat_kpad(k) + rows * (2 * sizeof(float) + sizeof(int32_t));
+}
+
+/* Point Q's arrays into mem (gm_qmat_size bytes, 64-byte aligned). */
+int
+gm_qmat_attach(void *mem, int32_t n, int k, gm_qmat *out)
+{
+	size_t		rows = (size_t) (n > 0 ? n : 0) + 1;
+	char	   *p = mem;
+
+	memset(out, 0, sizeof(*out));
+	if (k < 1 || k > GM_QMAT_MAX_K || n < 0 || ((uintptr_t) mem % GM_QPAD) != 0)
+		return GM_EINVAL;
+	out->n = n;
+	out->k = k;
+	out->kpad = qmat_kpad(k);
+	out->q = (int8_t *) p;
+	p += rows * out->kpad;
+	out->scale = (float *) p;
+	p += rows * sizeof(float);
+	out->qabs = (float *) p;
+	p += rows * sizeof(float);
+	out->qsum = (int32_t *) p;
+	return GM_OK;
+}
+
+/* One row's int8 copy, its scale and sums. */
+static void
+quantize_row(const float *y, int k, int kpad, int8_t *q, float *scale, float *qabs,
+			 int32_t *qsum)
+{
+	float		m = 0.0f;
+	int32_t		sum = 0,
+				abs = 0;
+
+	for (int f = 0; f < k; f++)
+		m = fmaxf(m, fabsf(y[f]));
+	*scale = m / 127.0f;
+	for (int f = 0; f < k; f++)
+	{
+		long		v = m > 0 ? lrintf(y[f] * 127.0f / m) : 0;
+
+		v = v > 127 ? 127 : v < -127 ? -127 : v;
+		q[f] = (int8_t) v;
+		sum += (int32_t) v;
+		abs += (int32_t) (v < 0 ? -v : v);
+	}
+	memset(q + k, 0, kpad - k);
+	*qsum = sum;
+	*qabs = *scale * (float) abs;
+}
+
+/* Build the int8 copy of Y into mem (gm_qmat_size bytes), rows in parallel. */
+int
+gm_qmat_build_in(const float *Y, int32_t n, int k, void *mem, gm_qmat *out, int threads)
+{
+	int			rc = gm_qmat_attach(mem, n, k, out);
+	int			nt = gm_resolve_threads(threads);
+
+	if (rc != GM_OK)
+		return rc;
+	(void) nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((int64_t) n * k > (1 << 20))
+	for (int32_t i = 0; i < n; i++)
+		quantize_row(Y + (size_t) i * k, k, out->kpad, out->q + (size_t) i * out->kpad,
+					 out->scale + i, out->qabs + i, out->qsum + i);
+	return GM_OK;
+}
+
+/* The int8 copy of Y with its scales and sums, in memory of its own (see gm_core.h). */
 int
 gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 {
-	int			kpad = (k + GM_QPAD - 1) / GM_QPAD * GM_QPAD;
+	void	   *mem;
+	int			rc;
 
 	memset(out, 0, sizeof(*out));
 	if (k < 1 || k > GM_QMAT_MAX_K || n < 0)
 		return GM_EINVAL;
-	out->n = n;
-	out->k = k;
-	out->kpad = kpad;
-	out->q = aligned_alloc(GM_QPAD, ((size_t) n + 1) * kpad);
-	out->scale = malloc(sizeof(float) * ((size_t) n + 1));
-	out->qabs = malloc(sizeof(float) * ((size_t) n + 1));
-	out->qsum = malloc(sizeof(int32_t) * ((size_t) n + 1));
-	if (!out->q || !out->scale || !out->qabs || !out->qsum)
-	{
-		gm_qmat_free(out);
+	mem = aligned_alloc(GM_QPAD, (gm_qmat_size(n, k) + GM_QPAD - 1) / GM_QPAD * GM_QPAD);
+	if (mem == NULL)
 		return GM_ENOMEM;
-	}
-	for (int32_t i = 0; i < n; i++)
+	rc = gm_qmat_build_in(Y, n, k, mem, out, 1);
+	if (rc != GM_OK)
 	{
-		const float *y = Y + (size_t) i * k;
-		int8_t	   *q = out->q + (size_t) i * kpad;
-		float		m = 0.0f;
-		int32_t		sum = 0,
-					abs = 0;
-
-		for (int f = 0; f < k; f++)
-			m = fmaxf(m, fabsf(y[f]));
-		out->scale[i] = m / 127.0f;
-		for (int f = 0; f < k; f++)
-		{
-			long		v = m > 0 ? lrintf(y[f] * 127.0f / m) : 0;
-
-			v = v > 127 ? 127 : v < -127 ? -127 : v;
-			q[f] = (int8_t) v;
-			sum += (int32_t) v;
-			abs += (int32_t) (v < 0 ? -v : v);
-		}
-		memset(q + k, 0, kpad - k);
-		out->qsum[i] = sum;
-		out->qabs[i] = out->scale[i] * (float) abs;
+		free(mem);
+		return rc;
 	}
+	out->owned = mem;
 	return GM_OK;
 }
 
-/* Free an int8 copy; safe twice. */
+/* Free an int8 copy built by gm_qmat_build; safe twice, and on attached copies. */
 void
 gm_qmat_free(gm_qmat *Q)
 {
-	free(Q->q);
-	free(Q->scale);
-	free(Q->qabs);
-	free(Q->qsum);
+	free(Q->owned);
+	Q->owned = NULL;
 	Q->q = NULL;
 	Q->scale = NULL;
 	Q->qabs = NULL;

@@ -401,6 +401,59 @@ fail:
 	return 1;
 }
 
+/*
+ * An int8 copy built in caller-owned memory (as in shared memory), and one
+ * attached to that memory later, equal the one gm_qmat_build makes, byte
+ * for byte, and rank the same.
+ */
+static int
+test_qmat_in_memory(void)
+{
+	for (int trial = 0; trial < 20; trial++)
+	{
+		int32_t		m = (int32_t) rint_range(0, 3000);
+		int			k = (int) rint_range(1, 300);
+		float	   *Y = xmalloc(sizeof(float) * ((size_t) m * k + 1));
+		float		x[300];
+		gm_qmat		A,
+					B,
+					C;
+		void	   *mem = aligned_alloc(64, (gm_qmat_size(m, k) + 63) / 64 * 64);
+		int32_t		ia[5],
+					ic[5];
+		float		sa[5],
+					sc[5];
+		float	   *scratch;
+
+		for (int64_t i = 0; i < (int64_t) m * k; i++)
+			Y[i] = (float) (runif() - 0.5);
+		for (int f = 0; f < k; f++)
+			x[f] = (float) (runif() - 0.5);
+		CHECK(gm_qmat_build(Y, m, k, &A) == GM_OK, "build");
+		CHECK(gm_qmat_build_in(Y, m, k, mem, &B, 0) == GM_OK, "build_in");
+		CHECK(gm_qmat_attach(mem, m, k, &C) == GM_OK, "attach");
+		CHECK(gm_qmat_attach((char *) mem + 1, m, k, &C) == GM_EINVAL, "misaligned memory accepted");
+		CHECK(gm_qmat_attach(mem, m, k, &C) == GM_OK, "attach");
+		CHECK(A.kpad == C.kpad && memcmp(A.q, C.q, (size_t) m * A.kpad) == 0 &&
+			  memcmp(A.scale, C.scale, sizeof(float) * m) == 0 &&
+			  memcmp(A.qabs, C.qabs, sizeof(float) * m) == 0 &&
+			  memcmp(A.qsum, C.qsum, sizeof(int32_t) * m) == 0, "m %d k %d: the copies differ", m, k);
+		scratch = xmalloc(sizeof(float) * gm_topk_dot_scratch(&A));
+		CHECK(gm_topk_dot(Y, &A, x, 5, NULL, 0, scratch, ia, sa, NULL) ==
+			  gm_topk_dot(Y, &C, x, 5, NULL, 0, scratch, ic, sc, NULL), "counts differ");
+		for (int r = 0; r < (m < 5 ? m : 5); r++)
+			CHECK(ia[r] == ic[r] && sa[r] == sc[r], "rank %d differs", r);
+		gm_qmat_free(&A);
+		gm_qmat_free(&C);		/* frees nothing: the memory is the caller's */
+		free(mem);
+		free(scratch);
+		free(Y);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 /* ------------------------------------------------------------ cosine */
 
 /*
@@ -1140,6 +1193,7 @@ static const struct
 	{"topk_dot_among equals the float top n on every instruction set", test_topk_among},
 	{"the first pass's error bounds hold on adversarial factors", test_bounds_adversarial},
 	{"the int8 first pass rescores few items", test_topk_prunes},
+	{"int8 copies in caller-owned memory equal gm_qmat_build's", test_qmat_in_memory},
 	{"cosine top n equals the float64 reference", test_cosine},
 	{"entries_merge sorts and sums duplicates", test_entries_merge},
 	{"implicit fold-in equals the float64 solution (alpha0, nu)", test_foldin_implicit},
