@@ -111,3 +111,141 @@ RETURNS TABLE (user_id integer, item_id integer, rating real, holdout boolean)
 AS 'MODULE_PATHNAME', 'gpumf_synthetic_ratings'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION gpumf_synthetic_ratings IS 'Seeded ratings from a planted rank-r model (mean 3.5, user and item biases, power-law item popularity) plus Gaussian noise of standard deviation noise; about 10% of the rows are marked holdout. A good explicit model reaches a held-out RMSE close to noise.';
+
+-- ---------------------------------------------------------------- serving
+-- One name per capability, whatever the key types.  Keys in arguments are
+-- "any": a value of the key's type, any integer type for integer keys, or
+-- a literal ('alice', '42', '{1,2,3}'); a user or item key also has a text
+-- declaration, for untyped parameters ("any" cannot give one a type).
+-- Results have bigint keys, or, with the type carrier item_type =>
+-- NULL::uuid (NULL::text, NULL::integer, ...), keys of that type.
+-- PostgreSQL resolves a polymorphic result column only from an argument the
+-- call passes, never from a default, so the carrier has a declaration of its
+-- own; it comes after the parameters the short form takes positionally
+-- (model, user, n, exclude_seen), which it requires too, so that no call of
+-- the short form, untyped parameters included, can also match it.  Serving
+-- only reads tables: STABLE, and PARALLEL SAFE, so that a LATERAL over many
+-- users can run in parallel workers.  The 0.1 gpumf_recommend_text and
+-- gpumf_recommend_uuid stay as they were, labelled the same way.
+DROP FUNCTION gpumf_recommend(text, anyelement, integer, boolean);
+DROP FUNCTION gpumf_recommend(text, text, integer, boolean);
+CREATE FUNCTION gpumf_recommend(
+	model text,
+	"user" "any",
+	n integer DEFAULT 10,
+	exclude_seen boolean DEFAULT true,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL,
+	recompute boolean DEFAULT false)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_recommend(
+	model text,
+	"user" "any",
+	n integer,
+	exclude_seen boolean,
+	item_type anycompatible,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL,
+	recompute boolean DEFAULT false)
+RETURNS TABLE (item anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+-- Untyped parameters (PREPARE ... $1, drivers that send text) and quoted
+-- literals reach these: "any" cannot give a parameter a type.
+CREATE FUNCTION gpumf_recommend(
+	model text,
+	"user" text,
+	n integer DEFAULT 10,
+	exclude_seen boolean DEFAULT true,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL,
+	recompute boolean DEFAULT false)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_recommend(
+	model text,
+	"user" text,
+	n integer,
+	exclude_seen boolean,
+	item_type anycompatible,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL,
+	recompute boolean DEFAULT false)
+RETURNS TABLE (item anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_recommend(text, "any", integer, boolean, "any", "any", boolean) IS 'Top-n items for a user, best first (ties: lower item key first), as bigint keys: candidates (an array of item keys) ranks only those, exclude leaves more out; a user the model lacks (or any user with recompute => true) gets factors computed from the user''s current rows in the model''s source (read with your privileges); a user unknown to both gives no rows.';
+COMMENT ON FUNCTION gpumf_recommend(text, "any", integer, boolean, anycompatible, "any", "any", boolean) IS 'gpumf_recommend with item keys of the type of item_type (a type carrier: item_type => NULL::uuid, NULL::text, ...).';
+ALTER FUNCTION gpumf_recommend_text(text, anyelement, integer, boolean) STABLE PARALLEL SAFE;
+ALTER FUNCTION gpumf_recommend_text(text, text, integer, boolean) STABLE PARALLEL SAFE;
+ALTER FUNCTION gpumf_recommend_uuid(text, anyelement, integer, boolean) STABLE PARALLEL SAFE;
+ALTER FUNCTION gpumf_recommend_uuid(text, text, integer, boolean) STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION gpumf_recommend_text(text, anyelement, integer, boolean) IS 'Top-n items for a user with item keys as text (0.1; gpumf_recommend(..., item_type => NULL::text) does the same).';
+COMMENT ON FUNCTION gpumf_recommend_uuid(text, anyelement, integer, boolean) IS 'Top-n items for a user, for models with uuid item keys (0.1; gpumf_recommend(..., item_type => NULL::uuid) does the same).';
+
+CREATE FUNCTION gpumf_recommend_items(
+	model text,
+	items "any",
+	n integer DEFAULT 10,
+	"values" double precision[] DEFAULT NULL,
+	exclude_seen boolean DEFAULT true,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_recommend_items(
+	model text,
+	items "any",
+	n integer,
+	"values" double precision[],
+	exclude_seen boolean,
+	item_type anycompatible,
+	candidates "any" DEFAULT NULL,
+	exclude "any" DEFAULT NULL)
+RETURNS TABLE (item anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_recommend_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_recommend_items(text, "any", integer, double precision[], boolean, "any", "any") IS 'Top-n items for someone who interacted with these items (a basket, a session; values: one strength or rating per item, 1 by default): the user factors one least-squares solve against the item factors gives; exclude_seen leaves the basket''s items out.';
+COMMENT ON FUNCTION gpumf_recommend_items(text, "any", integer, double precision[], boolean, anycompatible, "any", "any") IS 'gpumf_recommend_items with item keys of the type of item_type (item_type => NULL::uuid, NULL::text, ...).';
+
+CREATE FUNCTION gpumf_similar_items(model text, item "any", n integer DEFAULT 10)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_items(model text, item "any", n integer, item_type anycompatible)
+RETURNS TABLE (item anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_items(model text, item text, n integer DEFAULT 10)
+RETURNS TABLE (item bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_items(model text, item text, n integer, item_type anycompatible)
+RETURNS TABLE (item anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_items'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_similar_items(text, "any", integer) IS 'The n items most similar to an item by the cosine of their factors, the item itself left out; an item the model lacks gives no rows.';
+COMMENT ON FUNCTION gpumf_similar_items(text, "any", integer, anycompatible) IS 'gpumf_similar_items with item keys of the type of item_type (item_type => NULL::uuid, NULL::text, ...).';
+
+CREATE FUNCTION gpumf_similar_users(model text, "user" "any", n integer DEFAULT 10)
+RETURNS TABLE ("user" bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_users'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_users(model text, "user" "any", n integer, user_type anycompatible)
+RETURNS TABLE ("user" anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_users'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_users(model text, "user" text, n integer DEFAULT 10)
+RETURNS TABLE ("user" bigint, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_users'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+CREATE FUNCTION gpumf_similar_users(model text, "user" text, n integer, user_type anycompatible)
+RETURNS TABLE ("user" anycompatible, score real)
+AS 'MODULE_PATHNAME', 'gpumf_similar_users'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_similar_users(text, "any", integer) IS 'The n users most similar to a user by the cosine of their factors, the user itself left out (the users'' factors are loaded into the session on first use); a user the model lacks is folded in from the model''s source.';
+COMMENT ON FUNCTION gpumf_similar_users(text, "any", integer, anycompatible) IS 'gpumf_similar_users with user keys of the type of user_type (user_type => NULL::uuid, NULL::text, ...).';

@@ -11,7 +11,10 @@
  *   model_store.c    factor tables: create, fill, grants, retire, drop
  *   model_cache.c    models served from backend memory
  *   train.c          gpumf_train, gpumf_drop_model
- *   recommend.c      gpumf_recommend and its variants
+ *   recommend.c      gpumf_recommend, gpumf_recommend_items
+ *   similar.c        gpumf_similar_items, gpumf_similar_users
+ *   serving.c        what serving builds on a served model: key lookups, fold-in
+ *                    (a user's rows read from the source), users for similarity
  *   synth.c          gpumf_synthetic
  */
 #ifndef GPUMF_PG_H
@@ -22,6 +25,7 @@
 #include "access/attnum.h"
 #include "access/tupdesc.h"
 #include "utils/jsonb.h"
+#include "utils/snapshot.h"
 
 #include "gm_core.h"
 
@@ -176,6 +180,7 @@ typedef struct GpumfModel
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;
+	Jsonb	   *params;			/* the hyper-parameters (NULL if none) */
 } GpumfModel;
 
 /* everything gpumf_train writes into the catalog */
@@ -204,6 +209,8 @@ typedef struct GpumfModelRow
 extern void gpumf_model_lock(const char *name);
 /* the model's row (palloc'd strings); false when there is none */
 extern bool gpumf_model_lookup(const char *name, GpumfModel *m);
+/* the same as of snap (serving reads the model as of the statement) */
+extern bool gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap);
 /* ERROR unless the current user may retrain or drop the model */
 extern void gpumf_model_check_owner(const GpumfModel *m, const char *action);
 /* ERROR (serialization failure) when a concurrent transaction changed the model */
@@ -256,6 +263,8 @@ extern void gpumf_store_drop(const GpumfFactorTables *t);
 
 /* ------------------------------------------------------ model_cache.c */
 
+struct GpumfServing;
+
 /* One served model version, in backend memory. */
 typedef struct GpumfServed
 {
@@ -276,14 +285,18 @@ typedef struct GpumfServed
 	float	   *item_bias;		/* n_items, or NULL */
 	Datum	   *item_keys;		/* in item_type */
 	gm_qmat		Q;				/* int8 copy of Y for the first pass */
-	float	   *scratch;		/* 2 * n_items */
+	float	   *scratch;		/* gm_topk_dot_scratch(&Q) floats */
 	AttrNumber	user_att_factors;
 	AttrNumber	user_att_seen;
 	AttrNumber	user_att_bias;	/* InvalidAttrNumber: none */
 	FmgrInfo	key_eq;			/* equality of the user key type */
+	struct GpumfServing *serving;	/* serving.c's, built on first use */
 } GpumfServed;
 
-/* the model's current version, loaded if needed; ERRORs for unknown/forbidden */
+/*
+ * The model's current version as of the statement's snapshot, loaded if
+ * needed; ERRORs for unknown/forbidden.
+ */
 extern GpumfServed *gpumf_served_get(const char *name);
 /*
  * The user's row: factors (k floats), seen items (sorted), bias.  false when
@@ -291,5 +304,91 @@ extern GpumfServed *gpumf_served_get(const char *name);
  */
 extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
+/* the snapshot serving reads the model's tables with in this call */
+extern Snapshot gpumf_served_snapshot(void);
+
+/* ---------------------------------------------------------- serving.c */
+
+/* What serving builds on a served model version, on first use. */
+typedef struct GpumfServing
+{
+	MemoryContext cxt;			/* everything below */
+	/* from the catalog row of the served version */
+	gm_foldin_params foldin;
+	char	   *source;			/* qualified name as stored */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *value_col;		/* NULL: every row counts 1 */
+	/* built on first use */
+	gm_keymap  *item_map;		/* item key -> index */
+	double	   *gram;			/* Y^T Y, for implicit fold-in */
+	double	   *work;			/* gm_foldin_work(k) doubles */
+	float	   *item_norms;
+	/* the users, loaded by gpumf_similar_users */
+	int32		n_users;
+	float	   *X;
+	Datum	   *user_keys;
+	float	   *user_norms;
+	gm_keymap  *user_map;
+	float	   *user_scratch;
+} GpumfServing;
+
+/* A user's factors as serving uses them (stored, or folded in). */
+typedef struct GpumfUserFactors
+{
+	const float *x;
+	float		bias;
+	const int32 *seen;			/* sorted item indices */
+	int32		nseen;
+	bool		folded;			/* computed from the source or a basket */
+} GpumfUserFactors;
+
+/* what the catalog row of a newly loaded version says (model_cache.c calls it) */
+extern void gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat);
+/* free everything of m->serving (model_cache.c calls it) */
+extern void gpumf_serving_free(GpumfServed *m);
+
+/* the model's item index of a key Datum of type keytype (a key type); -1: none */
+extern int32 gpumf_item_index(GpumfServed *m, Datum key, Oid keytype);
+/*
+ * A key argument (of type argtype, any type: converted as text if need be)
+ * as a Datum of the key type keytype; false when no key can equal it.
+ */
+extern bool gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out);
+/*
+ * The item indices of the elements of an array argument of item keys (its
+ * type argtype, possibly unknown: a literal), in array order, -1 for a NULL
+ * element or a key the model lacks; returns the number of elements.  ERROR
+ * naming the types when the elements are not the model's item keys.
+ */
+extern int32 gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
+								const char *model, int32 **idx);
+/* sort idx[0 .. n), drop -1 and duplicates; the new count */
+extern int32 gpumf_index_set(int32 *idx, int32 n);
+/* ERROR unless outtype can hold the model's item (or user) keys */
+extern void gpumf_check_key_output(Oid keytype, Oid outtype, const char *what,
+								   const char *model, bool carrier);
+/* a key Datum as a Datum of the output type outtype (checked before) */
+extern Datum gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what);
+
+/*
+ * The user's factors: the stored row, or (recompute, or a user the model
+ * lacks) one least-squares solve from the user's current rows in the
+ * model's source, read with the caller's rights.  false: no factors (the
+ * user is unknown to both, or the source cannot be read and !recompute).
+ */
+extern bool gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey,
+							   bool recompute, GpumfUserFactors *u);
+/* The factors of "someone with these items" (a basket): idx/vals merged. */
+extern void gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, float *vals,
+								 int32 n, GpumfUserFactors *u);
+/* was the model trained on implicit feedback (values are strengths, not ratings)? */
+extern bool gpumf_served_implicit(GpumfServed *m);
+/* the index of a user in the loaded users (gpumf_load_users); -1: none */
+extern int32 gpumf_user_index(GpumfServed *m, Datum key);
+/* the norms of the item factors (built once per version) */
+extern const float *gpumf_item_norms(GpumfServed *m);
+/* the users' factors, keys and norms (loaded once per version) */
+extern void gpumf_load_users(GpumfServed *m);
 
 #endif

@@ -175,6 +175,11 @@ lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 		m->user_col = col_name(rel, tup, "user_col");
 		m->item_col = col_name(rel, tup, "item_col");
 		m->value_col = col_name(rel, tup, "value_col");
+		{
+			Datum		d = col(rel, tup, "params", &isnull);
+
+			m->params = isnull ? NULL : DatumGetJsonbPCopy(d);
+		}
 		if (copy)
 			*copy = heap_copy_tuple_as_datum(tup, RelationGetDescr(rel));
 		if (shouldfree)
@@ -200,6 +205,14 @@ gpumf_model_lookup(const char *name, GpumfModel *m)
 		found = lookup(name, m, snap, NULL);
 	UnregisterSnapshot(snap);
 	return found;
+}
+
+bool
+gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap)
+{
+	if (strlen(name) > GPUMF_MODEL_NAME_MAX)
+		return false;			/* no model can have that name */
+	return lookup(name, m, snap, NULL);
 }
 
 /*

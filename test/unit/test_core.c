@@ -100,7 +100,7 @@ test_topk_dot(void)
 		int			n = (int) rint_range(1, trial % 10 == 0 ? m + 5 : 30);
 		float	   *Y = malloc(sizeof(float) * (size_t) m * k);
 		float	   *x = malloc(sizeof(float) * k);
-		float	   *scratch = malloc(sizeof(float) * 2 * (size_t) m);
+		float	   *scratch;
 		float	   *ref = malloc(sizeof(float) * m);
 		int32_t    *skip = malloc(sizeof(int32_t) * m);
 		int32_t    *oi = malloc(sizeof(int32_t) * (n + 1)),
@@ -131,6 +131,7 @@ test_topk_dot(void)
 			ref[i] = (float) d;
 		}
 		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
+		scratch = malloc(sizeof(float) * gm_topk_dot_scratch(&Q));
 		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os, &rescored);
 		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
 		gm_qmat_free(&Q);
