@@ -34,7 +34,7 @@ all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
 cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/Makefile) src/core/gm_errors.h \
-		src/core/gm_algo.h src/core/gm_core.h src/core/csr.c
+		src/core/gm_algo.h src/core/gm_core.h src/core/gm_score.h src/core/csr.c
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so
