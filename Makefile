@@ -7,7 +7,9 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/train.o src/pg/recommend.o src/pg/synth.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o
+       src/core/synth.o src/core/serve.o \
+       src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
+       src/core/score.o src/core/metrics.o
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade
 REGRESS_OPTS = --dbname=gpumf_regression

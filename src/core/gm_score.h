@@ -126,10 +126,11 @@ int			gm_rank_metrics_at_k(int32_t n_users, int32_t n_items, int k,
 
 /*
  * RMSE and MAE of predictions p_e = mu + b_u + c_i + x_u . y_i (in float64;
- * biases NULL = 0) against the values of test's entries (rows index X,
- * columns index Y).  NaN when test is empty.
+ * biases NULL = 0) against vals[e] over n rows (rows[e] index X, cols[e]
+ * index Y; a pair may repeat).  NaN when n is 0.
  */
-int			gm_rating_errors(const gm_csr *test, const float *X, const float *Y,
+int			gm_rating_errors(int64_t n, const int32_t *rows, const int32_t *cols,
+							 const float *vals, const float *X, const float *Y,
 							 int k, const float *user_bias,
 							 const float *item_bias, double global_mean,
 							 double *rmse, double *mae, char *err, size_t errlen);

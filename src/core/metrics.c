@@ -133,44 +133,40 @@ gm_rank_metrics_at_k(int32_t n_users, int32_t n_items, int k, const int32_t *top
 	return GM_OK;
 }
 
-/* RMSE and MAE of mu + b_u + c_i + x_u . y_i against test's values. */
+/* RMSE and MAE of mu + b_u + c_i + x_u . y_i against vals. */
 int
-gm_rating_errors(const gm_csr *test, const float *X, const float *Y, int k,
-				 const float *user_bias, const float *item_bias, double global_mean,
-				 double *rmse, double *mae, char *err, size_t errlen)
+gm_rating_errors(int64_t n, const int32_t *rows, const int32_t *cols, const float *vals,
+				 const float *X, const float *Y, int k, const float *user_bias,
+				 const float *item_bias, double global_mean, double *rmse, double *mae,
+				 char *err, size_t errlen)
 {
 	double		se = 0,
 				ae = 0;
 
-	if (k < 1 || (test->nnz > 0 && (!X || !Y || !test->data)))
+	if (k < 1 || n < 0 || (n > 0 && (!rows || !cols || !vals || !X || !Y)))
 	{
 		snprintf(err, errlen, "invalid rating-error problem");
 		return GM_EINVAL;
 	}
-#pragma omp parallel for schedule(dynamic, 256) reduction(+:se, ae)
-	for (int32_t u = 0; u < test->n_rows; u++)
+#pragma omp parallel for schedule(static) reduction(+:se, ae)
+	for (int64_t e = 0; e < n; e++)
 	{
-		const float *x = X + (size_t) u * k;
+		const float *x = X + (size_t) rows[e] * k;
+		const float *y = Y + (size_t) cols[e] * k;
+		double		p = global_mean,
+					d;
 
-		for (int64_t e = test->indptr[u]; e < test->indptr[u + 1]; e++)
-		{
-			int32_t		i = test->indices[e];
-			const float *y = Y + (size_t) i * k;
-			double		p = global_mean,
-						d;
-
-			if (user_bias)
-				p += user_bias[u];
-			if (item_bias)
-				p += item_bias[i];
-			for (int f = 0; f < k; f++)
-				p += (double) x[f] * (double) y[f];
-			d = p - (double) test->data[e];
-			se += d * d;
-			ae += fabs(d);
-		}
+		if (user_bias)
+			p += user_bias[rows[e]];
+		if (item_bias)
+			p += item_bias[cols[e]];
+		for (int f = 0; f < k; f++)
+			p += (double) x[f] * (double) y[f];
+		d = p - (double) vals[e];
+		se += d * d;
+		ae += fabs(d);
 	}
-	*rmse = test->nnz > 0 ? sqrt(se / (double) test->nnz) : NAN;
-	*mae = test->nnz > 0 ? ae / (double) test->nnz : NAN;
+	*rmse = n > 0 ? sqrt(se / (double) n) : NAN;
+	*mae = n > 0 ? ae / (double) n : NAN;
 	return GM_OK;
 }
