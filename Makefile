@@ -11,7 +11,8 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
        src/core/score.o src/core/metrics.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade
+REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade \
+          batch evaluate split history
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config

@@ -19,8 +19,10 @@
  *    user's sorted seen list, done only for the few scores that pass the
  *    threshold).  When the list cannot take another tile it is sorted
  *    (bitonic, in shared memory) and cut to n, which raises the threshold.
- *    After the first tiles almost no score passes, so the kernel reads S
- *    once at memory speed.  A final sort gives the n best, best first;
+ *    For n <= 256 the threshold starts at the n-th best of the threads' best
+ *    items of the first tile (a sort of 256, not of 2048): then almost no
+ *    score passes after the first tile, and the kernel reads S once at
+ *    memory speed.  A final sort gives the n best, best first;
  *    entries past the count get item -1 and a NaN score.  NaN scores never
  *    rank; a user with fewer than n unseen items gets fewer.
  *  - The host keeps one batch in flight and polls should_stop between
@@ -164,6 +166,44 @@ select_topk(const float *__restrict__ S, int64_t ld, int32_t ni, int32_t u0,
 		thr_i = INT_MAX;
 	}
 	__syncthreads();
+
+	if (n <= SEL_THREADS)
+	{
+		/*
+		 * Warm-up: each thread's best unseen item among its first four; the
+		 * n-th best of those is reached by n distinct eligible items, so no
+		 * item below it can make the top n.  It starts the threshold high
+		 * without sorting a full candidate list (inclusive: thr_i one past it).
+		 */
+		int32_t		i0 = threadIdx.x * SEL_VEC;
+		float		bs = -INFINITY;
+		int			bi = INT_MAX;
+
+#pragma unroll
+		for (int q = 0; q < SEL_VEC; q++)
+		{
+			int32_t		i = i0 + q;
+			float		x;
+
+			if (i >= ni)
+				break;
+			x = s[i] + (bias ? __ldg(bias + i) : 0.0f);
+			if (better(x, i, bs, bi) && !(nseen > 0 && is_seen(seen, nseen, i)))
+			{
+				bs = x;
+				bi = i;
+			}
+		}
+		cs[threadIdx.x] = bs;
+		ci[threadIdx.x] = bi;
+		sort_candidates(cs, ci, SEL_THREADS);
+		if (threadIdx.x == 0 && ci[n - 1] != INT_MAX)
+		{
+			thr = cs[n - 1];
+			thr_i = ci[n - 1] + 1;
+		}
+		__syncthreads();
+	}
 
 	for (int32_t base = 0; base < ni; base += SEL_TILE)
 	{

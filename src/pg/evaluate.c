@@ -118,6 +118,9 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", model)));
+	/* only the owner may record: refuse before the work */
+	if (record)
+		gpumf_model_check_owner(&cat, "record metrics of");
 	ucol = PG_ARGISNULL(ARG_USER_COL) ? cat.user_col : NameStr(*PG_GETARG_NAME(ARG_USER_COL));
 	icol = PG_ARGISNULL(ARG_ITEM_COL) ? cat.item_col : NameStr(*PG_GETARG_NAME(ARG_ITEM_COL));
 	if (cat.explicit_values)

@@ -134,7 +134,8 @@ gpumf_history_forget(int64 id)
 	}
 	/* as gpumf_drop_model drops the current tables: at once (waiting for readers) */
 	for (uint64 i = 0; i < 2 * n; i++)
-		gpumf_spi_exec(psprintf("DROP TABLE IF EXISTS %s", names[i]), SPI_OK_UTILITY);
+		if (OidIsValid(table_oid(names[i])))
+			gpumf_spi_exec(psprintf("DROP TABLE %s", names[i]), SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
 }
 

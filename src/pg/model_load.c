@@ -20,6 +20,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
+#include "parser/scansup.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -362,6 +363,47 @@ gpumf_score(gm_score_problem *p, gm_backend_kind *backend, gm_score_result *r)
 
 /* ----------------------------------------------------------- new tables */
 
+/*
+ * The longest part, in bytes, of a dotted name SplitIdentifierString has
+ * accepted ("a"".b".c: quoted parts with "" for a quote, unquoted parts up
+ * to a dot or a blank).
+ */
+static size_t
+longest_identifier(const char *s)
+{
+	const char *p = s;
+	size_t		longest = 0;
+
+	for (;;)
+	{
+		size_t		len = 0;
+
+		while (scanner_isspace(*p))
+			p++;
+		if (*p == '"')
+		{
+			for (p++; *p; p++, len++)
+				if (*p == '"')
+				{
+					if (p[1] != '"')
+						break;
+					p++;
+				}
+			if (*p == '"')
+				p++;
+		}
+		else
+			for (; *p && *p != '.' && !scanner_isspace(*p); p++)
+				len++;
+		longest = Max(longest, len);
+		while (scanner_isspace(*p))
+			p++;
+		if (*p != '.')
+			return longest;
+		p++;
+	}
+}
+
 char *
 gpumf_new_table_name(const char *name, const char *argname)
 {
@@ -387,13 +429,13 @@ gpumf_new_table_name(const char *name, const char *argname)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_NAME),
 					 errmsg("invalid %s \"%s\": an empty name", argname, name)));
-		if (strlen(part) >= NAMEDATALEN)
-			ereport(ERROR,
-					(errcode(ERRCODE_NAME_TOO_LONG),
-					 errmsg("%s \"%s\" is too long: a name has at most %d bytes", argname, name,
-							NAMEDATALEN - 1)));
 	}
-	/* SplitIdentifierString truncates silently: parse again for the checked parts */
+	/* SplitIdentifierString truncates long names silently: measure them before */
+	if (longest_identifier(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("%s \"%s\" is too long: a name has at most %d bytes", argname, name,
+						NAMEDATALEN - 1)));
 	names = stringToQualifiedNameList(name);
 	rv = makeRangeVarFromNameList(names);
 	nsp = RangeVarGetAndCheckCreationNamespace(rv, NoLock, &existing);

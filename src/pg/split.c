@@ -28,12 +28,14 @@
 
 #include "access/relation.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -171,6 +173,10 @@ gpumf_split(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table, view or materialized view", get_rel_name(source))));
+	/* the rows are read with the caller's rights: say so before any work */
+	if (pg_class_aclcheck(source, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(source, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(kind), get_rel_name(source));
 	if (user_col)
 		(void) split_column(source, user_col, "user_col");
 	if (item_col)
