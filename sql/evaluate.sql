@@ -82,6 +82,24 @@ ALTER TABLE hand_ratings RENAME rating TO stars;
 SELECT gpumf_evaluate('hand_explicit', 'hand_ratings');
 SELECT rmse > 0 AS named FROM gpumf_evaluate('hand_explicit', 'hand_ratings', value_col => 'stars');
 
+-- trained explicit models: the same RMSE as gpumf_rmse, and RMSE/MAE as
+-- computed in SQL from gpumf_predict
+CREATE TABLE er AS SELECT * FROM gpumf_synthetic_ratings(300, 120, 6000, rank => 4, noise => 0.3, seed => 8);
+CREATE VIEW er_train AS SELECT user_id, item_id, rating FROM er WHERE NOT holdout;
+CREATE VIEW er_test AS SELECT user_id, item_id, rating FROM er WHERE holdout;
+SELECT algorithm FROM gpumf_train('er_train', 'user_id', 'item_id', 'rating', factors => 4, iterations => 8,
+                                  algorithm => 'als_explicit', model => 'er_als');
+SELECT algorithm FROM gpumf_train('er_train', 'user_id', 'item_id', 'rating', factors => 4, iterations => 8,
+                                  algorithm => 'ccd', model => 'er_ccd');
+SELECT m AS model, e.users > 0 AS ranked, e.rmse < 0.6 AS fits,
+       abs(e.rmse - gpumf_rmse(m, 'er_test', 'user_id', 'item_id', 'rating')) < 1e-5 AS same_as_gpumf_rmse,
+       abs(e.rmse - r.rmse) < 1e-5 AS rmse, abs(e.mae - r.mae) < 1e-5 AS mae
+  FROM unnest(ARRAY['er_als', 'er_ccd']) m,
+       LATERAL gpumf_evaluate(m, 'er_test') e,
+       LATERAL (SELECT sqrt(avg((p - rating) ^ 2)) AS rmse, avg(abs(p - rating)) AS mae
+                  FROM (SELECT gpumf_predict(m, user_id, item_id)::float8 AS p, rating::float8 AS rating
+                          FROM er_test) t WHERE p IS NOT NULL) r;
+
 -- a trained model on random data against a reference written in SQL from
 -- gpumf_recommend's lists (float64 sums)
 CREATE TABLE ev AS SELECT user_id AS u, item_id AS i, value AS v, holdout FROM gpumf_synthetic(400, 120, 8000, seed => 5);

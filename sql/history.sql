@@ -86,6 +86,8 @@ RESET ROLE;
 DROP ROLE regress_gpumf_hist;
 
 -- dropping the model drops every kept version's tables
+SELECT 'm' || id || '_v%' AS h_tables FROM gpumf.models WHERE name = 'h' \gset
+SELECT count(*) AS tables_before FROM pg_tables WHERE schemaname = 'gpumf' AND tablename LIKE :'h_tables';
 SELECT gpumf_drop_model('h');
 SELECT count(*) AS kept_rows FROM gpumf.model_versions;
-SELECT count(*) AS tables FROM pg_tables WHERE schemaname = 'gpumf' AND tablename ~ '^m[0-9]+_v';
+SELECT count(*) AS tables FROM pg_tables WHERE schemaname = 'gpumf' AND tablename LIKE :'h_tables';

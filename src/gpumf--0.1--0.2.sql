@@ -90,6 +90,28 @@ AS 'MODULE_PATHNAME', 'gpumf_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback, confidence 1 + alpha * value), als_explicit or ccd (ratings, with biases); replaces the model of the same name atomically and returns its catalog row.';
 
+-- Explicit models (ratings): predictions, RMSE on a test table, planted ratings.
+CREATE FUNCTION gpumf_predict(model text, "user" "any", item "any", clip boolean DEFAULT false)
+RETURNS real
+AS 'MODULE_PATHNAME', 'gpumf_predict'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_predict(text, "any", "any", boolean) IS 'The model''s prediction for a user and an item: mu + b_u + c_i + x_u . y_i for explicit models (clip => true limits it to the training range [value_min, value_max]), the ranking score x_u . y_i for implicit ones; NULL for an unknown user or item.';
+
+CREATE FUNCTION gpumf_rmse(model text, test regclass, user_col name, item_col name, value_col name,
+						   clip boolean DEFAULT false)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'gpumf_rmse'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_rmse(text, regclass, name, name, name, boolean) IS 'Root mean squared error of the model''s predictions on a table of ratings, read with the caller''s privileges; rows with an unknown user or item, or a NULL, are skipped and counted in a NOTICE.';
+
+CREATE FUNCTION gpumf_synthetic_ratings(users integer, items integer, rows bigint,
+										rank integer DEFAULT 10, noise double precision DEFAULT 0.5,
+										seed bigint DEFAULT 42)
+RETURNS TABLE (user_id integer, item_id integer, rating real, holdout boolean)
+AS 'MODULE_PATHNAME', 'gpumf_synthetic_ratings'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION gpumf_synthetic_ratings IS 'Seeded ratings from a planted rank-r model (mean 3.5, user and item biases, power-law item popularity) plus Gaussian noise of standard deviation noise; about 10% of the rows are marked holdout. A good explicit model reaches a held-out RMSE close to noise.';
+
 -- ----------------------------------------------------------------------
 -- Batch recommendations, evaluation, splits and model history.
 

@@ -281,8 +281,13 @@ cmp_bytes(const void *a, const void *b)
 int
 gm_keymap_sort(gm_keymap *m, int32_t *old_to_new)
 {
-	int32_t    *order = malloc(sizeof(int32_t) * (m->n ? m->n : 1));
-	void	   *tmp = malloc(sizeof(int64_t) * (m->n ? m->n : 1));
+	int32_t    *order;
+	void	   *tmp;
+
+	if (m->n == 0)
+		return GM_OK;			/* nothing to renumber (and no key arrays yet) */
+	order = malloc(sizeof(int32_t) * m->n);
+	tmp = malloc(sizeof(int64_t) * m->n);
 
 	if (!order || !tmp)
 	{

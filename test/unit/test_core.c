@@ -2139,7 +2139,7 @@ test_params_and_ops(void)
 		}
 	}
 
-	/* tables: implicit ALS on the CPU; the rest not (yet); no CUDA module here */
+	/* tables: every algorithm on the CPU (a missing one says so); no CUDA module here */
 	ops = gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CPU, err, sizeof(err));
 	CHECK(ops != NULL && strcmp(ops->name, "cpu") == 0, "no CPU table for implicit ALS: %s", err);
 	for (int a = 0; a < GM_ALG_COUNT; a++)
@@ -2190,7 +2190,11 @@ test_params_and_ops(void)
 				case 0: p.alpha0 = 0.5f; break;
 				case 1: p.nu = 0.5f; break;
 				case 2: p.solver = GM_SOLVER_EXACT; break;
-				case 3: gm_mf_params_defaults(&p, GM_ALG_CCD); p.biases = 0; break;
+				case 3:			/* biases on (ccd's default) without bias arrays */
+					gm_mf_params_defaults(&p, GM_ALG_CCD);
+					p.factors = 8;
+					want = GM_EINVAL;
+					break;
 				case 4: p.backend = GM_BACKEND_CUDA; want = GM_ENODEVICE; break;
 				case 5: d.Rt = &t.R; want = GM_EINVAL; break;	/* not the transpose */
 			}
