@@ -1,5 +1,8 @@
 -- hardening: hostile temp objects and search paths, grants, ownership, limits
 SET gpumf.progress = off;
+-- only the current version of a model is kept here (history.sql tests more):
+-- the serving cache's counts below assume that replaced tables go
+SET gpumf.keep_versions = 1;
 CREATE ROLE regress_gpumf_carol;
 CREATE ROLE regress_gpumf_dave;
 GRANT USAGE, CREATE ON SCHEMA public TO regress_gpumf_carol, regress_gpumf_dave;

@@ -12,6 +12,7 @@ SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, p.provolati
   FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'gpumf')
    AND (p.proname LIKE 'gpumf_recommend%' OR p.proname LIKE 'gpumf_similar%')
+   AND p.proname <> 'gpumf_recommend_all'  -- a batch writer, not a serving function
  ORDER BY 1, 2;
 
 -- one name: plain integer keys need no cast; the result type follows item_type

@@ -249,3 +249,107 @@ AS 'MODULE_PATHNAME', 'gpumf_similar_users'
 LANGUAGE C STABLE PARALLEL SAFE ROWS 10;
 COMMENT ON FUNCTION gpumf_similar_users(text, "any", integer) IS 'The n users most similar to a user by the cosine of their factors, the user itself left out (the users'' factors are loaded into the session on first use); a user the model lacks is folded in from the model''s source.';
 COMMENT ON FUNCTION gpumf_similar_users(text, "any", integer, anycompatible) IS 'gpumf_similar_users with user keys of the type of user_type (user_type => NULL::uuid, NULL::text, ...).';
+
+-- ----------------------------------------------------------------------
+-- Batch recommendations, evaluation, splits and model history.
+
+-- Kept versions of each model (gpumf.keep_versions, the current one
+-- included): the catalog row each had when it was replaced, whole, as jsonb.
+-- The factor tables it names stay until the version is no longer kept.
+CREATE TABLE gpumf.model_versions (
+	model_id			bigint NOT NULL,
+	version				integer NOT NULL,
+	created_at			timestamptz NOT NULL,
+	replaced_at			timestamptz NOT NULL,
+	user_table			text NOT NULL,
+	item_table			text NOT NULL,
+	catalog				jsonb NOT NULL,
+	PRIMARY KEY (model_id, version)
+);
+CREATE UNIQUE INDEX ON gpumf.model_versions (user_table);
+COMMENT ON TABLE gpumf.model_versions IS 'kept, non-current versions of the models: their gpumf.models rows (catalog) as they were when replaced; gpumf_use_version() makes one current again';
+SELECT pg_catalog.pg_extension_config_dump('gpumf.model_versions', '');
+GRANT SELECT ON gpumf.model_versions TO PUBLIC;
+
+CREATE FUNCTION gpumf_model_versions(model text)
+RETURNS TABLE (version integer, "current" boolean, created_at timestamptz,
+			   replaced_at timestamptz, user_table text, item_table text,
+			   catalog jsonb, tables_exist boolean)
+AS 'MODULE_PATHNAME', 'gpumf_model_versions'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_model_versions(text) IS 'The versions of a model that are kept, newest first: the current one and up to gpumf.keep_versions - 1 replaced ones, each with its catalog row.';
+
+CREATE FUNCTION gpumf_use_version(model text, version integer)
+RETURNS gpumf.models
+AS 'MODULE_PATHNAME', 'gpumf_use_version'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_use_version(text, integer) IS 'Make a kept version of a model current again (roll back or forward); readers switch when the transaction commits.  Owner only.  Returns the new catalog row.';
+
+-- Every user's top n into a new table (user, rank, item, score), created by
+-- the caller.  users / user_col: only the users in that column of a table.
+CREATE FUNCTION gpumf_recommend_all(
+	model text,
+	n integer,
+	target text,
+	users regclass DEFAULT NULL,
+	user_col name DEFAULT NULL,
+	exclude_seen boolean DEFAULT true,
+	OUT scored_users bigint,
+	OUT rows_written bigint,
+	OUT unknown_users bigint,
+	OUT backend text,
+	OUT device text,
+	OUT read_seconds double precision,
+	OUT transfer_seconds double precision,
+	OUT compute_seconds double precision,
+	OUT write_seconds double precision)
+RETURNS record
+AS 'MODULE_PATHNAME', 'gpumf_recommend_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_recommend_all IS 'Top-n items of every user of a model (or of the users in users.user_col) into a new table target ("user", rank, item, score), the same lists as gpumf_recommend; computed in batches on the GPU (cuBLAS + a selection kernel) when gpumf.device allows, else on the CPU.';
+
+-- A reproducible train/test split into two new tables.
+CREATE FUNCTION gpumf_split(
+	source regclass,
+	test_fraction real,
+	seed bigint,
+	by text DEFAULT 'row',
+	time_col name DEFAULT NULL,
+	user_col name DEFAULT NULL,
+	item_col name DEFAULT NULL,
+	train_table text DEFAULT NULL,
+	test_table text DEFAULT NULL,
+	OUT train regclass,
+	OUT test regclass,
+	OUT train_rows bigint,
+	OUT test_rows bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'gpumf_split'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_split IS 'Split a table into new train and test tables (default <source>_train and <source>_test), reproducibly: a seeded hash of each row''s keys (user_col, item_col; else the whole row) decides.  by => ''row'' (each row), ''user'' (a fraction of each user''s rows), ''time'' (each user''s latest rows by time_col).';
+
+-- Ranking metrics at k (and RMSE/MAE for explicit models) on a test table.
+CREATE FUNCTION gpumf_evaluate(
+	model text,
+	test regclass,
+	user_col name DEFAULT NULL,
+	item_col name DEFAULT NULL,
+	k integer DEFAULT 10,
+	value_col name DEFAULT NULL,
+	record boolean DEFAULT false,
+	OUT users bigint,
+	OUT skipped_users bigint,
+	OUT skipped_rows bigint,
+	OUT "precision" double precision,
+	OUT recall double precision,
+	OUT map double precision,
+	OUT ndcg double precision,
+	OUT auc double precision,
+	OUT rmse double precision,
+	OUT mae double precision,
+	OUT backend text,
+	OUT seconds double precision)
+RETURNS record
+AS 'MODULE_PATHNAME', 'gpumf_evaluate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_evaluate IS 'Evaluate a model on a test table: precision, recall, MAP, NDCG and AUC at k as the implicit library defines them (items seen in training left out; users and items unknown to the model skipped and counted), and RMSE/MAE for explicit models; record => true stores them in gpumf.models.metrics (owner only).';

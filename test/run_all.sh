@@ -6,7 +6,7 @@
 #   4. the README's pg_cron recipe (test/cron/run.sh; runs in the background
 #      from the start, since pg_cron starts jobs once a minute)
 #   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
-#      of test/bench/gpu (--quick: correctness only)
+#      of test/bench/gpu (--quick: correctness only), ALS and batch scoring
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
 #      (make -C test/unit check-sanitize)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
@@ -74,6 +74,10 @@ if [ "$DEV" = gpu ]; then
   out=$(bash test/bench/gpu/run.sh --quick 2>&1); echo "$out" | tail -30
   line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
   if [ -n "$line" ]; then tally gpu "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu 0 1; fi
+  echo "== GPU batch scorer vs CPU and a float64 reference"
+  out=$(bash test/bench/gpu/score_run.sh --quick 2>&1); echo "$out" | tail -20
+  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+  if [ -n "$line" ]; then tally gpu-score "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu-score 0 1; fi
 fi
 
 echo "== pg_cron recipe"

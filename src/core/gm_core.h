@@ -211,10 +211,10 @@ gm_keymap  *gm_keymap_create(int byte_keys);
 /* index of key, adding it if new; -1 when out of memory */
 int32_t		gm_keymap_int(gm_keymap *m, int64_t key);
 int32_t		gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len);
-/* index of key, or -1 when absent (lookups only: nothing is added) */
+int32_t		gm_keymap_size(const gm_keymap *m);
+/* index of key without adding it: -1 when absent (or of the other kind) */
 int32_t		gm_keymap_find_int(const gm_keymap *m, int64_t key);
 int32_t		gm_keymap_find_bytes(const gm_keymap *m, const void *key, uint32_t len);
-int32_t		gm_keymap_size(const gm_keymap *m);
 /* renumber in key order; old_to_new has gm_keymap_size entries */
 int			gm_keymap_sort(gm_keymap *m, int32_t *old_to_new);
 int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);

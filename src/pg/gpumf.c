@@ -28,6 +28,7 @@ int			gpumf_device = GPUMF_DEVICE_AUTO;
 int			gpumf_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
+int			gpumf_keep_versions = 2;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
@@ -58,6 +59,11 @@ _PG_init(void)
 							"A training or a generator that would need more stops with an ERROR before allocating it.",
 							&gpumf_max_memory_mb, -1, -1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.keep_versions",
+							"Versions of each model kept, the current one included; a retraining retires the older ones.",
+							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",
+							&gpumf_keep_versions, 2, 1, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 

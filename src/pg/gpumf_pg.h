@@ -16,6 +16,11 @@
  *   serving.c        what serving builds on a served model: key lookups, fold-in
  *                    (a user's rows read from the source), users for similarity
  *   synth.c          gpumf_synthetic
+ *   model_load.c     a served model's users in memory; scoring device; new tables
+ *   batch.c          gpumf_recommend_all (every user's top n into a table)
+ *   evaluate.c       gpumf_evaluate
+ *   split.c          gpumf_split
+ *   model_history.c  kept versions: gpumf_model_versions, gpumf_use_version
  */
 #ifndef GPUMF_PG_H
 #define GPUMF_PG_H
@@ -42,6 +47,7 @@ extern int	gpumf_device;
 extern int	gpumf_threads;
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
+extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 
 /* ----------------------------------------------------------- gpumf.c */
 
@@ -222,6 +228,8 @@ extern void gpumf_model_write(const GpumfModelRow *row, bool exists);
 extern void gpumf_model_delete(int64 id);
 /* the model's catalog row as the function's result (gpumf.models' row type) */
 extern Datum gpumf_model_row_datum(const char *name);
+/* set gpumf.models.metrics of the model's version (owner only; as the extension's owner) */
+extern void gpumf_model_record_metrics(const char *name, int64 id, int32 version, Jsonb *metrics);
 
 /* ------------------------------------------------------ model_store.c */
 
@@ -390,5 +398,57 @@ extern int32 gpumf_user_index(GpumfServed *m, Datum key);
 extern const float *gpumf_item_norms(GpumfServed *m);
 /* the users' factors, keys and norms (loaded once per version) */
 extern void gpumf_load_users(GpumfServed *m);
+
+/* ------------------------------------------------------- model_load.c */
+
+#include "gm_score.h"
+
+/* Every user of a served model version, in memory (malloc'ed, freed with the context). */
+typedef struct GpumfUsers
+{
+	int32		n;
+	int			k;
+	float	   *X;				/* n x k */
+	float	   *bias;			/* n, or NULL */
+	int64	   *seen_ptr;		/* n + 1 */
+	int32	   *seen_idx;		/* sorted per user */
+	gm_keymap  *keys;			/* user key -> row */
+	GpumfKeyKind kind;
+	Oid			type;
+	MemoryContextCallback cb;
+} GpumfUsers;
+
+/* read the users table of m's version (m's tables are locked by gpumf_served_get) */
+extern GpumfUsers *gpumf_users_read(GpumfServed *m);
+/* the item keys of m -> their indexes (freed with the context) */
+extern gm_keymap *gpumf_items_keymap(GpumfServed *m);
+/* add d (a value of column type coltype) to map / find it (-1 when absent) */
+extern int32 gpumf_key_add(gm_keymap *map, Oid coltype, Datum d);
+extern int32 gpumf_key_find(gm_keymap *map, Oid coltype, Datum d);
+/* ERROR unless a column of type coltype can hold keys of the model's key type */
+extern void gpumf_check_key_column(Oid coltype, Oid keytype, const char *col, const char *what,
+								   const char *model);
+/* the backend scoring runs on under gpumf.device; *name: the device */
+extern gm_backend_kind gpumf_scoring_backend(char *name, size_t namelen);
+/* gm_score_topk with cancellation polled; falls back to the CPU where auto allows */
+extern void gpumf_score(gm_score_problem *p, gm_backend_kind *backend, gm_score_result *r);
+/*
+ * A table the caller is about to create, named by text (a possibly
+ * qualified identifier, parsed as SQL would): its quoted, schema-qualified
+ * name.  ERROR when the name is invalid, the table exists, or the caller may
+ * not create in that schema.  Resolved with the caller's search_path.
+ */
+extern char *gpumf_new_table_name(const char *name, const char *argname);
+
+/* --------------------------------------------------- model_history.c */
+
+/* the number a new version of model id gets: above the current and every kept one */
+extern int32 gpumf_history_next_version(int64 id, int32 current);
+/* copy the model's current catalog row into gpumf.model_versions (as the owner) */
+extern void gpumf_history_save(int64 id);
+/* retire the tables of the versions beyond gpumf.keep_versions */
+extern void gpumf_history_prune(int64 id);
+/* drop every kept version of a model being dropped */
+extern void gpumf_history_forget(int64 id);
 
 #endif

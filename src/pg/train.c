@@ -404,7 +404,8 @@ gpumf_train(PG_FUNCTION_ARGS)
 	/* ---- store, as the extension's owner */
 	memset(&row, 0, sizeof(row));
 	row.m.id = exists ? old.id : gpumf_model_next_id();
-	row.m.version = exists ? old.version + 1 : 1;
+	/* after a gpumf_use_version roll-back, newer versions may be kept: skip past them */
+	row.m.version = exists ? gpumf_history_next_version(old.id, old.version) : 1;
 	row.m.name = a.model;
 	row.m.algorithm = (char *) gm_algorithm_name(a.p.algorithm);
 	row.m.factors = a.p.factors;

@@ -6,7 +6,9 @@
 set -u
 DB=gpumf_multisession
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off"
+# gpumf.keep_versions = 1 (only the current version kept) for the retire/drop
+# checks below; history.sh tests keeping more
+export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off -c gpumf.keep_versions=1"
 pass=0; fail=0; n=0
 ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
 bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
@@ -132,6 +134,9 @@ wait $rr1
 if grep -q "could not serialize access due to a concurrent training" <<<"$out"; then ok "REPEATABLE READ: the second training of a model fails with a serialization failure"; else bad "REPEATABLE READ: the second training of a model fails with a serialization failure" "$out"; fi
 check "REPEATABLE READ: the first training committed" "$(q "SELECT version FROM gpumf.models WHERE name = 'rrm'")" "1"
 
+# 9. model history: versions kept, switched under concurrent readers
+source "$(dirname "$0")/history.sh"
+
 # 6. models survive pg_dump / restore
 pg_dump -Fc -d "$DB" -f "$tmp/dump" 2>"$tmp/dump.err" || cat "$tmp/dump.err"
 dropdb --if-exists "${DB}_restored" >/dev/null 2>&1; createdb "${DB}_restored"
@@ -145,6 +150,10 @@ dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(item::text || '/' |
 check "restored models serve the same recommendations" "$dst" "$(recs)"
 dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT nextval('gpumf.models_id_seq') > (SELECT max(id) FROM gpumf.models)")
 check "the model id sequence is restored" "$dst" "t"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(version || ':' || tables_exist, ' ') FROM gpumf_model_versions('hv')")
+check "kept versions are restored with their tables" "$dst" "3:true 1:true"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT version FROM gpumf_use_version('hv', 1)" -c "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('hv', 5, 10)" | tr '\n' ' ')
+check "a restored kept version can be made current and serves as before" "$dst" "1 $hr1 "
 dropdb "${DB}_restored"
 
 dropdb "$DB"

@@ -81,14 +81,19 @@ state() {
   q "SELECT count(*) || ':' || sum(hashtextextended(t::text, 0)) FROM $it t"
   q "SELECT string_agg(item || '/' || score, ',') FROM gpumf_recommend('m', 7, 10)"
 }
-# factor tables nobody names, and models whose tables are missing ("" when none)
+# factor tables nobody names (the catalog, the kept versions, the retired list),
+# and models or kept versions whose tables are missing ("" when none)
 orphans() {
   q "SELECT concat_ws(' ',
        (SELECT string_agg('unreferenced ' || tablename, ' ') FROM pg_tables
          WHERE schemaname = 'gpumf' AND tablename ~ '^m[0-9]+_v[0-9]+_(users|items)\$'
            AND 'gpumf.' || tablename NOT IN (SELECT user_table FROM gpumf.models UNION ALL
                                              SELECT item_table FROM gpumf.models UNION ALL
+                                             SELECT user_table FROM gpumf.model_versions UNION ALL
+                                             SELECT item_table FROM gpumf.model_versions UNION ALL
                                              SELECT name FROM gpumf.retired_tables)),
+       (SELECT string_agg('missing tables of kept version ' || version, ' ') FROM gpumf.model_versions
+         WHERE to_regclass(user_table) IS NULL OR to_regclass(item_table) IS NULL),
        (SELECT string_agg('missing tables of ' || name, ' ') FROM gpumf.models
          WHERE to_regclass(user_table) IS NULL OR to_regclass(item_table) IS NULL))"
 }
