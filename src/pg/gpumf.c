@@ -28,11 +28,19 @@ int			gpumf_device = GPUMF_DEVICE_AUTO;
 int			gpumf_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
+int			gpumf_spmv_choice = GM_SPMV_AUTO;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
 	{"cpu", GPUMF_DEVICE_CPU, false},
 	{"gpu", GPUMF_DEVICE_GPU, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry spmv_options[] = {
+	{"auto", GM_SPMV_AUTO, false},
+	{"own", GM_SPMV_OWN, false},
+	{"cusparse", GM_SPMV_CUSPARSE, false},
 	{NULL, 0, false}
 };
 
@@ -58,6 +66,10 @@ _PG_init(void)
 							"A training or a generator that would need more stops with an ERROR before allocating it.",
 							&gpumf_max_memory_mb, -1, -1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpumf.spmv",
+							 "The GPU's sparse matrix-vector product: auto (the faster on each matrix, timed once), own (gpumf's kernel) or cusparse.",
+							 NULL, &gpumf_spmv_choice, GM_SPMV_AUTO, spmv_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 
