@@ -5,13 +5,14 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
        src/pg/train.o src/pg/recommend.o src/pg/predict.o src/pg/synth.o \
+       src/pg/solve.o src/pg/ols.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
        src/core/synth.o src/core/serve.o \
        src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o \
        src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device upgrade
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg upgrade
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
