@@ -131,6 +131,7 @@ fit_error(int rc, const char *err, const gm_ols_result *r, char **mention, bool 
 			 errmsg("%s", err)));
 }
 
+/* n doubles as a float8[] Datum. */
 static Datum
 float8_array(const double *v, int n)
 {
@@ -233,6 +234,7 @@ typedef struct LinregRead
 	MemoryContextCallback cb;
 } LinregRead;
 
+/* Reset callback: the GPU handle, the state and the batch. */
 static void
 linreg_free(void *arg)
 {
@@ -309,6 +311,10 @@ linreg_fold(LinregRead *lr)
 	lr->nb = 0;
 }
 
+/*
+ * One row (y, x...): skipped and counted with a NULL, an ERROR naming the
+ * column and row when not finite, else into the batch (folded when full).
+ */
 static bool
 linreg_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -343,6 +349,7 @@ linreg_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/* The receiver needs no setup or teardown. */
 static void
 linreg_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
@@ -531,6 +538,7 @@ typedef struct LinregAggWire
 	int64		skipped;
 } LinregAggWire;
 
+/* The aggregate's memory context; ERROR outside an aggregate. */
 static MemoryContext
 agg_context(FunctionCallInfo fcinfo, const char *fn)
 {
@@ -563,6 +571,7 @@ agg_new_state(MemoryContext cxt, int k, int intercept)
 	return s;
 }
 
+/* Count n skipped rows (in the core's state once it exists). */
 static void
 agg_skip(LinregAgg *la, int64 n)
 {
@@ -747,6 +756,7 @@ gpumf_linreg_agg_serialize(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(out);
 }
 
+/* The state back from gpumf_linreg_agg_serialize's bytea (checked). */
 Datum
 gpumf_linreg_agg_deserialize(PG_FUNCTION_ARGS)
 {

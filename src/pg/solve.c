@@ -89,6 +89,7 @@ typedef struct MatrixReceiver
 	MatrixSource *m;
 } MatrixReceiver;
 
+/* Reset callback: free the triplets and the matrix. */
 static void
 matrix_free(void *arg)
 {
@@ -235,6 +236,7 @@ matrix_open(FunctionCallInfo fcinfo, int arg_matrix, int32 base)
 
 /* ------------------------------------------------------------ reading */
 
+/* An index Datum of an integer column type as int64. */
 static int64
 index_of(Oid type, Datum d)
 {
@@ -249,6 +251,7 @@ index_of(Oid type, Datum d)
 	}
 }
 
+/* Double the triplet arrays (bounded by gpumf.max_memory first). */
 static void
 matrix_grow(MatrixSource *m)
 {
@@ -277,6 +280,10 @@ matrix_grow(MatrixSource *m)
 	m->cap = cap;
 }
 
+/*
+ * One (row, col, value) row: NULLs and indices beyond int64 after the base
+ * are ERRORs naming the entry; the rest is the core's to check.
+ */
 static bool
 matrix_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -312,6 +319,7 @@ matrix_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/* The receiver needs no setup or teardown. */
 static void
 matrix_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
@@ -357,6 +365,7 @@ check_rc(int rc, const char *err, const char *hint)
 				 hint ? errhint("%s", hint) : 0));
 }
 
+/* gpumf.cg_result.triangle: which triangles the table gave. */
 static const char *
 triangle_name(gm_triangle t)
 {
@@ -442,6 +451,7 @@ matrix_build(MatrixSource *m, int64 n_given, int64 rhs_len, bool symmetric)
 
 /* ------------------------------------------------------------ cancellation */
 
+/* Polled by the core between iterations: a cancel or a statement_timeout. */
 static int
 should_stop(void *arg)
 {

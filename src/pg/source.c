@@ -249,6 +249,7 @@ map_key(gm_keymap *m, Oid coltype, Datum d)
 	return idx;
 }
 
+/* A numeric Datum as double, by the column's type OID. */
 double
 gpumf_datum_double(Oid type, Datum d)
 {
