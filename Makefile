@@ -5,6 +5,7 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
        src/pg/train.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \
+       src/pg/solve.o src/pg/ols.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
        src/core/synth.o src/core/serve.o src/core/foldin.o \
@@ -13,7 +14,7 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
        src/core/score.o src/core/metrics.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device upgrade \
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg upgrade \
           serving foldin parallel batch evaluate split history
 REGRESS_OPTS = --dbname=gpumf_regression
 

@@ -353,3 +353,128 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'gpumf_evaluate'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gpumf_evaluate IS 'Evaluate a model on a test table: precision, recall, MAP, NDCG and AUC at k as the implicit library defines them (items seen in training left out; users and items unknown to the model skipped and counted), and RMSE/MAE for explicit models; record => true stores them in gpumf.models.metrics (owner only).';
+
+-- Linear algebra: sparse symmetric positive-definite solves (Jacobi-PCG over
+-- a CSR SpMV) and ordinary least squares (float64 Householder QR), on the
+-- GPU when gpumf.device picks one.  Matrices and data are read from tables
+-- with the caller's privileges.
+CREATE TYPE gpumf.cg_result AS (
+	x					double precision[],
+	iterations			integer,
+	residual			double precision,
+	converged			boolean,
+	seconds				double precision,
+	triangle			text,
+	device				text,
+	read_seconds		double precision,
+	build_seconds		double precision
+);
+COMMENT ON TYPE gpumf.cg_result IS 'The result of gpumf_cg_solve: the solution x (the last iterate when not converged), iterations run, the relative residual ||b - Ax|| / ||b|| computed afresh in float64 at the end, whether it is <= tolerance, solve seconds, which triangles the table gave (lower, upper, both, diagonal), the device (and the GPU''s SpMV), seconds reading the table and building the matrix.';
+
+CREATE FUNCTION gpumf_cg_solve(
+	matrix regclass,
+	row_col name,
+	col_col name,
+	value_col name,
+	rhs double precision[],
+	tolerance double precision DEFAULT 1e-8,
+	max_iterations integer DEFAULT 10000,
+	preconditioner text DEFAULT 'jacobi',
+	base integer DEFAULT 1,
+	arithmetic text DEFAULT 'double')
+RETURNS gpumf.cg_result
+AS 'MODULE_PATHNAME', 'gpumf_cg_solve'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_cg_solve IS 'Solve A x = rhs for a symmetric positive-definite sparse A stored as (row, col, value) rows (read with the caller''s privileges; duplicates summed; the lower or upper triangle alone is mirrored, both triangles must agree) by the conjugate gradient with Jacobi (or no) preconditioning, in float64 (arithmetic => ''single'': float32 vectors and values, float64 dot products and residual checks), to tolerance on the true relative residual.  Not converging: a WARNING, and the last iterate with converged = false.';
+
+CREATE FUNCTION gpumf_spmv(
+	matrix regclass,
+	row_col name,
+	col_col name,
+	value_col name,
+	x double precision[],
+	base integer DEFAULT 1,
+	general boolean DEFAULT false)
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'gpumf_spmv'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_spmv IS 'y = A x in float64 for the sparse matrix stored as (row, col, value) rows, n x n with n the length of x.  By default the matrix is taken as gpumf_cg_solve takes it (one triangle alone is mirrored, both triangles must agree); general => true takes the entries as given.  Duplicates are summed.';
+
+CREATE TYPE gpumf.linreg_result AS (
+	terms				text[],
+	coef				double precision[],
+	std_err				double precision[],
+	t_stat				double precision[],
+	p_value				double precision[],
+	r2					double precision,
+	adj_r2				double precision,
+	residual_se			double precision,
+	condition_number	double precision,
+	rows_used			bigint,
+	rows_skipped		bigint,
+	device				text,
+	read_seconds		double precision,
+	compute_seconds		double precision
+);
+COMMENT ON TYPE gpumf.linreg_result IS 'A least-squares fit: terms ((intercept) first, then the x columns, x[i] for the aggregate), coefficients, standard errors, t statistics and two-sided p-values in that order; R^2 and adjusted R^2 (about the mean with an intercept, about 0 without), the residual standard error, the 2-norm condition number of X, rows used and rows skipped for a NULL; for gpumf_linreg also the device and the seconds reading the table and computing (NULL for the aggregate).';
+
+CREATE FUNCTION gpumf_linreg(source regclass, y name, x name[], intercept boolean DEFAULT true)
+RETURNS gpumf.linreg_result
+AS 'MODULE_PATHNAME', 'gpumf_linreg'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gpumf_linreg IS 'Ordinary least squares of column y on the columns x of a table or view, read with the caller''s privileges, in float64 (Householder QR, never X''X); rows with a NULL in y or x are skipped and counted; a rank-deficient X is an ERROR naming the collinear columns.  Folds on the GPU for tall inputs when gpumf.device allows.';
+
+CREATE FUNCTION gpumf_linreg_agg_step(internal, double precision, double precision[])
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_step'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpumf_linreg_agg_step(internal, double precision, double precision[], boolean)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_step'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpumf_linreg_agg_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_combine'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpumf_linreg_agg_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_serialize'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION gpumf_linreg_agg_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_deserialize'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION gpumf_linreg_agg_final(internal)
+RETURNS gpumf.linreg_result
+AS 'MODULE_PATHNAME', 'gpumf_linreg_agg_final'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE gpumf_linreg_agg(y double precision, x double precision[]) (
+	SFUNC = gpumf_linreg_agg_step,
+	STYPE = internal,
+	FINALFUNC = gpumf_linreg_agg_final,
+	FINALFUNC_MODIFY = READ_ONLY,
+	COMBINEFUNC = gpumf_linreg_agg_combine,
+	SERIALFUNC = gpumf_linreg_agg_serialize,
+	DESERIALFUNC = gpumf_linreg_agg_deserialize,
+	PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE gpumf_linreg_agg(double precision, double precision[]) IS 'Ordinary least squares of y on x (with an intercept) over the rows of each group, as gpumf_linreg computes it; rows with a NULL in y or x are skipped and counted; NULL for a group without a usable row.  Parallel safe.';
+
+CREATE AGGREGATE gpumf_linreg_agg(y double precision, x double precision[], intercept boolean) (
+	SFUNC = gpumf_linreg_agg_step,
+	STYPE = internal,
+	FINALFUNC = gpumf_linreg_agg_final,
+	FINALFUNC_MODIFY = READ_ONLY,
+	COMBINEFUNC = gpumf_linreg_agg_combine,
+	SERIALFUNC = gpumf_linreg_agg_serialize,
+	DESERIALFUNC = gpumf_linreg_agg_deserialize,
+	PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE gpumf_linreg_agg(double precision, double precision[], boolean) IS 'Ordinary least squares of y on x over the rows of each group, with or without an intercept (the same in every row).';
+
+CREATE FUNCTION gpumf_linreg_predict(coef double precision[], x double precision[])
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'gpumf_linreg_predict'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION gpumf_linreg_predict IS 'The fitted value of a gpumf_linreg fit at x: coef[1] + coef[2:] . x when coef has one more entry than x (the intercept first), coef . x when as many; NULL when an element is NULL.';

@@ -29,11 +29,19 @@ int			gpumf_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
 int			gpumf_keep_versions = 2;
+int			gpumf_spmv_choice = GM_SPMV_AUTO;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
 	{"cpu", GPUMF_DEVICE_CPU, false},
 	{"gpu", GPUMF_DEVICE_GPU, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry spmv_options[] = {
+	{"auto", GM_SPMV_AUTO, false},
+	{"own", GM_SPMV_OWN, false},
+	{"cusparse", GM_SPMV_CUSPARSE, false},
 	{NULL, 0, false}
 };
 
@@ -64,6 +72,10 @@ _PG_init(void)
 							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",
 							&gpumf_keep_versions, 2, 1, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpumf.spmv",
+							 "The GPU's sparse matrix-vector product: auto (the faster on each matrix, timed once), own (gpumf's kernel) or cusparse.",
+							 NULL, &gpumf_spmv_choice, GM_SPMV_AUTO, spmv_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 

@@ -21,6 +21,9 @@
  *   evaluate.c       gpumf_evaluate
  *   split.c          gpumf_split
  *   model_history.c  kept versions: gpumf_model_versions, gpumf_use_version
+ *   predict.c        gpumf_predict, gpumf_rmse, gpumf_synthetic_ratings
+ *   solve.c          gpumf_cg_solve, gpumf_spmv (sparse SPD solves)
+ *   ols.c            gpumf_linreg, gpumf_linreg_agg, gpumf_linreg_predict
  */
 #ifndef GPUMF_PG_H
 #define GPUMF_PG_H
@@ -29,10 +32,12 @@
 #include "fmgr.h"
 #include "access/attnum.h"
 #include "access/tupdesc.h"
+#include "tcop/dest.h"
 #include "utils/jsonb.h"
 #include "utils/snapshot.h"
 
 #include "gm_core.h"
+#include "gm_linalg.h"
 
 /* ------------------------------------------------------------- GUCs */
 
@@ -48,6 +53,8 @@ extern int	gpumf_threads;
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
+extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
+
 
 /* ----------------------------------------------------------- gpumf.c */
 
@@ -66,6 +73,11 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
+/*
+ * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
+ * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
+ */
+extern const gm_linalg_ops *gpumf_linalg_device(char *name, size_t namelen);
 
 /* ----------------------------------------------------------- guard.c */
 
@@ -147,6 +159,18 @@ typedef struct GpumfSource
 	double		vsum;
 	MemoryContextCallback cb;
 } GpumfSource;
+
+/* lock a relation for reading and check its kind; its quoted qualified name */
+extern char *gpumf_relation_open(Oid relid);
+/* a column's type (base type of a domain); ERROR naming use ("train on") for system columns */
+extern Oid	gpumf_column_type(Oid relid, const char *col, const char *use);
+/* ERROR unless type is numeric (int2/4/8, float4/8, numeric); what: "value", "y", ... */
+extern void gpumf_check_numeric_type(Oid type, const char *col, const char *what);
+/* a numeric Datum as double (a numeric beyond double's range: +-Infinity) */
+extern double gpumf_datum_double(Oid type, Datum d);
+/* run a SELECT gpumf built with the caller's rights (pinned search_path) into dest */
+extern void gpumf_read_query(const char *sql, DestReceiver *dest, bool read_only,
+							 const char *what);
 
 extern GpumfKeyKind gpumf_key_kind(Oid type);
 /* key type stored for a column type (varchar, bpchar -> text); ERROR if unsupported */
