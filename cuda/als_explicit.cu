@@ -495,16 +495,16 @@ als_destroy(void *h)
 	for (int s = 0; s < 2; s++)
 	{
 		gm_dcsr_free(&c->side[s].csr);
-		cudaFree(c->side[s].F);
-		cudaFree(c->side[s].tasks);
+		gm_dev_free(c->side[s].F);
+		gm_dev_free(c->side[s].tasks);
 		free(c->side[s].first_task_h);
 	}
-	cudaFree(c->A);
-	cudaFree(c->b);
-	cudaFree(c->Aptr);
-	cudaFree(c->bptr);
-	cudaFree(c->info);
-	cudaFree(c->dsum);
+	gm_dev_free(c->A);
+	gm_dev_free(c->b);
+	gm_dev_free(c->Aptr);
+	gm_dev_free(c->bptr);
+	gm_dev_free(c->info);
+	gm_dev_free(c->dsum);
 	if (c->have_solver)
 		cusolverDnDestroy(c->solver_h);
 	if (c->have_stream)
@@ -543,7 +543,7 @@ build_tasks(als_side *sd, char *err, size_t errlen)
 	for (int32_t r = 0; r < sd->n; r++)
 		for (int32_t j = 0; j < sd->first_task_h[r + 1] - sd->first_task_h[r]; j++)
 			t[sd->first_task_h[r] + j] = make_int2(r, j);
-	e = cudaMalloc((void **) &sd->tasks, sizeof(int2) * (size_t) (total > 0 ? total : 1));
+	e = gm_dev_malloc((void **) &sd->tasks, sizeof(int2) * (size_t) (total > 0 ? total : 1));
 	if (e == cudaSuccess)
 		e = cudaMemcpy(sd->tasks, t, sizeof(int2) * (size_t) total, cudaMemcpyHostToDevice);
 	free(t);
@@ -573,7 +573,7 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	GM_CHECK(cusolverDnCreate(&c->solver_h));
 	c->have_solver = 1;
 	GM_CHECK(cusolverDnSetStream(c->solver_h, c->stream));
-	GM_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
+	GM_CHECK(gm_dev_malloc((void **) &c->dsum, sizeof(double) * 4));
 	for (int s = 0; s < 2; s++)
 	{
 		als_side   *sd = &c->side[s];
@@ -582,7 +582,7 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 		sd->ptr_h = A[s]->indptr;
 		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
 			return rc;
-		GM_CHECK(cudaMalloc((void **) &sd->F, sizeof(float) * n1 * c->ld));
+		GM_CHECK(gm_dev_malloc((void **) &sd->F, sizeof(float) * n1 * c->ld));
 		GM_CHECK(cudaMemset(sd->F, 0, sizeof(float) * n1 * c->ld));
 		if (sd->n > 0)
 		{
@@ -601,9 +601,9 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	c->batch = (int32_t) (ALS_WS_BYTES / per < (size_t) nmax ? ALS_WS_BYTES / per : (size_t) nmax);
 	if (c->batch < 1)
 		c->batch = 1;
-	GM_CHECK(cudaMalloc((void **) &c->A, per * c->batch));
-	GM_CHECK(cudaMalloc((void **) &c->b, sizeof(float) * (size_t) c->kk * c->batch));
-	GM_CHECK(cudaMalloc((void **) &c->info, sizeof(int) * ((size_t) c->batch + 1)));
+	GM_CHECK(gm_dev_malloc((void **) &c->A, per * c->batch));
+	GM_CHECK(gm_dev_malloc((void **) &c->b, sizeof(float) * (size_t) c->kk * c->batch));
+	GM_CHECK(gm_dev_malloc((void **) &c->info, sizeof(int) * ((size_t) c->batch + 1)));
 	if (c->solver == 0)
 	{
 		float	  **hp = (float **) malloc(sizeof(float *) * (size_t) c->batch * 2);
@@ -620,8 +620,8 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 			hp[m] = c->A + (size_t) m * c->kk * c->kk;
 			hp[c->batch + m] = c->b + (size_t) m * c->kk;
 		}
-		e1 = cudaMalloc((void **) &c->Aptr, sizeof(float *) * (size_t) c->batch);
-		e2 = cudaMalloc((void **) &c->bptr, sizeof(float *) * (size_t) c->batch);
+		e1 = gm_dev_malloc((void **) &c->Aptr, sizeof(float *) * (size_t) c->batch);
+		e2 = gm_dev_malloc((void **) &c->bptr, sizeof(float *) * (size_t) c->batch);
 		if (e1 == cudaSuccess && e2 == cudaSuccess)
 		{
 			e1 = cudaMemcpy(c->Aptr, hp, sizeof(float *) * (size_t) c->batch, cudaMemcpyHostToDevice);

@@ -616,7 +616,7 @@ build_schedule(ccd_side *sd, const gm_csr *A, int32_t *n_long, char *err, size_t
 	rc = gm_dbins_upload(&sd->bins, order, n, bstart, CCD_CLASSES, err, errlen);
 	if (rc == GM_OK)
 	{
-		cudaError_t e = cudaMalloc((void **) &sd->tasks, sizeof(int4) * (size_t) (sd->ntasks > 0 ? sd->ntasks : 1));
+		cudaError_t e = gm_dev_malloc((void **) &sd->tasks, sizeof(int4) * (size_t) (sd->ntasks > 0 ? sd->ntasks : 1));
 
 		if (e == cudaSuccess && sd->ntasks > 0)
 			e = cudaMemcpy(sd->tasks, tasks, sizeof(int4) * (size_t) sd->ntasks, cudaMemcpyHostToDevice);
@@ -655,18 +655,18 @@ ccd_destroy(void *h)
 
 		gm_dcsr_free(&sd->csr);
 		gm_dbins_free(&sd->bins);
-		cudaFree(sd->tasks);
-		cudaFree(sd->acc);
-		cudaFree(sd->cnt);
-		cudaFree(sd->rowpack);
-		cudaFree(sd->colpack);
+		gm_dev_free(sd->tasks);
+		gm_dev_free(sd->acc);
+		gm_dev_free(sd->cnt);
+		gm_dev_free(sd->rowpack);
+		gm_dev_free(sd->colpack);
 		free(sd->task_pos_h);
 		free(sd->ptr_perm_h);
-		cudaFree(c->vec[s]);
-		cudaFree(c->tmpF[s]);
-		cudaFree(c->tmpb[s]);
+		gm_dev_free(c->vec[s]);
+		gm_dev_free(c->tmpF[s]);
+		gm_dev_free(c->tmpb[s]);
 	}
-	cudaFree(c->dsum);
+	gm_dev_free(c->dsum);
 	if (c->have_bin_streams)
 	{
 		for (int q = 0; q < CCD_STREAMS; q++)
@@ -710,7 +710,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 			c->have_bin_streams = q + 1 == CCD_STREAMS;
 		}
 	}
-	GM_CHECK(cudaMalloc((void **) &c->dsum, sizeof(double) * 4));
+	GM_CHECK(gm_dev_malloc((void **) &c->dsum, sizeof(double) * 4));
 
 	for (int s = 0; s < 2; s++)
 	{
@@ -722,24 +722,24 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 		/* the ratings go up as the CSR's values and become the residual there */
 		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
 			return rc;
-		GM_CHECK(cudaMalloc((void **) &sd->rowpack, sizeof(float4) * n1));
-		GM_CHECK(cudaMalloc((void **) &sd->colpack, sizeof(float4) * n1));
+		GM_CHECK(gm_dev_malloc((void **) &sd->rowpack, sizeof(float4) * n1));
+		GM_CHECK(gm_dev_malloc((void **) &sd->colpack, sizeof(float4) * n1));
 		if ((rc = build_schedule(sd, A[s], &n_long, err, errlen)) != GM_OK)
 			return rc;
-		GM_CHECK(cudaMalloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
-		GM_CHECK(cudaMalloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(gm_dev_malloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(gm_dev_malloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
 		GM_CHECK(cudaMemset(sd->acc, 0, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
 		GM_CHECK(cudaMemset(sd->cnt, 0, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
 
 		/* factors: row-major upload, feature-major on the device */
-		GM_CHECK(cudaMalloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
+		GM_CHECK(gm_dev_malloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
 		/* poison the slots (NaN): a term read before its snapshot shows */
 		GM_CHECK(cudaMemset(c->vec[s], 0xff, sizeof(float) * n1 * nvec));
-		GM_CHECK(cudaMalloc((void **) &Fd[s], sizeof(float) * n1 * k));
+		GM_CHECK(gm_dev_malloc((void **) &Fd[s], sizeof(float) * n1 * k));
 		GM_CHECK(cudaMemcpy(Fd[s], F[s], sizeof(float) * (size_t) sd->n * k, cudaMemcpyHostToDevice));
 		if (c->biases)
 		{
-			GM_CHECK(cudaMalloc((void **) &bd[s], sizeof(float) * n1));
+			GM_CHECK(gm_dev_malloc((void **) &bd[s], sizeof(float) * n1));
 			GM_CHECK(cudaMemcpy(bd[s], bias[s], sizeof(float) * (size_t) sd->n, cudaMemcpyHostToDevice));
 		}
 		ccd_to_feature_major<<<blocks_for(sd->n, 256), 256, 0, c->stream>>>(Fd[s], bd[s], sd->n, k, c->vec[s]);
@@ -756,8 +756,8 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	GM_CHECK(cudaStreamSynchronize(c->stream));
 	for (int s = 0; s < 2; s++)
 	{
-		GM_CHECK(cudaFree(Fd[s]));
-		GM_CHECK(cudaFree(bd[s]));
+		GM_CHECK(gm_dev_free(Fd[s]));
+		GM_CHECK(gm_dev_free(bd[s]));
 		Fd[s] = bd[s] = NULL;
 	}
 	return GM_OK;

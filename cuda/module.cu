@@ -71,3 +71,17 @@ gm_cuda_algo_ops(int algorithm)
 			return NULL;
 	}
 }
+
+/* Cap the device memory the module allocates (bytes; negative: no cap). */
+extern "C" void
+gm_cuda_set_memory_limit(long long bytes)
+{
+	gm_dev_limit = bytes < 0 ? -1 : bytes;
+}
+
+/* Device memory the module holds now, in bytes (its own allocations). */
+extern "C" long long
+gm_cuda_memory_in_use(void)
+{
+	return gm_dev_used.load();
+}

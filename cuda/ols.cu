@@ -124,15 +124,15 @@ ols_create_inner(OlsHandle *h, int k, int intercept, int64_t max_rows, char *err
 	GM_CHECK(cusolverDnCreate(&h->sol));
 	GM_CHECK(cusolverDnSetStream(h->sol, h->stream));
 	GM_CHECK(cusolverDnCreateParams(&h->params));
-	GM_CHECK(cudaMalloc(&h->W, sizeof(double) * (size_t) h->ldw * h->m));
-	GM_CHECK(cudaMalloc(&h->tau, sizeof(double) * (size_t) h->m));
-	GM_CHECK(cudaMalloc(&h->info, sizeof(int)));
-	GM_CHECK(cudaMalloc(&h->shift, sizeof(double) * (size_t) (k + 1)));
+	GM_CHECK(gm_dev_malloc(&h->W, sizeof(double) * (size_t) h->ldw * h->m));
+	GM_CHECK(gm_dev_malloc(&h->tau, sizeof(double) * (size_t) h->m));
+	GM_CHECK(gm_dev_malloc(&h->info, sizeof(int)));
+	GM_CHECK(gm_dev_malloc(&h->shift, sizeof(double) * (size_t) (k + 1)));
 	GM_CHECK(cusolverDnXgeqrf_bufferSize(h->sol, h->params, h->ldw, h->m, CUDA_R_64F, h->W,
 										 h->ldw, CUDA_R_64F, h->tau, CUDA_R_64F, &wb, &hb));
 	h->work_bytes = std::max<size_t>(wb, 256);
 	h->hwork_bytes = hb;
-	GM_CHECK(cudaMalloc(&h->work, h->work_bytes));
+	GM_CHECK(gm_dev_malloc(&h->work, h->work_bytes));
 	if (hb > 0)
 	{
 		h->hwork = malloc(hb);
@@ -146,7 +146,7 @@ ols_create_inner(OlsHandle *h, int k, int intercept, int64_t max_rows, char *err
 	{
 		size_t		sb = sizeof(double) * (size_t) h->max_rows * (k + 1);
 
-		GM_CHECK(cudaMalloc(&h->stage_d[b], sb));
+		GM_CHECK(gm_dev_malloc(&h->stage_d[b], sb));
 		GM_CHECK(cudaHostAlloc((void **) &h->stage_h[b], sb, cudaHostAllocDefault));
 		GM_CHECK(cudaEventCreateWithFlags(&h->arrived[b], cudaEventDisableTiming));
 		GM_CHECK(cudaEventCreateWithFlags(&h->consumed[b], cudaEventDisableTiming));
@@ -267,7 +267,7 @@ gm_cuda_ols_destroy(void *vh)
 	for (int b = 0; b < 2; b++)
 	{
 		if (h->stage_d[b])
-			cudaFree(h->stage_d[b]);
+			gm_dev_free(h->stage_d[b]);
 		if (h->stage_h[b])
 			cudaFreeHost(h->stage_h[b]);
 		if (h->arrived[b])
@@ -281,7 +281,7 @@ gm_cuda_ols_destroy(void *vh)
 		cudaEventDestroy(h->c1);
 	for (void *p : {(void *) h->W, (void *) h->tau, h->work, (void *) h->info, (void *) h->shift})
 		if (p)
-			cudaFree(p);
+			gm_dev_free(p);
 	free(h->hwork);
 	if (h->params)
 		cusolverDnDestroyParams(h->params);

@@ -319,7 +319,7 @@ score_gpu_free(score_gpu *g)
 
 	for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
 		if (ptrs[i])
-			cudaFree(ptrs[i]);
+			gm_dev_free(ptrs[i]);
 	if (g->have_blas)
 		cublasDestroy(g->blas);
 	if (g->have_events)
@@ -339,7 +339,7 @@ score_gpu_free(score_gpu *g)
 static int
 dev_alloc(void **p, size_t bytes, const char *what, char *err, size_t errlen)
 {
-	cudaError_t e = cudaMalloc(p, bytes > 0 ? bytes : 4);
+	cudaError_t e = gm_dev_malloc(p, bytes > 0 ? bytes : 4);
 
 	if (e == cudaSuccess)
 		return GM_OK;

@@ -920,10 +920,10 @@ cusparse_spmv(SparseHandle *h, cusparseSpMatDescr_t mat, cusparseSpMVAlg_t alg,
 		if (need > h->spbuf_size)
 		{
 			if (h->spbuf)
-				cudaFree(h->spbuf);
+				gm_dev_free(h->spbuf);
 			h->spbuf = nullptr;
 			h->spbuf_size = 0;
-			GM_CHECK(cudaMalloc(&h->spbuf, std::max<size_t>(need, 256)));
+			GM_CHECK(gm_dev_malloc(&h->spbuf, std::max<size_t>(need, 256)));
 			h->spbuf_size = std::max<size_t>(need, 256);
 		}
 		/* an optimisation only: a cuSPARSE that cannot preprocess this runs without */
@@ -1069,7 +1069,7 @@ struct CgWork
 			cudaFreeHost(status);
 		for (void *ptr : {(void *) b, (void *) x, (void *) s, (void *) dsq, (void *) rt, y, r, p, q, vh})
 			if (ptr)
-				cudaFree(ptr);
+				gm_dev_free(ptr);
 	}
 };
 
@@ -1181,16 +1181,16 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 
 	if (!w.ready)
 	{
-		GM_CHECK(cudaMalloc(&w.b, vb));
-		GM_CHECK(cudaMalloc(&w.x, vb));
-		GM_CHECK(cudaMalloc(&w.s, vb));
-		GM_CHECK(cudaMalloc(&w.dsq, vb));
-		GM_CHECK(cudaMalloc(&w.rt, vb));
-		GM_CHECK(cudaMalloc(&w.y, tb));
-		GM_CHECK(cudaMalloc(&w.r, tb));
-		GM_CHECK(cudaMalloc(&w.p, tb));
-		GM_CHECK(cudaMalloc(&w.q, tb));
-		GM_CHECK(cudaMalloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
+		GM_CHECK(gm_dev_malloc(&w.b, vb));
+		GM_CHECK(gm_dev_malloc(&w.x, vb));
+		GM_CHECK(gm_dev_malloc(&w.s, vb));
+		GM_CHECK(gm_dev_malloc(&w.dsq, vb));
+		GM_CHECK(gm_dev_malloc(&w.rt, vb));
+		GM_CHECK(gm_dev_malloc(&w.y, tb));
+		GM_CHECK(gm_dev_malloc(&w.r, tb));
+		GM_CHECK(gm_dev_malloc(&w.p, tb));
+		GM_CHECK(gm_dev_malloc(&w.q, tb));
+		GM_CHECK(gm_dev_malloc(&w.vh, sizeof(T) * (size_t) (h->nnz + PAD)));
 		GM_CHECK(cudaHostAlloc((void **) &w.status, 2 * sizeof(CgState), cudaHostAllocDefault));
 		GM_CHECK(cudaEventCreateWithFlags(&w.ev[0], cudaEventDisableTiming));
 		GM_CHECK(cudaEventCreateWithFlags(&w.ev[1], cudaEventDisableTiming));
@@ -1390,7 +1390,7 @@ sparse_destroy(void *vh)
 			(void *) h->blocks, (void *) h->longinfo, h->longpart, (void *) h->longcnt,
 			(void *) h->partials, (void *) h->st, h->spbuf, h->dx, h->dy, (void *) h->dx64})
 		if (p)
-			cudaFree(p);
+			gm_dev_free(p);
 	if (h->stream)
 		cudaStreamDestroy(h->stream);
 	delete h;
@@ -1456,7 +1456,7 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 
 	if (h->idx64)
 	{
-		GM_CHECK(cudaMalloc(&h->indptr, sizeof(int64_t) * (size_t) (A->n + 1)));
+		GM_CHECK(gm_dev_malloc(&h->indptr, sizeof(int64_t) * (size_t) (A->n + 1)));
 		GM_CHECK(cudaMemcpy(h->indptr, A->indptr, sizeof(int64_t) * (size_t) (A->n + 1),
 							cudaMemcpyHostToDevice));
 	}
@@ -1466,37 +1466,37 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 
 		for (int64_t i = 0; i <= A->n; i++)
 			ip32[i] = (int) A->indptr[i];
-		GM_CHECK(cudaMalloc(&h->indptr, sizeof(int) * (size_t) (A->n + 1)));
+		GM_CHECK(gm_dev_malloc(&h->indptr, sizeof(int) * (size_t) (A->n + 1)));
 		GM_CHECK(cudaMemcpy(h->indptr, ip32.data(), sizeof(int) * (size_t) (A->n + 1),
 							cudaMemcpyHostToDevice));
 	}
-	GM_CHECK(cudaMalloc(&h->indices, sizeof(int) * nz));
+	GM_CHECK(gm_dev_malloc(&h->indices, sizeof(int) * nz));
 	GM_CHECK(cudaMemset(h->indices, 0, sizeof(int) * nz));
 	GM_CHECK(cudaMemcpy(h->indices, A->indices, sizeof(int) * (size_t) A->nnz,
 						cudaMemcpyHostToDevice));
-	GM_CHECK(cudaMalloc(&h->vals64, sizeof(double) * nz));
+	GM_CHECK(gm_dev_malloc(&h->vals64, sizeof(double) * nz));
 	GM_CHECK(cudaMemset(h->vals64, 0, sizeof(double) * nz));
 	GM_CHECK(cudaMemcpy(h->vals64, A->values, sizeof(double) * (size_t) A->nnz,
 						cudaMemcpyHostToDevice));
 	if (prec == GM_PRECISION_SINGLE)
 	{
-		GM_CHECK(cudaMalloc(&h->vals32, sizeof(float) * nz));
+		GM_CHECK(gm_dev_malloc(&h->vals32, sizeof(float) * nz));
 		convert<double, float><<<grid_for((int64_t) nz, h), TPB, 0, h->stream>>>(
 			(int64_t) nz, h->vals64, h->vals32);
 		GM_CHECK_LAUNCH();
 	}
-	GM_CHECK(cudaMalloc(&h->blocks, sizeof(RowBlock) * std::max<size_t>(1, blocks.size())));
+	GM_CHECK(gm_dev_malloc(&h->blocks, sizeof(RowBlock) * std::max<size_t>(1, blocks.size())));
 	GM_CHECK(cudaMemcpy(h->blocks, blocks.data(), sizeof(RowBlock) * blocks.size(),
 						cudaMemcpyHostToDevice));
-	GM_CHECK(cudaMalloc(&h->longinfo, sizeof(LongInfo) * std::max<size_t>(1, longs.size())));
+	GM_CHECK(gm_dev_malloc(&h->longinfo, sizeof(LongInfo) * std::max<size_t>(1, longs.size())));
 	if (!longs.empty())
 		GM_CHECK(cudaMemcpy(h->longinfo, longs.data(), sizeof(LongInfo) * longs.size(),
 							cudaMemcpyHostToDevice));
-	GM_CHECK(cudaMalloc(&h->longpart, sizeof(double) * (size_t) std::max(1, h->nlongpart)));
-	GM_CHECK(cudaMalloc(&h->longcnt, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
+	GM_CHECK(gm_dev_malloc(&h->longpart, sizeof(double) * (size_t) std::max(1, h->nlongpart)));
+	GM_CHECK(gm_dev_malloc(&h->longcnt, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
 	GM_CHECK(cudaMemset(h->longcnt, 0, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
-	GM_CHECK(cudaMalloc(&h->partials, sizeof(double) * 3 * (size_t) h->max_grid));
-	GM_CHECK(cudaMalloc(&h->st, sizeof(CgState)));
+	GM_CHECK(gm_dev_malloc(&h->partials, sizeof(double) * 3 * (size_t) h->max_grid));
+	GM_CHECK(gm_dev_malloc(&h->st, sizeof(CgState)));
 	GM_CHECK(cudaMemset(h->st, 0, sizeof(CgState)));
 
 	/* cuSPARSE on the handle's values */
@@ -1507,9 +1507,9 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 		return GM_EDEVICE;
 	}
 	GM_CHECK(cusparseSetStream(h->sp, h->stream));
-	GM_CHECK(cudaMalloc(&h->dx, sizeof(double) * (size_t) h->npad));
-	GM_CHECK(cudaMalloc(&h->dy, sizeof(double) * (size_t) h->npad));
-	GM_CHECK(cudaMalloc(&h->dx64, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(gm_dev_malloc(&h->dx, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(gm_dev_malloc(&h->dy, sizeof(double) * (size_t) h->npad));
+	GM_CHECK(gm_dev_malloc(&h->dx64, sizeof(double) * (size_t) h->npad));
 	GM_CHECK(cusparseCreateDnVec(&h->vx, h->n, h->dx, cuda_type(prec)));
 	GM_CHECK(cusparseCreateDnVec(&h->vy, h->n, h->dy, cuda_type(prec)));
 	if (!h->idx64)

@@ -137,6 +137,15 @@ SELECT count(*) AS unknown_user FROM gpumf_recommend('huge', '-99999999999'::tex
 SELECT count(*) FROM gpumf_recommend('huge', 'one'::text, 3);
 SELECT gpumf_drop_model('huge');
 
+-- gpumf.gpu_memory_limit caps gpumf's GPU memory: none by default, set by superusers only
+SHOW gpumf.gpu_memory_limit;
+SET gpumf.gpu_memory_limit = '512MB';
+SHOW gpumf.gpu_memory_limit;
+RESET gpumf.gpu_memory_limit;
+SET ROLE regress_gpumf_carol;
+SET gpumf.gpu_memory_limit = '100GB';
+RESET ROLE;
+
 -- clean up
 SET ROLE regress_gpumf_carol;
 SELECT gpumf_drop_model(name) FROM gpumf.models WHERE owner = 'regress_gpumf_carol'::regrole ORDER BY name;

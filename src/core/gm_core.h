@@ -149,6 +149,16 @@ const gm_algo_ops *gm_algo_ops_get(gm_algorithm a, gm_backend_kind b,
  */
 void	   *gm_cuda_symbol(const char *name);
 
+/*
+ * Cap the device memory the CUDA module allocates (bytes; negative: no cap),
+ * now and whenever the module loads later.  An allocation over the cap fails
+ * as on a full card: GM_ENOMEM with what was asked for and what is held.
+ */
+void		gm_cuda_memory_cap(int64_t bytes);
+
+/* Device memory the CUDA module's own allocations hold now (0 when not loaded). */
+int64_t		gm_cuda_memory_held(void);
+
 /* ----------------------------------------------------------- serving */
 
 /* Indices of the n largest scores, best first; ties broken by lower index.

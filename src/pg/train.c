@@ -320,7 +320,9 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
 						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
 						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("training failed: %s", err)));
+				 errmsg("training failed: %s", err),
+				 rc == GM_ENOMEM ?
+				 errhint("Train with fewer factors, on the CPU (SET gpumf.device = 'cpu'), or with a larger gpumf.gpu_memory_limit / gpumf.max_memory; the previous model is unchanged.") : 0));
 	if (isnan(res->final.loss) || isinf(res->final.loss) || res->final.loss < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
