@@ -17,53 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ harness */
-
-static char detail[1024];
-
-#define FAIL(...) \
-	do { snprintf(detail, sizeof(detail), __VA_ARGS__); goto fail; } while (0)
-#define CHECK(cond, ...) \
-	do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
-
-static uint64_t rng_state;
-
-static uint64_t
-rnext(void)
-{
-	uint64_t	z = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-/* uniform [0, 1) */
-static double
-runif(void)
-{
-	return (rnext() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* uniform integer in [lo, hi] */
-static int64_t
-rint_range(int64_t lo, int64_t hi)
-{
-	return lo + (int64_t) (rnext() % (uint64_t) (hi - lo + 1));
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void	   *p = malloc(n > 0 ? n : 1);
-
-	if (!p)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
-}
+#include "harness.h"
 
 /* ------------------------------------------------- a random problem */
 
@@ -718,13 +672,7 @@ fail:
 
 /* ------------------------------------------------------------ main */
 
-typedef struct
-{
-	const char *name;
-	int			(*fn) (void);
-} test_case;
-
-static const test_case tests[] = {
+static const gm_test tests[] = {
 	{"score_topk (cpu) equals a float64 reference", test_score_cpu},
 	{"score_topk refuses bad input, cancels, needs the module for cuda", test_score_errors},
 	{"rank metrics at k equal a reference from the definitions", test_rank_metrics},
@@ -736,41 +684,9 @@ static const test_case tests[] = {
 int
 main(void)
 {
-	const char *env = getenv("GM_TEST_SEED");
-	uint64_t	seed;
-	int			passed = 0,
-				failed = 0;
-	int			ntests = (int) (sizeof(tests) / sizeof(tests[0]));
+	uint64_t	seed = gm_test_seed();
 
-	if (env && *env)
-		seed = strtoull(env, NULL, 10);
-	else
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		seed = ((uint64_t) ts.tv_sec * 1000000007ULL) ^ (uint64_t) ts.tv_nsec ^
-			((uint64_t) getpid() << 32);
-	}
 	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
 		   (unsigned long long) seed, (unsigned long long) seed);
-	fflush(stdout);
-	for (int i = 0; i < ntests; i++)
-	{
-		rng_state = seed ^ (0xD1B54A32D192ED03ULL * (uint64_t) (i + 1));
-		detail[0] = '\0';
-		if (tests[i].fn() == 0)
-		{
-			printf("ok %d - %s\n", i + 1, tests[i].name);
-			passed++;
-		}
-		else
-		{
-			printf("not ok %d - %s: %s\n", i + 1, tests[i].name, detail);
-			failed++;
-		}
-		fflush(stdout);
-	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return gm_test_run(tests, (int) (sizeof(tests) / sizeof(tests[0])), seed);
 }
