@@ -640,20 +640,20 @@ free_params(als_gpu *h)
 {
 	for (int s = 0; s < 2; s++)
 	{
-		cudaFree(h->F[s]);
-		cudaFree(h->reg[s]);
-		cudaFree(h->S[s]);
+		gm_dev_free(h->F[s]);
+		gm_dev_free(h->reg[s]);
+		gm_dev_free(h->S[s]);
 		h->F[s] = h->reg[s] = h->S[s] = NULL;
 	}
-	cudaFree(h->G);
-	cudaFree(h->R);
-	cudaFree(h->P);
-	cudaFree(h->AP);
-	cudaFree(h->rs);
-	cudaFree(h->H);
-	cudaFree(h->D);
-	cudaFree(h->scratch);
-	cudaFree(h->work);
+	gm_dev_free(h->G);
+	gm_dev_free(h->R);
+	gm_dev_free(h->P);
+	gm_dev_free(h->AP);
+	gm_dev_free(h->rs);
+	gm_dev_free(h->H);
+	gm_dev_free(h->D);
+	gm_dev_free(h->scratch);
+	gm_dev_free(h->work);
 	h->G = h->R = h->P = h->AP = h->rs = h->H = h->D = h->scratch = h->work = NULL;
 }
 
@@ -672,12 +672,12 @@ als_destroy(void *p)
 	{
 		gm_dcsr_free(&h->m[s]);
 		gm_dchunks_free(&h->ch[s]);
-		cudaFree(h->vals[s]);
-		cudaFree(h->slot[s]);
+		gm_dev_free(h->vals[s]);
+		gm_dev_free(h->slot[s]);
 	}
-	cudaFree(h->perm);
-	cudaFree(h->counter);
-	cudaFree(h->acc);
+	gm_dev_free(h->perm);
+	gm_dev_free(h->counter);
+	gm_dev_free(h->acc);
 	if (h->have_blas)
 		cublasDestroy(h->blas);
 	if (h->have_stream)
@@ -720,7 +720,7 @@ build_slots(als_gpu *h, int side, char *err, size_t errlen)
 	}
 	for (int32_t r = 0; r < n; r++)
 		slot[r] = h->indptr_h[side][r + 1] - h->indptr_h[side][r] > GM_CHUNK ? ns++ : -1;
-	e = cudaMalloc((void **) &h->slot[side], sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	e = gm_dev_malloc((void **) &h->slot[side], sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
 	if (e == cudaSuccess)
 		e = cudaMemcpy(h->slot[side], slot, sizeof(int32_t) * (size_t) n, cudaMemcpyHostToDevice);
 	free(slot);
@@ -749,7 +749,7 @@ build_perm(als_gpu *h, const gm_csr *R, const gm_csr *Rt, char *err, size_t errl
 	for (int32_t u = 0; u < R->n_rows; u++)
 		for (int64_t e2 = R->indptr[u]; e2 < R->indptr[u + 1]; e2++)
 			perm[e2] = next[R->indices[e2]]++;
-	e = cudaMalloc((void **) &h->perm, sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	e = gm_dev_malloc((void **) &h->perm, sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
 	if (e == cudaSuccess && h->nnz > 0)
 		e = cudaMemcpy(h->perm, perm, sizeof(int64_t) * (size_t) h->nnz, cudaMemcpyHostToDevice);
 	free(perm);
@@ -781,7 +781,7 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
 			return rc;
 		/* the values as read stay; data becomes the confidences */
-		GM_CHECK(cudaMalloc((void **) &h->vals[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+		GM_CHECK(gm_dev_malloc((void **) &h->vals[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
 		if (h->nnz > 0)
 			GM_CHECK(cudaMemcpy(h->vals[s], A[s]->data, sizeof(float) * (size_t) h->nnz,
 								cudaMemcpyHostToDevice));
@@ -793,8 +793,8 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	if ((rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
 		return rc;
 	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
-	GM_CHECK(cudaMalloc((void **) &h->counter, sizeof(int) * nmax));
-	GM_CHECK(cudaMalloc((void **) &h->acc, sizeof(double) * 4));
+	GM_CHECK(gm_dev_malloc((void **) &h->counter, sizeof(int) * nmax));
+	GM_CHECK(gm_dev_malloc((void **) &h->acc, sizeof(double) * 4));
 	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * nmax));
 	return GM_OK;
 }
@@ -847,7 +847,7 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 			to_confidence<<<1024, 256, 0, h->stream>>>(h->vals[s], h->m[s].data, h->nnz, p->alpha);
 			GM_CHECK_LAUNCH();
 		}
-		GM_CHECK(cudaMalloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
 		GM_CHECK(cudaMemsetAsync(h->F[s], 0, sizeof(float) * (size_t) n * kp, h->stream));
 		GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
 								   sizeof(float) * k, n, cudaMemcpyHostToDevice, h->stream));
@@ -867,20 +867,20 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 				r[i] = (float) (p->regularization *
 								pow((double) (h->indptr_h[s][i + 1] - h->indptr_h[s][i]) + other,
 									p->nu));
-			e = cudaMalloc((void **) &h->reg[s], sizeof(float) * (size_t) (n > 0 ? n : 1));
+			e = gm_dev_malloc((void **) &h->reg[s], sizeof(float) * (size_t) (n > 0 ? n : 1));
 			if (e == cudaSuccess)
 				e = cudaMemcpy(h->reg[s], r, sizeof(float) * (size_t) n, cudaMemcpyHostToDevice);
 			free(r);
 			GM_CHECK(e);
 		}
 	}
-	GM_CHECK(cudaMalloc((void **) &h->G, sizeof(float) * (size_t) kp * kp));
+	GM_CHECK(gm_dev_malloc((void **) &h->G, sizeof(float) * (size_t) kp * kp));
 	if (h->block == 0)
 	{
-		GM_CHECK(cudaMalloc((void **) &h->R, sizeof(float) * nmax * kp));
-		GM_CHECK(cudaMalloc((void **) &h->P, sizeof(float) * nmax * kp));
-		GM_CHECK(cudaMalloc((void **) &h->AP, sizeof(float) * nmax * kp));
-		GM_CHECK(cudaMalloc((void **) &h->rs, sizeof(float) * nmax));
+		GM_CHECK(gm_dev_malloc((void **) &h->R, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->P, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->AP, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->rs, sizeof(float) * nmax));
 		GM_CHECK(cudaMemsetAsync(h->R, 0xff, sizeof(float) * nmax * kp, h->stream));
 		GM_CHECK(cudaMemsetAsync(h->P, 0xff, sizeof(float) * nmax * kp, h->stream));
 		GM_CHECK(cudaMemsetAsync(h->AP, 0xff, sizeof(float) * nmax * kp, h->stream));
@@ -893,13 +893,13 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 
 		for (int s = 0; s < 2; s++)
 		{
-			GM_CHECK(cudaMalloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+			GM_CHECK(gm_dev_malloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
 			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1),
 									 h->stream));
 		}
-		GM_CHECK(cudaMalloc((void **) &h->H, sizeof(float) * nmax * b));
-		GM_CHECK(cudaMalloc((void **) &h->D, sizeof(float) * nmax * b));
-		GM_CHECK(cudaMalloc((void **) &h->scratch, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b)));
+		GM_CHECK(gm_dev_malloc((void **) &h->H, sizeof(float) * nmax * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->D, sizeof(float) * nmax * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->scratch, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b)));
 		GM_CHECK(cudaMemsetAsync(h->H, 0xff, sizeof(float) * nmax * b, h->stream));
 		GM_CHECK(cudaMemsetAsync(h->D, 0xff, sizeof(float) * nmax * b, h->stream));
 		GM_CHECK(cudaMemsetAsync(h->scratch, 0, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b),
@@ -1288,7 +1288,7 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 		return rc;
 	/* X (Y^T Y) into a work array of n_users x kp */
 	if (h->block && h->work == NULL)
-		GM_CHECK(cudaMalloc((void **) &h->work, sizeof(float) * (size_t) h->n[0] * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->work, sizeof(float) * (size_t) h->n[0] * kp));
 	tmp = h->block ? h->work : h->AP;
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, h->n[0], kp, &one,
 						 h->G, kp, h->F[0], kp, &zero, tmp, kp));

@@ -31,9 +31,9 @@ typedef struct scorer
 static void
 scorer_free(scorer *s)
 {
-	cudaFree(s->dY);
-	cudaFree(s->dX);
-	cudaFree(s->dS);
+	gm_dev_free(s->dY);
+	gm_dev_free(s->dX);
+	gm_dev_free(s->dS);
 	cudaFreeHost(s->hX);
 	cudaFreeHost(s->hS);
 	if (s->have_blas)
@@ -54,9 +54,9 @@ scores_inner(scorer *s, const float *X, const int32_t *users, int64_t n_users,
 	GM_CHECK(cublasCreate(&s->blas));
 	s->have_blas = 1;
 	GM_CHECK(cublasSetMathMode(s->blas, CUBLAS_PEDANTIC_MATH));
-	GM_CHECK(cudaMalloc((void **) &s->dY, sizeof(float) * (size_t) m * k));
-	GM_CHECK(cudaMalloc((void **) &s->dX, sizeof(float) * (size_t) batch * k));
-	GM_CHECK(cudaMalloc((void **) &s->dS, sizeof(float) * (size_t) batch * m));
+	GM_CHECK(gm_dev_malloc((void **) &s->dY, sizeof(float) * (size_t) m * k));
+	GM_CHECK(gm_dev_malloc((void **) &s->dX, sizeof(float) * (size_t) batch * k));
+	GM_CHECK(gm_dev_malloc((void **) &s->dS, sizeof(float) * (size_t) batch * m));
 	GM_CHECK(cudaMallocHost((void **) &s->hX, sizeof(float) * (size_t) batch * k));
 	GM_CHECK(cudaMallocHost((void **) &s->hS, sizeof(float) * (size_t) batch * m));
 	GM_CHECK(cudaMemcpy(s->dY, Y, sizeof(float) * (size_t) m * k, cudaMemcpyHostToDevice));

@@ -3,7 +3,8 @@
  *
  * A model's item factors (and an int8 copy for the first scoring pass) are
  * read once per backend and model version.  Each call looks the model up in
- * the catalog (to notice a retraining), locks its factor tables, checks the
+ * the catalog as of the statement's snapshot (to notice a retraining, and so
+ * that one statement sees one version), locks its factor tables, checks the
  * caller's SELECT privilege on them, and reads the user's row through the
  * users table's primary key.  Everything is read directly (heap and index
  * scans, the key type's own btree equality), not through SQL, so nothing of
@@ -43,6 +44,8 @@
 
 static HTAB *served = NULL;
 static bool sweep_pending = false;
+/* this call retried after its tables were dropped: read with the latest snapshot */
+static bool served_latest = false;
 
 static void
 relcache_changed(Datum arg, Oid relid)
@@ -53,6 +56,7 @@ relcache_changed(Datum arg, Oid relid)
 static void
 served_release(GpumfServed *m)
 {
+	gpumf_serving_free(m);
 	if (m->cxt)
 		MemoryContextDelete(m->cxt);
 	gm_qmat_free(&m->Q);
@@ -139,7 +143,7 @@ load_items(GpumfServed *m, const GpumfModel *cat)
 				a_key = attnameAttNum(rel, "key", false),
 				a_fac = attnameAttNum(rel, "factors", false),
 				a_bias = attnameAttNum(rel, "bias", false);
-	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snap = RegisterSnapshot(gpumf_served_snapshot());
 	TableScanDesc scan;
 	HeapTuple	tup;
 	int16		typlen;
@@ -226,12 +230,12 @@ load_items(GpumfServed *m, const GpumfModel *cat)
 		pfree(idx);
 		pfree(keys);
 	}
-	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * 2 * (size_t) Max(m->n_items, 1));
 	MemoryContextSwitchTo(old);
 	UnregisterSnapshot(snap);
 	table_close(rel, NoLock);
 	if (gm_qmat_build(m->Y, m->n_items, m->k, &m->Q) != GM_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory loading model")));
+	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * gm_topk_dot_scratch(&m->Q));
 }
 
 /* The users table's unique index on key, and the key type's equality. */
@@ -276,6 +280,21 @@ prepare_user_lookup(GpumfServed *m, const GpumfModel *cat)
 	table_close(rel, NoLock);
 }
 
+/*
+ * Serving reads as of the statement's snapshot (the active one), so that
+ * all rows of a statement, in parallel workers too, see one model version,
+ * as a STABLE function must.  A call whose version's tables were dropped
+ * meanwhile (two retrainings since the statement began) reads the latest
+ * committed version instead, outside parallel mode.
+ */
+Snapshot
+gpumf_served_snapshot(void)
+{
+	if (served_latest)
+		return GetLatestSnapshot();
+	return ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+}
+
 GpumfServed *
 gpumf_served_get(const char *name)
 {
@@ -302,11 +321,13 @@ gpumf_served_get(const char *name)
 					irel;
 		bool		found;
 
-		if (attempt > 10)
+		if (attempt > 10 || (attempt > 0 && IsInParallelMode()))
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("model \"%s\" kept changing while being read", name)));
-		if (!gpumf_model_lookup(name, &cat))
+					 errmsg("model \"%s\" kept changing while being read", name),
+					 errhint("The statement might succeed if retried.")));
+		served_latest = attempt > 0;
+		if (!gpumf_model_lookup_as_of(name, &cat, gpumf_served_snapshot()))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("model \"%s\" does not exist", name),
@@ -338,6 +359,7 @@ gpumf_served_get(const char *name)
 			{
 				load_items(m, &cat);
 				prepare_user_lookup(m, &cat);
+				gpumf_serving_reset(m, &cat);
 			}
 			PG_CATCH();
 			{
@@ -359,7 +381,7 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 {
 	Relation	rel = table_open(m->user_rel, NoLock);
 	Relation	idx = index_open(m->user_index, AccessShareLock);
-	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snap = RegisterSnapshot(gpumf_served_snapshot());
 	IndexScanDesc scan;
 	ScanKeyData skey;
 	TupleTableSlot *slot = table_slot_create(rel, NULL);

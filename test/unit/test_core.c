@@ -16,72 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ harness */
-
-static char detail[1024];
-
-#define FAIL(...) \
-	do { snprintf(detail, sizeof(detail), __VA_ARGS__); goto fail; } while (0)
-#define CHECK(cond, ...) \
-	do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
-
-static uint64_t rng_state;
-
-static uint64_t
-rnext(void)
-{
-	uint64_t	z = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-/* uniform [0, 1) */
-static double
-runif(void)
-{
-	return (rnext() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* uniform integer in [lo, hi] */
-static int64_t
-rint_range(int64_t lo, int64_t hi)
-{
-	return lo + (int64_t) (rnext() % (uint64_t) (hi - lo + 1));
-}
+#include "harness.h"
 
 /* a rating 0.5 .. 5.0: sums of these are exact in float */
 static float
 rrating(void)
 {
 	return 0.5f * (float) rint_range(1, 10);
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void	   *p = malloc(n > 0 ? n : 1);
-
-	if (!p)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
-}
-
-static void *
-xcalloc(size_t n, size_t s)
-{
-	void	   *p = calloc(n > 0 ? n : 1, s > 0 ? s : 1);
-
-	if (!p)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
 }
 
 /* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
@@ -100,7 +41,7 @@ test_topk_dot(void)
 		int			n = (int) rint_range(1, trial % 10 == 0 ? m + 5 : 30);
 		float	   *Y = malloc(sizeof(float) * (size_t) m * k);
 		float	   *x = malloc(sizeof(float) * k);
-		float	   *scratch = malloc(sizeof(float) * 2 * (size_t) m);
+		float	   *scratch;
 		float	   *ref = malloc(sizeof(float) * m);
 		int32_t    *skip = malloc(sizeof(int32_t) * m);
 		int32_t    *oi = malloc(sizeof(int32_t) * (n + 1)),
@@ -131,6 +72,7 @@ test_topk_dot(void)
 			ref[i] = (float) d;
 		}
 		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
+		scratch = malloc(sizeof(float) * gm_topk_dot_scratch(&Q));
 		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os, &rescored);
 		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
 		gm_qmat_free(&Q);
@@ -2145,7 +2087,7 @@ test_params_and_ops(void)
 		}
 	}
 
-	/* tables: implicit ALS on the CPU; the rest not (yet); no CUDA module here */
+	/* tables: every algorithm on the CPU (a missing one says so); no CUDA module here */
 	ops = gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CPU, err, sizeof(err));
 	CHECK(ops != NULL && strcmp(ops->name, "cpu") == 0, "no CPU table for implicit ALS: %s", err);
 	for (int a = 0; a < GM_ALG_COUNT; a++)
@@ -2196,7 +2138,11 @@ test_params_and_ops(void)
 				case 0: p.solver = (gm_solver) 7; want = GM_EINVAL; break;
 				case 1: p.nu = -0.5f; want = GM_EINVAL; break;
 				case 2: p.solver = GM_SOLVER_BLOCK; p.block_size = 9; want = GM_EINVAL; break;
-				case 3: gm_mf_params_defaults(&p, GM_ALG_CCD); p.biases = 0; break;
+				case 3:			/* biases on (ccd's default) without bias arrays */
+					gm_mf_params_defaults(&p, GM_ALG_CCD);
+					p.factors = 8;
+					want = GM_EINVAL;
+					break;
 				case 4: p.backend = GM_BACKEND_CUDA; want = GM_ENODEVICE; break;
 				case 5: d.Rt = &t.R; want = GM_EINVAL; break;	/* not the transpose */
 			}
@@ -2636,7 +2582,12 @@ test_row_solvers(void)
 					  (long long) (C.indptr[u + 1] - C.indptr[u]), e2);
 			else if (v > 3)
 			{
-				CHECK(e2 <= prev_err * 1.001 + 1e-6,
+				/*
+				 * monotone down to the float32 floor: near it (cond * 6e-8,
+				 * some 1e-6 here) the error moves by rounding (8e-7 -> 2e-6
+				 * seen), hence 1e-5 absolute; the objective below is exact
+				 */
+				CHECK(e2 <= prev_err * 1.001 + 1e-5,
 					  "block %d (k %d): error rose from %.3g to %.3g going to %d sweeps",
 					  bs, k, prev_err, e2, sweeps);
 				CHECK(f <= prev_f + 1e-9 * fabs(prev_f) + 1e-12,
@@ -3219,13 +3170,7 @@ fail:
 
 /* ------------------------------------------------------------ main */
 
-typedef struct
-{
-	const char *name;
-	int			(*fn) (void);
-} test_case;
-
-static const test_case tests[] = {
+static const gm_test tests[] = {
 	{"csr_from_coo matches a dense reference", test_csr_from_coo},
 	{"csr_from_coo rejects bad coordinates", test_csr_rejects},
 	{"csr_transpose", test_csr_transpose},
@@ -3256,43 +3201,9 @@ static const test_case tests[] = {
 int
 main(void)
 {
-	const char *env = getenv("GM_TEST_SEED");
-	uint64_t	seed;
-	int			passed = 0,
-				failed = 0;
-	int			ntests = (int) (sizeof(tests) / sizeof(tests[0]));
+	uint64_t	seed = gm_test_seed();
 
-	if (env && *env)
-		seed = strtoull(env, NULL, 10);
-	else
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		seed = ((uint64_t) ts.tv_sec * 1000000007ULL) ^ (uint64_t) ts.tv_nsec ^
-			((uint64_t) getpid() << 32);
-	}
 	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
 		   (unsigned long long) seed, (unsigned long long) seed);
-	fflush(stdout);
-
-	for (int i = 0; i < ntests; i++)
-	{
-		/* each test its own stream, so one test's draws don't shift another's */
-		rng_state = seed ^ (0xD1B54A32D192ED03ULL * (uint64_t) (i + 1));
-		detail[0] = '\0';
-		if (tests[i].fn() == 0)
-		{
-			printf("ok %d - %s\n", i + 1, tests[i].name);
-			passed++;
-		}
-		else
-		{
-			printf("not ok %d - %s: %s\n", i + 1, tests[i].name, detail);
-			failed++;
-		}
-		fflush(stdout);
-	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return gm_test_run(tests, (int) (sizeof(tests) / sizeof(tests[0])), seed);
 }
