@@ -29,6 +29,12 @@ SELECT params->>'holdout' AS holdout, params->>'metric' AS metric,
        (metrics->'holdout'->>'iterations_trained')::int >= iterations_run AS trained
   FROM gpumf_train('ials_planted', 'user_id', 'item_id', factors => 8, iterations => 12, model => 'ials_ho',
                    solver => 'exact', alpha0 => 0.1, holdout => 0.2, metric => 'ndcg@10');
+-- gpumf_evaluate's record => true keeps the training's holdout record beside its own keys
+CREATE TABLE ials_eval AS
+SELECT user_id, item_id FROM gpumf_synthetic(300, 120, 9000, seed => 8, min_per_user => 5, clusters => 6, affinity => 0.8) WHERE holdout;
+SELECT users > 0 AS evaluated FROM gpumf_evaluate('ials_ho', 'ials_eval', 'user_id', 'item_id', k => 5, record => true);
+SELECT metrics ? 'holdout' AS holdout_kept, metrics->>'k' AS k, metrics ? 'recall' AS recall_recorded
+  FROM gpumf.models WHERE name = 'ials_ho';
 
 -- parameters that do not apply, or are out of range, are named
 SELECT gpumf_train('ials_planted', 'user_id', 'item_id', 'value', algorithm => 'ccd', alpha0 => 0.5);
@@ -80,4 +86,4 @@ SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', regularization_ra
 SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', holdout => 0);
 
 SELECT gpumf_drop_model(name) FROM gpumf.models WHERE name IN ('ials_cg', 'ials_block', 'ials_exact', 'hkv_a', 'hkv_b', 'ials_ho', 'ials_tuned') ORDER BY name;
-DROP TABLE ials_planted, ials_planted2;
+DROP TABLE ials_planted, ials_planted2, ials_eval;

@@ -4,21 +4,19 @@
  * out, as LightGCN and its successors report them), and a seeded per-user
  * holdout split, for early stopping and hyper-parameter search.
  *
- * (A gpumf_evaluate metrics module is being written beside this one; the
- * two are to become one file.)
+ * The metrics themselves are gpumf_evaluate's (metrics.c), on top lists
+ * from the batch scorer (score.c); this file adds LightGCN's precision, the
+ * metric names and the split.
  */
 #include "gm_core.h"
+#include "gm_score.h"
 #include "gm_util.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#ifndef GM_NO_CBLAS
-#include <cblas.h>
-#endif
 
 static const char *const metric_names[GM_METRIC_COUNT] = {
 	[GM_METRIC_RECALL] = "recall",
@@ -80,141 +78,40 @@ gm_rank_value(const gm_rank_result *r, gm_rank_metric m)
 	}
 }
 
-/* Is v in the sorted list a[0 .. n)? */
-static int
-sorted_has(const int32_t *a, int64_t n, int32_t v)
-{
-	int64_t		lo = 0,
-				hi = n;
-
-	while (lo < hi)
-	{
-		int64_t		mid = (lo + hi) / 2;
-
-		if (a[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && a[lo] == v;
-}
-
 /*
- * Scores S (nb x m, row-major) = Xb (nb x k) Y^T for a batch of users
- * gathered in Xb.
+ * Ranking metrics (see gm_core.h): the users with test entries get their top
+ * K from the batch scorer (gm_score_topk: a blocked sgemm and a heap per
+ * user on the CPU, cuBLAS and a selection kernel on the GPU), training items
+ * left out, and gm_rank_metrics_at_k (metrics.c, gpumf_evaluate's metrics)
+ * turns the lists into recall and NDCG; precision is LightGCN's, hits / K
+ * averaged over the users (gm_rank_metrics_at_k's precision divides by
+ * min(K, |test|) instead, as the implicit library does).  On the GPU a scorer
+ * that is missing or cannot take the problem hands it to the CPU.
  */
-static void
-score_batch(const float *Xb, int nb, const float *Y, int32_t m, int k, float *S,
-			int nt)
-{
-#ifndef GM_NO_CBLAS
-	openblas_set_num_threads(nt);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, m, k, 1.0f, Xb, k,
-				Y, k, 0.0f, S, m);
-#else
-#pragma omp parallel for num_threads(nt) schedule(static)
-	for (int32_t i = 0; i < m; i++)
-		for (int j = 0; j < nb; j++)
-			S[(size_t) j * m + i] = gm_dot(Xb + (size_t) j * k, Y + (size_t) i * k, k);
-#endif
-}
-
-/* What a batch of scores needs to become metrics. */
-typedef struct rank_state
-{
-	const gm_csr *train;
-	const gm_csr *test;
-	const int32_t *users;		/* the users with test entries */
-	int32_t		m;
-	int			K;
-	int			nt;
-	const double *disc;			/* 1 / log2(r + 2) */
-	int32_t    *top;			/* batch x K */
-	float	   *topsc;
-	double	   *vals;			/* batch x 3 */
-	double		rec,
-				ndcg,
-				prec;
-	const gm_callbacks *cb;
-} rank_state;
-
-/*
- * The metrics of users first .. first + nb - 1 (of st->users) from their
- * scores S (nb x m), added to the sums; GM_ECANCELED when cb asks to stop.
- */
-static int
-rank_batch(void *arg, int64_t first, int nb, const float *S)
-{
-	rank_state *st = arg;
-	const gm_csr *test = st->test,
-			   *train = st->train;
-	int			K = st->K;
-	int32_t		m = st->m;
-
-	/* per-user values summed in user order afterwards: the same bits for any threads */
-#pragma omp parallel for num_threads(st->nt) schedule(dynamic, 8)
-	for (int j = 0; j < nb; j++)
-	{
-		int32_t		u = st->users[first + j];
-		int64_t		tb = test->indptr[u],
-					tn = test->indptr[u + 1] - tb,
-					rb = train->indptr[u];
-		int			got,
-					hits = 0;
-		double		dcg = 0.0,
-					idcg = 0.0;
-
-		got = gm_topk(S + (size_t) j * m, m, K, train->indices + rb,
-					  (int32_t) (train->indptr[u + 1] - rb), st->top + (size_t) j * K,
-					  st->topsc + (size_t) j * K);
-		for (int r = 0; r < got; r++)
-			if (sorted_has(test->indices + tb, tn, st->top[(size_t) j * K + r]))
-			{
-				hits++;
-				dcg += st->disc[r];
-			}
-		for (int r = 0; r < K && r < tn; r++)
-			idcg += st->disc[r];
-		st->vals[3 * j] = (double) hits / (double) tn;
-		st->vals[3 * j + 1] = dcg / idcg;
-		st->vals[3 * j + 2] = (double) hits / (double) K;
-	}
-	for (int j = 0; j < nb; j++)
-	{
-		st->rec += st->vals[3 * j];
-		st->ndcg += st->vals[3 * j + 1];
-		st->prec += st->vals[3 * j + 2];
-	}
-	if (st->cb && st->cb->should_stop && st->cb->should_stop(st->cb->arg))
-		return GM_ECANCELED;
-	return GM_OK;
-}
-
-typedef int (*gpu_scores_fn) (const float *, const int32_t *, int64_t, const float *,
-							  int32_t, int, int, int (*) (void *, int64_t, int, const float *),
-							  void *, char *, size_t);
-
-/* Ranking metrics (see gm_core.h). */
 int
 gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
 			 const float *Y, int k, int K, int threads, gm_backend_kind backend,
 			 const gm_callbacks *cb, gm_rank_result *out, char *err, size_t errlen)
 {
 	int32_t		nu = test->n_rows,
-				m = test->n_cols;
-	int			batch,
-				rc = GM_OK;
-	int64_t		n = 0;
+				m = test->n_cols,
+				n = 0;
 	int32_t    *users = NULL;
-	float	   *Xb = NULL,
-			   *S = NULL;
-	double	   *disc = NULL;
-	rank_state	st;
-	gpu_scores_fn gpu = NULL;
+	float	   *Xg = NULL;
+	int64_t    *seen_ptr = NULL;
+	int32_t    *seen_idx = NULL;
+	gm_csr		T;
+	gm_score_problem sp;
+	gm_score_result sr;
+	gm_rank_metrics rm;
+	int64_t		nseen = 0,
+				ntest = 0;
+	int			rc = GM_OK;
 
 	memset(out, 0, sizeof(*out));
-	memset(&st, 0, sizeof(st));
-	if (train->n_rows != nu || train->n_cols != m || K < 1)
+	memset(&T, 0, sizeof(T));
+	memset(&sr, 0, sizeof(sr));
+	if (train->n_rows != nu || train->n_cols != m || K < 1 || k < 1)
 	{
 		snprintf(err, errlen, "ranking metrics: train (%d x %d) and test (%d x %d) differ in shape",
 				 train->n_rows, train->n_cols, nu, m);
@@ -222,71 +119,93 @@ gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
 	}
 	if (K > m)
 		K = m;
-	if (backend == GM_BACKEND_CUDA)
-		*(void **) &gpu = gm_cuda_symbol("gm_cuda_rank_scores");
-	/* batches of users whose scores take at most ~64 MB */
-	batch = (int) (16777216 / (m > 0 ? m : 1));
-	batch = batch < 1 ? 1 : batch > 1024 ? 1024 : batch;
+	if (K < 1)
+		return GM_OK;
+
+	/* the users with test entries, their factors, training items and test items */
 	users = malloc(sizeof(int32_t) * (size_t) (nu > 0 ? nu : 1));
-	disc = malloc(sizeof(double) * (size_t) (K + 1));
-	st.top = malloc(sizeof(int32_t) * (size_t) batch * K);
-	st.topsc = malloc(sizeof(float) * (size_t) batch * K);
-	st.vals = malloc(sizeof(double) * 3 * (size_t) batch);
-	if (gpu == NULL)
-	{
-		Xb = malloc(sizeof(float) * (size_t) batch * k);
-		S = malloc(sizeof(float) * (size_t) batch * (m > 0 ? m : 1));
-	}
-	if (!users || !disc || !st.top || !st.topsc || !st.vals || (gpu == NULL && (!Xb || !S)))
-	{
-		snprintf(err, errlen, "out of memory for ranking metrics (%d items)", m);
-		rc = GM_ENOMEM;
-		goto done;
-	}
-	for (int r = 0; r < K; r++)
-		disc[r] = 1.0 / log2((double) r + 2.0);
+	if (users == NULL)
+		goto oom;
 	for (int32_t u = 0; u < nu; u++)
 		if (test->indptr[u + 1] > test->indptr[u])
-			users[n++] = u;
-	st.train = train;
-	st.test = test;
-	st.users = users;
-	st.m = m;
-	st.K = K;
-	st.nt = gm_resolve_threads(threads);
-	st.disc = disc;
-	st.cb = cb;
-
-	if (gpu != NULL)
-		rc = gpu(X, users, n, Y, m, k, batch, rank_batch, &st, err, errlen);
-	else
-		for (int64_t b0 = 0; b0 < n && rc == GM_OK; b0 += batch)
 		{
-			int			nb = n - b0 < batch ? (int) (n - b0) : batch;
-
-			for (int j = 0; j < nb; j++)
-				memcpy(Xb + (size_t) j * k, X + (size_t) users[b0 + j] * k, sizeof(float) * k);
-			score_batch(Xb, nb, Y, m, k, S, st.nt);
-			rc = rank_batch(&st, b0, nb, S);
+			users[n++] = u;
+			nseen += train->indptr[u + 1] - train->indptr[u];
+			ntest += test->indptr[u + 1] - test->indptr[u];
 		}
+	if (n == 0)
+		goto done;
+	Xg = malloc(sizeof(float) * (size_t) n * k);
+	seen_ptr = malloc(sizeof(int64_t) * ((size_t) n + 1));
+	seen_idx = malloc(sizeof(int32_t) * (size_t) (nseen > 0 ? nseen : 1));
+	T.indptr = malloc(sizeof(int64_t) * ((size_t) n + 1));
+	T.indices = malloc(sizeof(int32_t) * (size_t) ntest);
+	sr.idx = malloc(sizeof(int32_t) * (size_t) n * K);
+	sr.score = malloc(sizeof(float) * (size_t) n * K);
+	sr.count = malloc(sizeof(int32_t) * (size_t) n);
+	if (!Xg || !seen_ptr || !seen_idx || !T.indptr || !T.indices || !sr.idx || !sr.score ||
+		!sr.count)
+		goto oom;
+	seen_ptr[0] = 0;
+	T.indptr[0] = 0;
+	for (int32_t j = 0; j < n; j++)
+	{
+		int32_t		u = users[j];
+		int64_t		rb = train->indptr[u],
+					rn = train->indptr[u + 1] - rb,
+					tb = test->indptr[u],
+					tn = test->indptr[u + 1] - tb;
+
+		memcpy(Xg + (size_t) j * k, X + (size_t) u * k, sizeof(float) * k);
+		memcpy(seen_idx + seen_ptr[j], train->indices + rb, sizeof(int32_t) * rn);
+		seen_ptr[j + 1] = seen_ptr[j] + rn;
+		memcpy(T.indices + T.indptr[j], test->indices + tb, sizeof(int32_t) * tn);
+		T.indptr[j + 1] = T.indptr[j] + tn;
+	}
+	T.n_rows = n;
+	T.n_cols = m;
+	T.nnz = ntest;
+
+	memset(&sp, 0, sizeof(sp));
+	sp.n_users = n;
+	sp.n_items = m;
+	sp.k = k;
+	sp.X = Xg;
+	sp.Y = Y;
+	sp.seen_ptr = seen_ptr;
+	sp.seen_idx = seen_idx;
+	sp.n = K;
+	sp.threads = threads;
+	rc = gm_score_topk(&sp, backend, cb, &sr, err, errlen);
+	if (backend == GM_BACKEND_CUDA &&
+		(rc == GM_ENODEVICE || rc == GM_ENOTSUP || rc == GM_ENOMEM))
+		rc = gm_score_topk(&sp, GM_BACKEND_CPU, cb, &sr, err, errlen);
 	if (rc == GM_ECANCELED)
 		snprintf(err, errlen, "training canceled");
-	if (rc == GM_OK && n > 0)
-	{
-		out->recall = st.rec / n;
-		out->ndcg = st.ndcg / n;
-		out->precision = st.prec / n;
-	}
-	out->users = n;
+	if (rc != GM_OK)
+		goto done;
+	rc = gm_rank_metrics_at_k(n, m, K, sr.idx, K, sr.count, &T, &rm, err, errlen);
+	if (rc != GM_OK)
+		goto done;
+	out->recall = rm.recall;
+	out->ndcg = rm.ndcg;
+	out->precision = (double) rm.hits / ((double) rm.users * K);
+	out->users = rm.users;
+	goto done;
 
+oom:
+	snprintf(err, errlen, "out of memory for ranking metrics (%d users, %d items, K %d)", nu, m, K);
+	rc = GM_ENOMEM;
 done:
 	free(users);
-	free(Xb);
-	free(S);
-	free(st.top);
-	free(st.topsc);
-	free(st.vals);
-	free(disc);
+	free(Xg);
+	free(seen_ptr);
+	free(seen_idx);
+	free(T.indptr);
+	free(T.indices);
+	free(sr.idx);
+	free(sr.score);
+	free(sr.count);
 	return rc;
 }
 

@@ -385,7 +385,9 @@ gpumf_model_delete(int64 id)
 
 /*
  * Record an evaluation's results in the catalog row of the version that was
- * evaluated.  Only the model's owner may; the row is written as the
+ * evaluated, merged into what the row holds (a training's "holdout" record
+ * stays; an earlier evaluation's keys are replaced).  Only the model's
+ * owner may; the row is written as the
  * extension's owner.  A version replaced meanwhile is a serialization
  * failure: the results belong to a version that is no longer current.
  */
@@ -410,7 +412,9 @@ gpumf_model_record_metrics(const char *name, int64 id, int32 version, Jsonb *met
 						name, version, m.version),
 				 errhint("Evaluate again to record metrics of the current version.")));
 	gpumf_guard_enter(&g, true);
-	if (SPI_execute_with_args("UPDATE gpumf.models SET metrics = $3 WHERE id OPERATOR(pg_catalog.=) $1 "
+	if (SPI_execute_with_args("UPDATE gpumf.models SET metrics = "
+							  "COALESCE(metrics, '{}'::pg_catalog.jsonb) OPERATOR(pg_catalog.||) $3 "
+							  "WHERE id OPERATOR(pg_catalog.=) $1 "
 							  "AND version OPERATOR(pg_catalog.=) $2",
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "gpumf: recording metrics failed");
