@@ -248,8 +248,9 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 	{
 		ereport(NOTICE,
 				(errmsg("version %d of model \"%s\" is already the current version", version, model)));
-		result = gpumf_model_row_datum(model);
 		SPI_finish();
+		/* after SPI_finish, which frees what was allocated since SPI_connect */
+		result = gpumf_model_row_datum(model);
 		PG_RETURN_DATUM(result);
 	}
 
@@ -319,7 +320,8 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 		elog(ERROR, "gpumf: switching model \"%s\" to version %d failed", model, version);
 	gpumf_guard_exit(&g);
 
-	result = gpumf_model_row_datum(model);
 	SPI_finish();
+	/* after SPI_finish, which frees what was allocated since SPI_connect */
+	result = gpumf_model_row_datum(model);
 	PG_RETURN_DATUM(result);
 }

@@ -599,8 +599,9 @@ gpumf_train_args(const TrainArgs *args)
 		gpumf_store_retire(&old_tables);
 	gpumf_store_drop_retired();
 
-	result = gpumf_model_row_datum(a.model);
 	SPI_finish();
+	/* after SPI_finish, which frees what was allocated since SPI_connect */
+	result = gpumf_model_row_datum(a.model);
 	train_state_free(ts);
 	return result;
 }
