@@ -41,6 +41,9 @@ install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
 endif
 
+# every object of the PostgreSQL layer sees its shared header and the core's
+$(filter src/pg/%.o,$(OBJS)): src/pg/gpumf_pg.h src/core/gm_core.h src/core/gm_algo.h src/core/gm_errors.h
+
 .PHONY: unit test
 unit:
 	$(MAKE) -C test/unit check

@@ -38,6 +38,8 @@ extern int	gpumf_device;
 extern int	gpumf_threads;
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
+extern bool gpumf_unlogged_models;
+extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 
 /* ----------------------------------------------------------- gpumf.c */
 
@@ -109,6 +111,9 @@ typedef enum
 typedef struct GpumfSource
 {
 	Oid			relid;
+	AttrNumber	uatt;			/* the columns' numbers in the relation */
+	AttrNumber	iatt;
+	AttrNumber	vatt;			/* InvalidAttrNumber: no value column */
 	char	   *relname;		/* schema-qualified, quoted */
 	char	   *ucol;
 	char	   *icol;
@@ -135,6 +140,9 @@ typedef struct GpumfSource
 	double		vmin;
 	double		vmax;
 	double		vsum;
+	int			read_workers;	/* parallel workers that read it (0: read alone) */
+	/* a full COO batch: a parallel worker sends it; NULL: the arrays grow */
+	void		(*flush) (struct GpumfSource *src);
 	MemoryContextCallback cb;
 } GpumfSource;
 
