@@ -89,3 +89,12 @@ RETURNS gpumf.models
 AS 'MODULE_PATHNAME', 'gpumf_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback, confidence 1 + alpha * value), als_explicit or ccd (ratings, with biases); replaces the model of the same name atomically and returns its catalog row.';
+
+-- Serving from shared memory (gpumf.shared_models): the model versions of
+-- this database whose item factors live in a shared segment.
+CREATE FUNCTION gpumf_shared_models(
+	OUT model_id bigint, OUT version integer, OUT item_table regclass, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'gpumf_shared_models_list'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_shared_models() IS 'Model versions of this database served from dynamic shared memory (one copy for all sessions), with the size of their segment.';

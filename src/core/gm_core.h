@@ -238,6 +238,13 @@ typedef struct gm_qmat
 } gm_qmat;
 
 int			gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out);
+/*
+ * The same into caller-owned arrays (q: n x k, scale: n), rows in parallel
+ * over `threads` threads (<= 0: one per core).  gm_qmat_build uses every
+ * core: it runs once per model version.
+ */
+void		gm_qmat_fill(const float *Y, int32_t n, int k, int8_t *q, float *scale,
+						 int threads);
 void		gm_qmat_free(gm_qmat *Q);
 /*
  * Exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats.

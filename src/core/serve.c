@@ -15,6 +15,39 @@
 #include <string.h>
 
 
+/*
+ * One row's int8 copy: scale = max|y| / 127, q = round(y * 127 / max|y|),
+ * rounding to nearest even as lrintf does: adding and subtracting 1.5 * 2^23
+ * rounds a float of magnitude below 2^22 to an integer in the default
+ * rounding mode, with no libm call, so the loop vectorises on any x86-64.
+ */
+GM_HOT static void
+quantize_row(const float *y, int k, int8_t *q, float *scale)
+{
+	float		m = 0.0f;
+
+	for (int f = 0; f < k; f++)
+	{
+		float		a = fabsf(y[f]);
+
+		m = a > m ? a : m;
+	}
+	*scale = m / 127.0f;
+	for (int f = 0; f < k; f++)
+		q[f] = m > 0 ? (int8_t) (int) ((y[f] * 127.0f / m + 12582912.0f) - 12582912.0f) : 0;
+}
+
+void
+gm_qmat_fill(const float *Y, int32_t n, int k, int8_t *q, float *scale, int threads)
+{
+	int			nt = gm_resolve_threads(threads);
+
+	(void) nt;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((int64_t) n * k > (1 << 20))
+	for (int32_t i = 0; i < n; i++)
+		quantize_row(Y + (size_t) i * k, k, q + (size_t) i * k, scale + i);
+}
+
 int
 gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 {
@@ -27,17 +60,7 @@ gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out)
 		gm_qmat_free(out);
 		return GM_ENOMEM;
 	}
-	for (int32_t i = 0; i < n; i++)
-	{
-		const float *y = Y + (size_t) i * k;
-		float		m = 0.0f;
-
-		for (int f = 0; f < k; f++)
-			m = fmaxf(m, fabsf(y[f]));
-		out->scale[i] = m / 127.0f;
-		for (int f = 0; f < k; f++)
-			out->q[(size_t) i * k + f] = m > 0 ? (int8_t) lrintf(y[f] * 127.0f / m) : 0;
-	}
+	gm_qmat_fill(Y, n, k, out->q, out->scale, 0);
 	return GM_OK;
 }
 

@@ -30,6 +30,7 @@ bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 int			gpumf_read_workers = -1;
+bool		gpumf_shared_models = true;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
@@ -70,6 +71,11 @@ _PG_init(void)
 							"Used for plain tables and materialized views read with the caller's privileges and no row-level security; views and other sources are read through the executor. At most max_parallel_workers are started.",
 							&gpumf_read_workers, -1, -1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.shared_models",
+							 "Serve each model version from one copy in dynamic shared memory that every backend attaches to.",
+							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
+							 &gpumf_shared_models, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 

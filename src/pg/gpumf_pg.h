@@ -40,6 +40,7 @@ extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
+extern bool gpumf_shared_models;
 
 /* ----------------------------------------------------------- gpumf.c */
 
@@ -289,6 +290,7 @@ typedef struct GpumfServed
 	AttrNumber	user_att_seen;
 	AttrNumber	user_att_bias;	/* InvalidAttrNumber: none */
 	FmgrInfo	key_eq;			/* equality of the user key type */
+	struct dsm_segment *seg;	/* Y, Q, biases and keys live here; NULL: in cxt */
 } GpumfServed;
 
 /* the model's current version, loaded if needed; ERRORs for unknown/forbidden */
@@ -299,5 +301,7 @@ extern GpumfServed *gpumf_served_get(const char *name);
  */
 extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
+/* stop sharing every version of the model (it was dropped or replaced) */
+extern void gpumf_served_forget(int64 model_id);
 
 #endif

@@ -464,7 +464,11 @@ gpumf_train(PG_FUNCTION_ARGS)
 	row.store_seconds = t_store;
 	gpumf_model_write(&row, exists);
 	if (exists)
+	{
 		gpumf_store_retire(&old_tables);
+		/* the replaced version is no longer shared (its readers keep their mapping) */
+		gpumf_served_forget(row.m.id);
+	}
 	gpumf_store_drop_retired();
 
 	result = gpumf_model_row_datum(a.model);
@@ -501,6 +505,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	}
 	gpumf_model_check_owner(&m, "drop");
 	gpumf_model_delete(m.id);
+	gpumf_served_forget(m.id);
 	t.users = m.user_table;
 	t.items = m.item_table;
 	gpumf_store_drop(&t);

@@ -86,6 +86,66 @@ xcalloc(size_t n, size_t s)
 
 /* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
 /*
+ * gm_qmat_fill: each row's scale is max|y| / 127 and each q within half a
+ * step of y / scale (checked in float64 on random rows, zero rows included);
+ * the result does not depend on the thread count (1 vs all, on a matrix
+ * large enough to run in parallel) and equals gm_qmat_build's.
+ */
+static int
+test_qmat_fill(void)
+{
+	for (int trial = 0; trial < 6; trial++)
+	{
+		int			k = (int) rint_range(1, 300);
+		int32_t		n = trial < 3 ? (int32_t) rint_range(1, 50) : (int32_t) ((2 << 20) / k + 7);
+		float	   *Y = xmalloc(sizeof(float) * (size_t) n * k);
+		int8_t	   *q1 = xmalloc((size_t) n * k),
+				   *qn = xmalloc((size_t) n * k);
+		float	   *s1 = xmalloc(sizeof(float) * n),
+				   *sn = xmalloc(sizeof(float) * n);
+		gm_qmat		Q;
+
+		for (int64_t i = 0; i < (int64_t) n * k; i++)
+			Y[i] = (float) ((runif() - 0.5) * pow(10.0, rint_range(-3, 3)));
+		memset(Y, 0, sizeof(float) * k);	/* a zero row */
+		memset(q1, 0x55, (size_t) n * k);
+		memset(qn, 0x55, (size_t) n * k);
+		gm_qmat_fill(Y, n, k, q1, s1, 1);
+		gm_qmat_fill(Y, n, k, qn, sn, 0);
+		CHECK(gm_qmat_build(Y, n, k, &Q) == GM_OK, "qmat build");
+		CHECK(memcmp(q1, qn, (size_t) n * k) == 0 && memcmp(s1, sn, sizeof(float) * n) == 0,
+			  "n %d k %d: 1 thread and all threads differ", n, k);
+		CHECK(memcmp(q1, Q.q, (size_t) n * k) == 0 && memcmp(s1, Q.scale, sizeof(float) * n) == 0,
+			  "n %d k %d: gm_qmat_fill and gm_qmat_build differ", n, k);
+		gm_qmat_free(&Q);
+		for (int32_t i = 0; i < n; i++)
+		{
+			double		m = 0;
+
+			for (int f = 0; f < k; f++)
+				m = fmax(m, fabs((double) Y[(size_t) i * k + f]));
+			CHECK(fabs(s1[i] - m / 127.0) <= 1e-6 * m, "row %d: scale %g, expected %g",
+				  i, s1[i], m / 127.0);
+			for (int f = 0; f < k; f++)
+			{
+				double		want = m > 0 ? Y[(size_t) i * k + f] * 127.0 / m : 0.0;
+
+				CHECK(fabs(q1[(size_t) i * k + f] - want) <= 0.5 + 1e-4,
+					  "row %d col %d: q %d for %g", i, f, q1[(size_t) i * k + f], want);
+			}
+		}
+		free(Y);
+		free(q1);
+		free(qn);
+		free(s1);
+		free(sn);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
+/*
  * gm_topk_dot (int8 first pass + exact rescoring) returns the float32 top n:
  * compared with a float64 reference, position by position, on random factors
  * with skip lists, duplicated items (exact ties) and n up to m.
@@ -2233,6 +2293,7 @@ static const test_case tests[] = {
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
+	{"qmat_fill: int8 rows within half a step, any thread count", test_qmat_fill},
 	{"synth dataset", test_synth},
 	{"csr_nnz_bins vs a reference", test_nnz_bins},
 	{"mf_train tolerance stop", test_train_tolerance},
