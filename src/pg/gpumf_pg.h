@@ -109,6 +109,13 @@ typedef enum
 	GPUMF_VALUES_RATINGS
 } GpumfValuePolicy;
 
+/* dense integer keys -> key map index (-1: not seen), before the hash map */
+typedef struct KeyCache
+{
+	int32	   *idx;			/* malloc'ed */
+	int64		n;
+} KeyCache;
+
 typedef struct GpumfSource
 {
 	Oid			relid;
@@ -130,6 +137,8 @@ typedef struct GpumfSource
 	/* filled by gpumf_source_read; malloc'ed, freed with the memory context */
 	gm_keymap  *users;
 	gm_keymap  *items;
+	KeyCache	ucache;
+	KeyCache	icache;
 	int32	   *rows;
 	int32	   *cols;
 	float	   *vals;
@@ -206,6 +215,7 @@ typedef struct GpumfModelRow
 	double		build_seconds;
 	double		transfer_seconds;
 	double		train_seconds;
+	double		loss_seconds;	/* of train_seconds */
 	double		store_seconds;
 } GpumfModelRow;
 

@@ -155,6 +155,9 @@ source_free(void *arg)
 
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
+	free(src->ucache.idx);
+	free(src->icache.idx);
+	src->ucache.idx = src->icache.idx = NULL;
 	free(src->rows);
 	free(src->cols);
 	free(src->vals);
@@ -236,21 +239,64 @@ key_text(Oid coltype, Datum d)
 		coltype == UUIDOID ? s : quote_literal_cstr(s);
 }
 
+/*
+ * Integer keys in a dense range (row numbers, serial ids) are looked up in
+ * an array indexed by the key before the hash map: one load instead of a
+ * hash probe into tables larger than the caches, the most of a read's time
+ * otherwise.  The array covers keys 0 .. n-1 and grows to at most
+ * DENSE_MAX entries, and to no more than DENSE_SLACK times the distinct keys
+ * seen (a few large keys never make it large).
+ */
+#define DENSE_MIN		(1 << 16)
+#define DENSE_MAX		(1 << 26)
+#define DENSE_SLACK		8
+
 static int32
-map_key(gm_keymap *m, Oid coltype, Datum d)
+map_int_key(gm_keymap *m, KeyCache *c, int64 key)
+{
+	int32		idx;
+
+	if (key < 0)
+		return gm_keymap_int(m, key);
+	if (key >= c->n)
+	{
+		int64		want = Max(c->n * 2, DENSE_MIN);
+		int32	   *a;
+
+		while (want <= key)
+			want *= 2;
+		if (want > DENSE_MAX ||
+			want > Max((int64) DENSE_SLACK * gm_keymap_size(m), DENSE_MIN))
+			return gm_keymap_int(m, key);
+		a = realloc(c->idx, sizeof(int32) * want);
+		if (a == NULL)
+			return gm_keymap_int(m, key);
+		memset(a + c->n, 0xff, sizeof(int32) * (want - c->n));	/* -1: not seen */
+		c->idx = a;
+		c->n = want;
+	}
+	if ((idx = c->idx[key]) >= 0)
+		return idx;
+	idx = gm_keymap_int(m, key);
+	c->idx[key] = idx;
+	return idx;
+}
+
+static int32
+map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
 {
 	int32		idx;
 
 	switch (coltype)
 	{
 		case INT2OID:
-			idx = gm_keymap_int(m, DatumGetInt16(d));
+			idx = map_int_key(m, c, DatumGetInt16(d));
 			break;
 		case INT4OID:
-			idx = gm_keymap_int(m, DatumGetInt32(d));
+			idx = map_int_key(m, c, DatumGetInt32(d));
 			break;
 		case INT8OID:
-			idx = gm_keymap_int(m, DatumGetInt64(d));
+			idx = map_int_key(m, c, DatumGetInt64(d));
 			break;
 		case UUIDOID:
 			idx = gm_keymap_bytes(m, DatumGetUUIDP(d)->data, UUID_LEN);
@@ -380,8 +426,8 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 		else
 			grow(src);
 	}
-	src->rows[src->n] = map_key(src->users, src->ucoltype, u);
-	src->cols[src->n] = map_key(src->items, src->icoltype, i);
+	src->rows[src->n] = map_key(src->users, &src->ucache, src->ucoltype, u);
+	src->cols[src->n] = map_key(src->items, &src->icache, src->icoltype, i);
 	src->vals[src->n] = (float) v;
 	if (v < src->vmin)
 		src->vmin = v;
@@ -456,6 +502,7 @@ read_executor(GpumfSource *src)
 	/* with a DestReceiver of our own, SPI reports SPI_OK_UTILITY */
 	if (rc < 0)
 		elog(ERROR, "reading the source failed: %s", SPI_result_code_string(rc));
+	elog(DEBUG1, "gpumf: read %s through the executor", src->relname);
 }
 
 /* ------------------------------------------------------ a direct scan */
@@ -766,6 +813,8 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	/* the keys maps are malloc'ed: this process ends here, but free them anyway */
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
+	free(src->ucache.idx);
+	free(src->icache.idx);
 	shm_mq_detach(w->mqh);
 }
 
@@ -1036,6 +1085,8 @@ read_direct(GpumfSource *src)
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
+	elog(DEBUG1, "gpumf: read %s with a scan of its own, %d parallel workers",
+		 src->relname, src->read_workers);
 
 	if (pcxt)
 	{
