@@ -98,3 +98,8 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'gpumf_shared_models_list'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
 COMMENT ON FUNCTION gpumf_shared_models() IS 'Model versions of this database served from dynamic shared memory (one copy for all sessions), with the size of their segment.';
+
+-- The training's phases, one more: the time spent computing the loss after
+-- each iteration (a part of train_seconds).
+ALTER TABLE gpumf.models ADD COLUMN loss_seconds double precision;
+COMMENT ON COLUMN gpumf.models.loss_seconds IS 'of train_seconds, the time spent evaluating the loss after each iteration';

@@ -345,7 +345,10 @@ gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
 
 		if ((rc = iteration(ops, h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
 			goto done;
-		if ((rc = ops->evaluate(h, &m, err, errlen)) != GM_OK)
+		t0 = gm_now();
+		rc = ops->evaluate(h, &m, err, errlen);
+		res->loss_seconds += gm_now() - t0;
+		if (rc != GM_OK)
 			goto done;
 		res->final = m;
 		res->iterations_run = it + 1;

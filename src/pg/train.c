@@ -461,6 +461,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 	row.build_seconds = t_csr;
 	row.transfer_seconds = res.transfer_seconds;
 	row.train_seconds = res.train_seconds;
+	row.loss_seconds = res.loss_seconds;
 	row.store_seconds = t_store;
 	gpumf_model_write(&row, exists);
 	if (exists)
