@@ -9,7 +9,7 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
        src/core/synth.o src/core/serve.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device upgrade
+REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device sqlpath upgrade
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
