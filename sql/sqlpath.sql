@@ -44,6 +44,18 @@ SELECT gpumf_train('pr', 'u', 'i', 'v', 6, 'pr_par', iterations => 3);
 \set VERBOSITY default
 RESET gpumf.read_workers;
 UPDATE pr SET v = 1 WHERE v = 'NaN';
+-- a temporary table is read by the backend alone (workers cannot see its
+-- buffers); a materialized view never refreshed is the executor's ERROR
+SET gpumf.read_workers = 2;
+CREATE TEMP TABLE pr_temp AS SELECT * FROM pr;
+SELECT nnz FROM gpumf_train('pr_temp', 'u', 'i', factors => 4, model => 'pr_temp', iterations => 1);
+CREATE MATERIALIZED VIEW pr_mv AS SELECT * FROM pr WITH NO DATA;
+SELECT gpumf_train('pr_mv', 'u', 'i', factors => 4, model => 'pr_mv', iterations => 1);
+REFRESH MATERIALIZED VIEW pr_mv;
+SELECT nnz FROM gpumf_train('pr_mv', 'u', 'i', factors => 4, model => 'pr_mv', iterations => 1);
+RESET gpumf.read_workers;
+DROP MATERIALIZED VIEW pr_mv;
+DROP TABLE pr_temp;
 -- inheritance: a parent's children are read too (through the executor)
 CREATE TABLE pr_child () INHERITS (pr);
 INSERT INTO pr_child VALUES ('user 1000', 1, 1);
@@ -123,7 +135,7 @@ SELECT id AS pr_par_id FROM gpumf.models WHERE name = 'pr_par' \gset
 SELECT gpumf_drop_model('pr_par');
 SELECT count(*) AS shared_after_drop FROM gpumf_shared_models() WHERE model_id = :pr_par_id;
 
-SELECT gpumf_drop_model(name) FROM gpumf.models WHERE name IN ('pr_exec', 'pr_alone', 'pu_alone', 'pu_par', 'pr_inh', 'pr_unlogged') ORDER BY name;
+SELECT gpumf_drop_model(name) FROM gpumf.models WHERE name IN ('pr_exec', 'pr_alone', 'pu_alone', 'pu_par', 'pr_inh', 'pr_unlogged', 'pr_temp', 'pr_mv') ORDER BY name;
 DROP FUNCTION tables_differ(text, text);
 DROP TABLE recs, pu;
 DROP VIEW pr_view;

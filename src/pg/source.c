@@ -509,11 +509,11 @@ read_executor(GpumfSource *src)
 
 /*
  * Whether the executor would read exactly the table's heap with no check of
- * its own left out: a plain table or a populated materialized view without
- * inheritance children, the current user may SELECT the three columns, no
- * row-level security policy applies, no executor permission hook (sepgsql)
- * is loaded, and the transaction is not SERIALIZABLE (whose predicate locks
- * the executor takes).
+ * its own left out: a plain table (not another session's temporary one) or
+ * a populated materialized view without inheritance children, the current
+ * user may SELECT the three columns, no row-level security policy applies,
+ * no executor permission hook (sepgsql) is loaded, and the transaction is
+ * not SERIALIZABLE (whose predicate locks the executor takes).
  */
 static bool
 direct_scan_allowed(GpumfSource *src)
@@ -522,11 +522,19 @@ direct_scan_allowed(GpumfSource *src)
 	Oid			user = GetUserId();
 	char		kind = get_rel_relkind(relid);
 	AttrNumber	atts[3] = {src->uatt, src->iatt, src->vatt};
+	Relation	rel;
+	bool		plain;
 
 	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
 		return false;
 	if (IsolationIsSerializable() || ExecutorCheckPerms_hook != NULL ||
 		!IsUnderPostmaster || IsParallelWorker())
+		return false;
+	/* another session's temporary table, a matview never refreshed: the executor says why not */
+	rel = table_open(relid, NoLock);	/* locked by gpumf_source_open */
+	plain = !RELATION_IS_OTHER_TEMP(rel) && (kind != RELKIND_MATVIEW || RelationIsPopulated(rel));
+	table_close(rel, NoLock);
+	if (!plain)
 		return false;
 	if (kind == RELKIND_RELATION && has_subclass(relid))
 		return false;
@@ -554,6 +562,9 @@ read_workers_for(Relation rel, BlockNumber pages)
 {
 	int			workers = RelationGetParallelWorkers(rel, -1);
 
+	/* a temporary table lives in this backend's buffers, which workers cannot see */
+	if (RelationUsesLocalBuffers(rel))
+		return 0;
 	if (gpumf_read_workers >= 0)
 		return gpumf_read_workers;
 	if (workers < 0)
