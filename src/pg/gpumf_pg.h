@@ -59,6 +59,8 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
+/* start looking for a GPU on a thread, while the caller does other work */
+extern void gpumf_device_prefetch(void);
 
 /* ----------------------------------------------------------- guard.c */
 

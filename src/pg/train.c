@@ -374,7 +374,8 @@ gpumf_train(PG_FUNCTION_ARGS)
 	if (exists)
 		gpumf_model_check_owner(&old, "retrain");
 
-	/* ---- read: the executor, as the caller */
+	/* ---- read, as the caller (the GPU is looked for meanwhile) */
+	gpumf_device_prefetch();
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
