@@ -235,6 +235,7 @@ forget_entries_in(void *p)
 		dsm_unpin_segment(removed[g]);
 }
 
+/* Let go of the shared versions of this database that drop selects (errors only logged). */
 static void
 forget_entries(EntryFilter drop, const void *arg)
 {
@@ -274,6 +275,7 @@ entry_dropped(const SharedEntry *e, const void *arg)
 	return !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->item_rel));
 }
 
+/* Stop sharing every version of a model: it was retrained or dropped. */
 void
 gpumf_served_forget(int64 model_id)
 {
@@ -396,6 +398,7 @@ typedef struct ItemArrays
 	bool		any_bias;		/* out: a row had a bias */
 } ItemArrays;
 
+/* repalloc an array of oldcap elements to newcap, the new ones zeroed */
 static void *
 grow_array(void *p, Size elem, int64 oldcap, int64 newcap)
 {
@@ -556,6 +559,7 @@ typedef struct SharedKey
 	int32		version;
 } SharedKey;
 
+/* Is e the entry of this database's version key? */
 static bool
 entry_matches(const SharedEntry *e, const SharedKey *key)
 {

@@ -107,6 +107,7 @@ flat_array(ArrayBuf *buf, const void *data, int n, Oid elemtype, int elemsize)
 typedef void (*RowFormer) (const GpumfStoreInput *in, int32 r, ArrayBuf *buf,
 						   Datum *values, bool *nulls);
 
+/* users: key, factors, seen item indices (sorted), bias */
 static void
 user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool *nulls)
 {
@@ -121,6 +122,7 @@ user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool 
 	values[3] = in->user_bias ? Float4GetDatum(in->user_bias[u]) : (Datum) 0;
 }
 
+/* items: idx, key, factors, bias */
 static void
 item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool *nulls)
 {
@@ -226,6 +228,7 @@ create_table(const char *qname, const char *columns)
 				   SPI_OK_UTILITY);
 }
 
+/* Create, fill and index a version's two factor tables, as the extension's owner. */
 GpumfFactorTables
 gpumf_store_write(const GpumfStoreInput *in)
 {

@@ -439,6 +439,7 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 
 /* ------------------------------------------------------- the executor */
 
+/* A row from the executor: user, item and value are its columns 1, 2, 3. */
 static bool
 source_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -687,6 +688,7 @@ typedef struct ReadWorker
 
 PGDLLEXPORT void gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc);
 
+/* Send the message built in w->msg to the leader (waiting while its queue is full). */
 static void
 send_message(ReadWorker *w)
 {
@@ -696,6 +698,7 @@ send_message(ReadWorker *w)
 				 errmsg("gpumf: the leader of a parallel read went away")));
 }
 
+/* Send the keys of m that the leader has not seen yet (local indices *sent ..). */
 static void
 send_new_keys(ReadWorker *w, gm_keymap *m, bool bytes, int kind, int32 *sent)
 {
@@ -842,6 +845,7 @@ typedef struct WorkerFeed
 				icap;
 } WorkerFeed;
 
+/* Append v to a growing local-to-global index map. */
 static int32 *
 append_index(int32 *map, int32 *n, int32 *cap, int32 v)
 {

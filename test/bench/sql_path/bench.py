@@ -25,8 +25,9 @@ machine) with gpumf installed, run as a user whose server can write a
 directory under $TMPDIR (for COPY TO/FROM files).  Settings by environment:
   DEVICE=auto|cpu|gpu   ITERS (15; 1 on DEVICE=cpu)   FACTORS="64 512"
   SOURCES="1m 20m"   REPEAT=2 (trainings per configuration, one session)
-  WORKERS (max_parallel_workers_per_gather for count(*) and gpumf alike;
-  default: cores - 1, at most max_worker_processes - 2)
+  WORKERS (parallel workers for count(*) and gpumf alike: the sources'
+  parallel_workers option and max_parallel_workers_per_gather; default:
+  cores - 1, at most max_worker_processes - 2)
   GOWALLA=path/to/train.txt (default: /work/data/lightgcn/light_gcn_gowalla/
   train.txt, else .bench-data/gowalla_train.txt in the repository)
   KEEP=1 (reuse the source tables)   BENCH_DB=gpumf_sqlpath
@@ -125,7 +126,7 @@ def setup():
                 sys.exit("the Gowalla split is missing: set GOWALLA=path/to/train.txt "
                          "(lines 'user item item ...'), or copy it to .bench-data/gowalla_train.txt")
             Psql("""
-DROP TABLE IF EXISTS gowalla;
+DROP TABLE IF EXISTS gowalla CASCADE;
 CREATE TEMP TABLE gowalla_lines (line text);
 \\copy gowalla_lines FROM '%s'
 CREATE TABLE gowalla AS
@@ -134,7 +135,7 @@ CREATE TABLE gowalla AS
 VACUUM (FREEZE, ANALYZE) gowalla;""" % GOWALLA.replace("'", "''"))
         else:
             Psql("""
-DROP TABLE IF EXISTS ml20m;
+DROP TABLE IF EXISTS ml20m CASCADE;
 CREATE TABLE ml20m AS SELECT user_id, item_id, value
   FROM gpumf_synthetic(138493, 26744, 20000263, seed => 20);
 VACUUM (FREEZE, ANALYZE) ml20m;""")
@@ -173,8 +174,9 @@ def gpumf_read(src, relname, opts):
 
 
 def bench_read(W):
-    print("### 1. Reading the source (seconds, fastest of 2; warm cache; "
-          "max_parallel_workers_per_gather = %d for every parallel row)" % W)
+    print("### 1. Reading the source (seconds, fastest of 2; warm cache; the parallel rows "
+          "with parallel_workers = %d on the table and max_parallel_workers_per_gather = %d)"
+          % (max(W, 1), W))
     print()
     rows = []
     for src in SOURCES:
@@ -368,6 +370,9 @@ def bench_serving(kept):
 def main():
     setup()
     W = workers_default()
+    # both count(*) and gpumf get W workers: the tables ask for them
+    for src in SOURCES:
+        q("ALTER TABLE %s SET (parallel_workers = %d)" % (TABLES[src][0], max(W, 1)))
     print("## gpumf: the SQL path around the kernels")
     print()
     print("machine: %d cores; %s; PostgreSQL %s; wal_level %s; shared_buffers %s; "
