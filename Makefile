@@ -4,12 +4,18 @@ MODULE_big = gpumf
 DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
-       src/pg/train.o src/pg/recommend.o src/pg/synth.o \
+       src/pg/train.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \
+       src/pg/solve.o src/pg/ols.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o
+       src/core/synth.o src/core/serve.o src/core/foldin.o \
+       src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o \
+       src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o \
+       src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
+       src/core/score.o src/core/metrics.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening precision device sqlpath upgrade
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
+          serving foldin parallel batch evaluate split history
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
@@ -34,7 +40,7 @@ all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
 cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/Makefile) src/core/gm_errors.h \
-		src/core/gm_algo.h src/core/gm_core.h src/core/csr.c
+		src/core/gm_algo.h src/core/gm_core.h src/core/gm_score.h src/core/csr.c
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so

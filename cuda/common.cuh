@@ -20,6 +20,10 @@
 
 #include <stdio.h>
 
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
 /* ------------------------------------------------------ exported ABI */
 
 extern "C" {
@@ -32,9 +36,139 @@ int			gm_cuda_probe(int *count, char *name, size_t namelen,
 
 /* The CUDA operations of algorithm (a gm_algorithm), NULL if there are none. */
 const gm_algo_ops *gm_cuda_algo_ops(int algorithm);
+
+/* Cap on the device memory the module allocates (bytes; < 0: no cap). */
+void		gm_cuda_set_memory_limit(long long bytes);
+
+/* Device memory the module holds now (bytes), allocated through gm_dev_malloc. */
+long long	gm_cuda_memory_in_use(void);
+}
+
+/* ------------------------------------------------- device memory accounting */
+
+/*
+ * Every device allocation of the module goes through gm_dev_malloc and
+ * gm_dev_free, which keep the bytes held per pointer and in total, so that
+ * gpumf.gpu_memory_limit caps what one backend's gpumf holds on the card
+ * (cuBLAS / cuSOLVER workspaces and the CUDA context itself are not
+ * counted), and so that a failed allocation says how much was asked for.
+ * A request over the cap fails as cudaErrorMemoryAllocation, like a full
+ * card; GM_CHECK turns either into GM_ENOMEM.  C++17 inline variables: one
+ * instance in the module, whichever .cu file uses them.
+ */
+inline std::atomic<long long> gm_dev_limit{-1};
+inline std::atomic<long long> gm_dev_used{0};
+inline std::mutex gm_dev_lock;
+inline std::unordered_map<void *, size_t> gm_dev_sizes;
+inline thread_local size_t gm_dev_last_request = 0;
+
+static inline cudaError_t
+gm_dev_malloc_bytes(void **p, size_t bytes)
+{
+	long long	limit = gm_dev_limit.load();
+	cudaError_t e;
+
+	gm_dev_last_request = bytes;
+	if (limit >= 0 && gm_dev_used.load() + (long long) bytes > limit)
+	{
+		*p = NULL;
+		return cudaErrorMemoryAllocation;
+	}
+	e = cudaMalloc(p, bytes);
+	if (e != cudaSuccess)
+	{
+		*p = NULL;
+		return e;
+	}
+	{
+		std::lock_guard<std::mutex> g(gm_dev_lock);
+
+		gm_dev_sizes[*p] = bytes;
+	}
+	gm_dev_used += (long long) bytes;
+	return cudaSuccess;
+}
+
+/* cudaMalloc with accounting (any pointer type, as cudaMalloc's template) */
+template <class T>
+static inline cudaError_t
+gm_dev_malloc(T **p, size_t bytes)
+{
+	return gm_dev_malloc_bytes((void **) p, bytes);
+}
+
+/* cudaFree with accounting; NULL is fine */
+static inline cudaError_t
+gm_dev_free(void *p)
+{
+	if (p == NULL)
+		return cudaSuccess;
+	{
+		std::lock_guard<std::mutex> g(gm_dev_lock);
+		auto		it = gm_dev_sizes.find(p);
+
+		if (it != gm_dev_sizes.end())
+		{
+			gm_dev_used -= (long long) it->second;
+			gm_dev_sizes.erase(it);
+		}
+	}
+	return cudaFree(p);
 }
 
 /* ------------------------------------------------------- error checks */
+
+/* whether a status says that memory ran out (the card's, or the cap's) */
+static inline bool
+gm_status_oom(cudaError_t e)
+{
+	return e == cudaErrorMemoryAllocation;
+}
+
+static inline bool
+gm_status_oom(cublasStatus_t s)
+{
+	return s == CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+static inline bool
+gm_status_oom(cusparseStatus_t s)
+{
+	return s == CUSPARSE_STATUS_ALLOC_FAILED;
+}
+
+static inline bool
+gm_status_oom(cusolverStatus_t s)
+{
+	return s == CUSOLVER_STATUS_ALLOC_FAILED;
+}
+
+/*
+ * The message of an allocation that failed: what was asked for, what gpumf
+ * holds, the cap and the card's free memory.  Returns GM_ENOMEM.
+ */
+static inline int
+gm_oom_message(const char *call, const char *file, int line, char *err, size_t errlen)
+{
+	size_t		free_b = 0,
+				total_b = 0;
+	long long	limit = gm_dev_limit.load();
+	char		cap[64];
+
+	(void) cudaGetLastError();
+	(void) cudaMemGetInfo(&free_b, &total_b);
+	if (limit >= 0)
+		snprintf(cap, sizeof(cap), "%.1f MB", limit / 1048576.0);
+	else
+		snprintf(cap, sizeof(cap), "none");
+	if (err && errlen)
+		snprintf(err, errlen,
+				 "out of GPU memory: %s asked for %.1f MB; gpumf holds %.1f MB in this session, "
+				 "gpumf.gpu_memory_limit is %s, the card has %.1f MB free of %.1f MB (%s:%d)",
+				 call, gm_dev_last_request / 1048576.0, gm_dev_used.load() / 1048576.0, cap,
+				 free_b / 1048576.0, total_b / 1048576.0, file, line);
+	return GM_ENOMEM;
+}
 
 /* NULL on success, else the library's text for the status */
 static inline const char *
@@ -88,13 +222,17 @@ gm_status_text(cusolverStatus_t s)
 /*
  * Evaluate a CUDA / cuBLAS / cuSPARSE / cuSOLVER call; on failure write the
  * call, the library's text, the file and the line into err (the enclosing
- * function's err and errlen) and return GM_EDEVICE.
+ * function's err and errlen) and return GM_EDEVICE, or GM_ENOMEM with what
+ * was asked for and what is free when memory ran out.
  */
 #define GM_CHECK(call) \
 	do { \
-		const char *m_ = gm_status_text(call); \
+		auto s_ = (call); \
+		const char *m_ = gm_status_text(s_); \
 		if (m_ != NULL) \
 		{ \
+			if (gm_status_oom(s_)) \
+				return gm_oom_message(#call, __FILE__, __LINE__, err, errlen); \
 			if (err && errlen) \
 				snprintf(err, errlen, "%s failed: %s (%s:%d)", #call, m_, \
 						 __FILE__, __LINE__); \

@@ -19,9 +19,9 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	d->n_rows = a->n_rows;
 	d->n_cols = a->n_cols;
 	d->nnz = a->nnz;
-	GM_CHECK(cudaMalloc((void **) &d->indptr, sizeof(int64_t) * n1));
-	GM_CHECK(cudaMalloc((void **) &d->indices, sizeof(int32_t) * nz));
-	GM_CHECK(cudaMalloc((void **) &d->data, sizeof(float) * nz));
+	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
+	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
+	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
 	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
 	if (a->nnz > 0)
 	{
@@ -37,9 +37,9 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 void
 gm_dcsr_free(gm_dcsr *d)
 {
-	cudaFree(d->indptr);
-	cudaFree(d->indices);
-	cudaFree(d->data);
+	gm_dev_free(d->indptr);
+	gm_dev_free(d->indices);
+	gm_dev_free(d->data);
 	d->indptr = NULL;
 	d->indices = NULL;
 	d->data = NULL;
@@ -78,7 +78,7 @@ gm_dchunks_build(gm_dchunks *c, const int64_t *indptr, int32_t n_rows,
 	for (int32_t r = 0; r < n_rows; r++)
 		for (int32_t j = 0; j < c->ptr[r + 1] - c->ptr[r]; j++)
 			h[c->ptr[r] + j] = make_int2(r, j);
-	e = cudaMalloc((void **) &c->chunks, sizeof(int2) * (size_t) (total > 0 ? total : 1));
+	e = gm_dev_malloc((void **) &c->chunks, sizeof(int2) * (size_t) (total > 0 ? total : 1));
 	if (e == cudaSuccess && total > 0)
 		e = cudaMemcpy(c->chunks, h, sizeof(int2) * (size_t) total, cudaMemcpyHostToDevice);
 	free(h);
@@ -93,7 +93,7 @@ oom:
 void
 gm_dchunks_free(gm_dchunks *c)
 {
-	cudaFree(c->chunks);
+	gm_dev_free(c->chunks);
 	free(c->ptr);
 	c->chunks = NULL;
 	c->ptr = NULL;
@@ -119,7 +119,7 @@ gm_dbins_upload(gm_dbins *b, const int32_t *perm, int32_t n_rows,
 		return GM_ENOMEM;
 	}
 	memcpy(b->bin_start, bin_start, sizeof(int32_t) * ((size_t) nbins + 1));
-	GM_CHECK(cudaMalloc((void **) &b->perm, sizeof(int32_t) * (size_t) (n_rows > 0 ? n_rows : 1)));
+	GM_CHECK(gm_dev_malloc((void **) &b->perm, sizeof(int32_t) * (size_t) (n_rows > 0 ? n_rows : 1)));
 	if (n_rows > 0)
 		GM_CHECK(cudaMemcpy(b->perm, perm, sizeof(int32_t) * (size_t) n_rows,
 							cudaMemcpyHostToDevice));
@@ -155,7 +155,7 @@ gm_dbins_build(gm_dbins *b, const gm_csr *a, int nbins, const int64_t *upper,
 void
 gm_dbins_free(gm_dbins *b)
 {
-	cudaFree(b->perm);
+	gm_dev_free(b->perm);
 	free(b->bin_start);
 	b->perm = NULL;
 	b->bin_start = NULL;

@@ -13,7 +13,9 @@
  * its own file, e.g. X(GM_ALG_CCD, gm_cuda_ccd_ops) for ccd.cu).
  */
 #define GM_CUDA_ALGORITHMS(X) \
-	X(GM_ALG_ALS_IMPLICIT, gm_cuda_als_implicit_ops)
+	X(GM_ALG_ALS_IMPLICIT, gm_cuda_als_implicit_ops) \
+	X(GM_ALG_ALS_EXPLICIT, gm_cuda_als_explicit_ops) \
+	X(GM_ALG_CCD, gm_cuda_ccd_ops)
 
 #define GM_DECLARE_OPS(alg, ops) extern const gm_algo_ops ops;
 GM_CUDA_ALGORITHMS(GM_DECLARE_OPS)
@@ -68,4 +70,18 @@ gm_cuda_algo_ops(int algorithm)
 		default:
 			return NULL;
 	}
+}
+
+/* Cap the device memory the module allocates (bytes; negative: no cap). */
+extern "C" void
+gm_cuda_set_memory_limit(long long bytes)
+{
+	gm_dev_limit = bytes < 0 ? -1 : bytes;
+}
+
+/* Device memory the module holds now, in bytes (its own allocations). */
+extern "C" long long
+gm_cuda_memory_in_use(void)
+{
+	return gm_dev_used.load();
 }

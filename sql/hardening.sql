@@ -1,5 +1,8 @@
 -- hardening: hostile temp objects and search paths, grants, ownership, limits
 SET gpumf.progress = off;
+-- only the current version of a model is kept here (history.sql tests more):
+-- the serving cache's counts below assume that replaced tables go
+SET gpumf.keep_versions = 1;
 CREATE ROLE regress_gpumf_carol;
 CREATE ROLE regress_gpumf_dave;
 GRANT USAGE, CREATE ON SCHEMA public TO regress_gpumf_carol, regress_gpumf_dave;
@@ -133,6 +136,15 @@ SELECT count(*) AS unknown_user FROM gpumf_recommend('huge', '999999999999999999
 SELECT count(*) AS unknown_user FROM gpumf_recommend('huge', '-99999999999'::text, 3);
 SELECT count(*) FROM gpumf_recommend('huge', 'one'::text, 3);
 SELECT gpumf_drop_model('huge');
+
+-- gpumf.gpu_memory_limit caps gpumf's GPU memory: none by default, set by superusers only
+SHOW gpumf.gpu_memory_limit;
+SET gpumf.gpu_memory_limit = '512MB';
+SHOW gpumf.gpu_memory_limit;
+RESET gpumf.gpu_memory_limit;
+SET ROLE regress_gpumf_carol;
+SET gpumf.gpu_memory_limit = '100GB';
+RESET ROLE;
 
 -- clean up
 SET ROLE regress_gpumf_carol;

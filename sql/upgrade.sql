@@ -42,6 +42,13 @@ SELECT i.key AS item, round(s::numeric, 5) AS score
        LATERAL (SELECT sum(a * b) AS s FROM unnest(u.factors, i.factors) AS t(a, b)) d
  WHERE u.key = 2 AND i.idx <> ALL (u.seen)
  ORDER BY s DESC, i.idx LIMIT 3;
+-- the 0.2 names serve the 0.1 model too
+SELECT count(*) AS same FROM (
+  SELECT item, score FROM gpumf_recommend_text('legacy', 2, 3)
+  INTERSECT SELECT item, score FROM gpumf_recommend('legacy', 2, 3, true, item_type => NULL::text)
+  INTERSECT SELECT item, score FROM gpumf_recommend('legacy', '2', 3, true, item_type => NULL::text)) s;
+SELECT count(*) FROM gpumf_similar_items('legacy', 'item 1', 2, item_type => NULL::text);
+SELECT count(*) FROM gpumf_recommend_items('legacy', ARRAY['item 1', 'item 2'], n => 2, "values" => NULL, exclude_seen => true, item_type => NULL::text);
 
 -- the owner (a role OID now) retrains and drops it
 CREATE TABLE old_ratings (user_id int, item_id text, rating real);

@@ -9,7 +9,7 @@ export PG_CONFIG=${PG_CONFIG:-$(command -v pg_config)}
 if [ -n "${PGHOST:-}" ] && pg_isready -q; then
   return 0 2>/dev/null || exit 0
 fi
-GPUMF_PGDATA=${GPUMF_PGDATA:-/tmp/gpumf-pgdata}
+export GPUMF_PGDATA=${GPUMF_PGDATA:-/tmp/gpumf-pgdata}   # (exported: the reliability suite reads $GPUMF_PGDATA.log)
 export PGHOST=/tmp PGPORT=${GPUMF_PGPORT:-5499} PGDATABASE=postgres
 if [ "$(id -u)" = 0 ]; then
   owner=postgres

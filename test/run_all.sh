@@ -6,7 +6,13 @@
 #   4. the README's pg_cron recipe (test/cron/run.sh; runs in the background
 #      from the start, since pg_cron starts jobs once a minute)
 #   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
-#      of test/bench/gpu (--quick: correctness only)
+#      of test/bench/gpu (--quick: correctness only), ALS and batch scoring
+#   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
+#      (make -C test/unit check-sanitize)
+#   7. the fast parts of the reliability suite (test/reliability): hostile
+#      roles, load during retraining, faults (SIGKILL, cancel), backend
+#      memory; after the pg_cron test, since a crash recovery would end its
+#      sessions
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
@@ -19,6 +25,15 @@ logs=$(mktemp -d /tmp/gpumf-tests.XXXXXX)
 tally() {  # $1: suite, $2: passed, $3: failed
   echo "== $1: $2 passed, $3 failed"
   P=$((P + $2)); F=$((F + $3))
+}
+# run a suite that ends with "N passed, M failed"; show its failures only
+suite() {  # $1: name, then the command
+  local name=$1 out line t0=$SECONDS
+  shift
+  out=$("$@" 2>&1); echo "$out" | grep -vE '^ok '
+  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+  echo "== $name: $((SECONDS - t0)) s"
+  if [ -n "$line" ]; then tally "$name" "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally "$name" 0 1; fi
 }
 
 echo "== build and install"
@@ -36,6 +51,9 @@ echo "== C unit tests"
 out=$(make -s -C test/unit check 2>&1); echo "$out" | grep -v '^ok'
 line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
 if [ -n "$line" ]; then tally unit "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally unit 0 1; fi
+
+echo "== C unit tests under AddressSanitizer, LeakSanitizer and UBSan"
+suite sanitizers make -s -C test/unit check-sanitize
 
 echo "== pg_regress (gpumf.device=$DEV)"
 rm -rf results regression.diffs regression.out
@@ -56,6 +74,10 @@ if [ "$DEV" = gpu ]; then
   out=$(bash test/bench/gpu/run.sh --quick 2>&1); echo "$out" | tail -30
   line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
   if [ -n "$line" ]; then tally gpu "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu 0 1; fi
+  echo "== GPU batch scorer vs CPU and a float64 reference"
+  out=$(bash test/bench/gpu/score_run.sh --quick 2>&1); echo "$out" | tail -20
+  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+  if [ -n "$line" ]; then tally gpu-score "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu-score 0 1; fi
 fi
 
 echo "== pg_cron recipe"
@@ -63,6 +85,17 @@ wait $cron_pid
 out=$(cat $logs/cron.out); echo "$out"
 line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
 if [ -n "$line" ]; then tally cron "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally cron 0 1; fi
+
+# the reliability suite's fast parts (the long runs: test/reliability/README.md)
+export GPUMF_TEST_DEVICE=$DEV
+echo "== reliability: hostile roles"
+suite hostile bash test/reliability/hostile.sh
+echo "== reliability: load during retraining"
+suite load bash test/reliability/load.sh --fast
+echo "== reliability: faults"
+suite faults bash test/reliability/faults.sh --fast
+echo "== reliability: backend memory"
+suite memory bash test/reliability/memory.sh --fast
 
 echo "$P passed, $F failed"
 [ "$F" = 0 ]

@@ -26,7 +26,9 @@
  * its own file, e.g. X(GM_ALG_CCD, gm_cpu_ccd_ops) for ccd.c).
  */
 #define GM_CPU_ALGORITHMS(X) \
-	X(GM_ALG_ALS_IMPLICIT, gm_cpu_als_implicit_ops)
+	X(GM_ALG_ALS_IMPLICIT, gm_cpu_als_implicit_ops) \
+	X(GM_ALG_ALS_EXPLICIT, gm_cpu_als_explicit_ops) \
+	X(GM_ALG_CCD, gm_cpu_ccd_ops)
 
 #define GM_DECLARE_OPS(alg, ops) extern const gm_algo_ops ops;
 GM_CPU_ALGORITHMS(GM_DECLARE_OPS)
@@ -51,6 +53,22 @@ static struct
 	char		why[GM_ERRLEN];
 	algo_ops_fn algo_ops;
 }			cu;
+
+/* gpumf.gpu_memory_limit in bytes (negative: none), applied when the module loads */
+static int64_t cuda_memory_limit = -1;
+
+/* Hand the device memory cap to the loaded module, if it is loaded. */
+static void
+apply_memory_limit(void)
+{
+	void		(*set_limit) (long long);
+
+	if (cu.lib == NULL)
+		return;
+	*(void **) &set_limit = dlsym(cu.lib, "gm_cuda_set_memory_limit");
+	if (set_limit)
+		set_limit((long long) cuda_memory_limit);
+}
 
 /*
  * Is there a GPU the driver can use?  Asks the driver library itself
@@ -159,7 +177,11 @@ gm_cuda_available(const char *module_path, char *name, size_t namelen,
 					 module_path);
 		}
 		else
+		{
 			cu.status = load_module(module_path);
+			if (cu.status == GM_OK)
+				apply_memory_limit();
+		}
 		if (cu.status != GM_OK && cu.lib != NULL)
 		{
 			/* release what a failed probe loaded */
@@ -208,6 +230,26 @@ gm_algo_ops_get(gm_algorithm a, gm_backend_kind b, char *err, size_t errlen)
 		snprintf(err, errlen, "algorithm %s is not available on the %s backend",
 				 name, b == GM_BACKEND_CPU ? "cpu" : "cuda");
 	return ops;
+}
+
+/* Cap the CUDA module's device memory (see gm_core.h). */
+void
+gm_cuda_memory_cap(int64_t bytes)
+{
+	cuda_memory_limit = bytes < 0 ? -1 : bytes;
+	apply_memory_limit();
+}
+
+/* Device memory the CUDA module holds now (see gm_core.h). */
+int64_t
+gm_cuda_memory_held(void)
+{
+	long long	(*in_use) (void);
+
+	if (cu.lib == NULL)
+		return 0;
+	*(void **) &in_use = dlsym(cu.lib, "gm_cuda_memory_in_use");
+	return in_use ? (int64_t) in_use() : 0;
 }
 
 /* A symbol of the loaded CUDA module, or NULL. */

@@ -150,6 +150,16 @@ const gm_algo_ops *gm_algo_ops_get(gm_algorithm a, gm_backend_kind b,
  */
 void	   *gm_cuda_symbol(const char *name);
 
+/*
+ * Cap the device memory the CUDA module allocates (bytes; negative: no cap),
+ * now and whenever the module loads later.  An allocation over the cap fails
+ * as on a full card: GM_ENOMEM with what was asked for and what is held.
+ */
+void		gm_cuda_memory_cap(int64_t bytes);
+
+/* Device memory the CUDA module's own allocations hold now (0 when not loaded). */
+int64_t		gm_cuda_memory_held(void);
+
 /* ----------------------------------------------------------- serving */
 
 /* Indices of the n largest scores, best first; ties broken by lower index.
@@ -160,6 +170,43 @@ int			gm_topk(const float *scores, int32_t m, int n,
 					int32_t *out_idx, float *out_score);
 
 
+
+/* ------------------------------------------------------------ fold-in */
+
+/*
+ * Sort (idx, vals) by idx and sum the values of equal indices, in place
+ * (vals may be NULL); returns the new count, -1 when out of memory.
+ */
+int32_t		gm_entries_merge(int32_t *idx, float *vals, int32_t n);
+
+/* What a model was trained with, as fold-in needs it (foldin.c). */
+typedef struct gm_foldin_params
+{
+	gm_algorithm algorithm;
+	float		regularization;
+	float		alpha;			/* als */
+	float		alpha0;			/* als: 1 for the 2008 form */
+	float		nu;				/* als: 0 for a fixed lambda */
+	int			biases;			/* als_explicit, ccd */
+	double		global_mean;	/* with biases */
+} gm_foldin_params;
+
+/* doubles of work gm_foldin needs for k factors */
+size_t		gm_foldin_work(int k);
+
+/*
+ * The factors x (k floats) and bias (0 without biases) that one row with
+ * the entries idx/vals (sorted, distinct item indices) gets against the
+ * fixed item factors Y (n_items x k) and item_bias (explicit models with
+ * biases): the exact solve of the trainer's per-row least squares (see
+ * foldin.c for each algorithm's system).  G = Y^T Y (k x k, double) for
+ * implicit models, NULL otherwise.  GM_EINVAL for bad entries or a system
+ * that is not positive definite.
+ */
+int			gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
+					  int32_t n_items, int k, const double *G, const int32_t *idx,
+					  const float *vals, int32_t n, float *x, float *bias,
+					  double *work, char *err, size_t errlen);
 
 /* ------------------------------------------------------------ key maps */
 
@@ -176,6 +223,9 @@ gm_keymap  *gm_keymap_create(int byte_keys);
 int32_t		gm_keymap_int(gm_keymap *m, int64_t key);
 int32_t		gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len);
 int32_t		gm_keymap_size(const gm_keymap *m);
+/* index of key without adding it: -1 when absent (or of the other kind) */
+int32_t		gm_keymap_find_int(const gm_keymap *m, int64_t key);
+int32_t		gm_keymap_find_bytes(const gm_keymap *m, const void *key, uint32_t len);
 /* renumber in key order; old_to_new has gm_keymap_size entries */
 int			gm_keymap_sort(gm_keymap *m, int32_t *old_to_new);
 int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);
@@ -230,30 +280,72 @@ void		gm_synth_free(gm_synth *g);
  * error bound lets them reach the top n.  The result equals gm_topk over the
  * float32 scores Y·x, with a quarter of the bytes read per call.
  */
+#define GM_QMAT_MAX_K 1024
+
 typedef struct gm_qmat
 {
 	int32_t		n;
 	int			k;
-	int8_t	   *q;				/* n x k */
+	int			kpad;			/* k rounded up to 64; rows are zero-padded */
+	int8_t	   *q;				/* n x kpad, round(y_i / scale_i) */
 	float	   *scale;			/* max|y_i| / 127 */
+	float	   *qabs;			/* scale_i * sum_f |q_if| (for the error bound) */
+	int32_t    *qsum;			/* sum_f q_if */
+	void	   *owned;			/* the memory gm_qmat_build allocated (NULL: the caller's) */
 } gm_qmat;
 
+/* GM_EINVAL unless 1 <= k <= GM_QMAT_MAX_K; GM_ENOMEM */
 int			gm_qmat_build(const float *Y, int32_t n, int k, gm_qmat *out);
 /*
- * The same into caller-owned arrays (q: n x k, scale: n), rows in parallel
- * over `threads` threads (<= 0: one per core).  gm_qmat_build uses every
- * core: it runs once per model version.
+ * The same in caller-owned memory (shared memory, say): gm_qmat_size bytes,
+ * 64-byte aligned, rows built in parallel over threads (<= 0: one per
+ * core); gm_qmat_attach points a gm_qmat at such memory built before.
  */
-void		gm_qmat_fill(const float *Y, int32_t n, int k, int8_t *q, float *scale,
-						 int threads);
+size_t		gm_qmat_size(int32_t n, int k);
+int			gm_qmat_build_in(const float *Y, int32_t n, int k, void *mem, gm_qmat *out,
+							 int threads);
+int			gm_qmat_attach(void *mem, int32_t n, int k, gm_qmat *out);
+/* free what gm_qmat_build allocated (nothing for caller-owned memory) */
 void		gm_qmat_free(gm_qmat *Q);
+/* floats of scratch gm_topk_dot and gm_topk_dot_among need */
+size_t		gm_topk_dot_scratch(const gm_qmat *Q);
 /*
- * Exact top-n of Y x leaving out skip (sorted); scratch: 2 * m floats.
+ * Exact top-n of Y x leaving out skip (sorted); scratch: gm_topk_dot_scratch.
  * *rescored (may be NULL) gets the number of items scored exactly.
  */
 int			gm_topk_dot(const float *Y, const gm_qmat *Q, const float *x, int n,
 						const int32_t *skip, int32_t nskip, float *scratch,
 						int32_t *out_idx, float *out_score, int32_t *rescored);
+/* The same among the items only[0 .. nonly) (sorted, distinct) alone. */
+int			gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
+							  const int32_t *only, int32_t nonly,
+							  const int32_t *skip, int32_t nskip, float *scratch,
+							  int32_t *out_idx, float *out_score, int32_t *rescored);
+/*
+ * The first pass alone: approx[i] and bound[i] with |y_i . x - approx[i]| <=
+ * bound[i] for every item, y_i . x being the float32 score the rescoring
+ * computes.
+ */
+void		gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound);
+/* The instruction set the first pass uses: "avx512vnni", "avx2" or "plain". */
+const char *gm_serve_isa(void);
+/*
+ * Use the first pass for isa ("plain", "avx2", "avx512vnni"; NULL: the
+ * fastest again), for tests and benchmarks: all give the same integer sums.
+ * GM_ENOTSUP when this CPU lacks it.
+ */
+int			gm_serve_use_isa(const char *isa);
+
+/* norms[i] = |F_i| (F is n x k row-major), summed in double */
+void		gm_row_norms(const float *F, int64_t n, int k, float *norms);
+/*
+ * Top n of the cosine similarity (F_i . x) / (|F_i| |x|) over the m rows of F,
+ * leaving out skip (sorted); rows of norm 0 never rank, and a zero x ranks
+ * nothing.  scratch: m floats.
+ */
+int			gm_topk_cosine(const float *F, const float *norms, int32_t m, int k,
+						   const float *x, int n, const int32_t *skip, int32_t nskip,
+						   float *scratch, int32_t *out_idx, float *out_score);
 
 /* Monotonic seconds. */
 double		gm_now(void);

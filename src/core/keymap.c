@@ -281,8 +281,13 @@ cmp_bytes(const void *a, const void *b)
 int
 gm_keymap_sort(gm_keymap *m, int32_t *old_to_new)
 {
-	int32_t    *order = malloc(sizeof(int32_t) * (m->n ? m->n : 1));
-	void	   *tmp = malloc(sizeof(int64_t) * (m->n ? m->n : 1));
+	int32_t    *order;
+	void	   *tmp;
+
+	if (m->n == 0)
+		return GM_OK;			/* nothing to renumber (and no key arrays yet) */
+	order = malloc(sizeof(int32_t) * m->n);
+	tmp = malloc(sizeof(int64_t) * m->n);
 
 	if (!order || !tmp)
 	{
@@ -347,4 +352,42 @@ gm_keymap_bytes_at(const gm_keymap *m, int32_t idx, uint32_t *len)
 {
 	*len = m->blens[idx];
 	return m->bkeys[idx];
+}
+
+/* The index of an integer key, or -1 when it is not in the map. */
+int32_t
+gm_keymap_find_int(const gm_keymap *m, int64_t key)
+{
+	uint64_t	pos = mix64((uint64_t) key) & m->mask;
+	int32_t		s;
+
+	if (m->byte_keys)
+		return -1;
+	while ((s = m->slots[pos]) != 0)
+	{
+		if (m->ikeys[s - 1] == key)
+			return s - 1;
+		pos = (pos + 1) & m->mask;
+	}
+	return -1;
+}
+
+/* The index of a byte-string key, or -1 when it is not in the map. */
+int32_t
+gm_keymap_find_bytes(const gm_keymap *m, const void *key, uint32_t len)
+{
+	uint64_t	h = hash_bytes(key, len);
+	uint64_t	pos = h & m->mask;
+	int32_t		s;
+
+	if (!m->byte_keys)
+		return -1;
+	while ((s = m->slots[pos]) != 0)
+	{
+		if (m->hashes[s - 1] == h && m->blens[s - 1] == len &&
+			memcmp(m->bkeys[s - 1], key, len) == 0)
+			return s - 1;
+		pos = (pos + 1) & m->mask;
+	}
+	return -1;
 }

@@ -1,7 +1,9 @@
 /*
  * device.c: what gpumf.device means, and gpumf_device_info.
  *
- * The only place in the PostgreSQL layer that asks the core for a device.
+ * The only place in the PostgreSQL layer that asks the core for a device,
+ * for training (gpumf_training_backend) and for the linear algebra
+ * (gpumf_linalg_device: the CUDA module's gm_linalg_ops table).
  * auto: the GPU when one works, else the CPU; silently when gpumf was built
  * without its CUDA module, with one NOTICE per session when the module is
  * there but no GPU works.  gpu: an ERROR with a hint when none works.
@@ -19,6 +21,30 @@
 PG_FUNCTION_INFO_V1(gpumf_device_info);
 
 static bool fallback_noticed = false;
+
+/* gpumf.device = gpu but no usable GPU: the ERROR; doing: "train", "compute" */
+static void
+no_gpu_error(const char *err, const char *doing)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("gpumf.device is \"gpu\" but no usable GPU was found"),
+			 errdetail("%s", err),
+			 errhint("Set gpumf.device to 'auto' or 'cpu' to %s on the CPU.", doing)));
+}
+
+/* gpumf.device = auto and no usable GPU: one NOTICE per session */
+static void
+fallback_notice(const char *err, const char *doing)
+{
+	if (fallback_noticed)
+		return;
+	ereport(NOTICE,
+			(errmsg("no usable GPU, %s on the CPU", doing),
+			 errdetail("%s", err),
+			 errhint("This NOTICE is shown once per session; gpumf.device = 'cpu' silences it.")));
+	fallback_noticed = true;
+}
 
 /*
  * Loading the CUDA module and asking the driver for a device takes a fresh
@@ -104,20 +130,38 @@ gpumf_training_backend(char *name, size_t namelen)
 	if (rc == GM_OK)
 		return GM_BACKEND_CUDA;
 	if (gpumf_device == GPUMF_DEVICE_GPU)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gpumf.device is \"gpu\" but no usable GPU was found"),
-				 errdetail("%s", err),
-				 errhint("Set gpumf.device to 'auto' or 'cpu' to train on the CPU.")));
-	if (rc != GM_ENOMODULE && !fallback_noticed)
-	{
-		ereport(NOTICE,
-				(errmsg("no usable GPU, training on the CPU"),
-				 errdetail("%s", err),
-				 errhint("This NOTICE is shown once per session; gpumf.device = 'cpu' silences it.")));
-		fallback_noticed = true;
-	}
+		no_gpu_error(err, "train");
+	if (rc != GM_ENOMODULE)
+		fallback_notice(err, "training");
 	return GM_BACKEND_CPU;
+}
+
+/*
+ * The CUDA module's linear-algebra table when gpumf.device picks the GPU,
+ * NULL for the CPU.  The same rules as training: auto falls back with one
+ * NOTICE per session, gpu without a usable GPU is an ERROR.
+ */
+const gm_linalg_ops *
+gpumf_linalg_device(char *name, size_t namelen)
+{
+	char		err[GM_ERRLEN];
+	const gm_linalg_ops *ops = NULL;
+	int			rc;
+
+	if (name && namelen)
+		name[0] = '\0';
+	if (gpumf_device == GPUMF_DEVICE_CPU)
+		return NULL;
+	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, sizeof(err));
+	if (rc == GM_OK)
+		ops = gm_linalg_cuda_ops(gpumf_cuda_module_path(), err, sizeof(err));
+	if (ops != NULL)
+		return ops;
+	if (gpumf_device == GPUMF_DEVICE_GPU)
+		no_gpu_error(err, "compute");
+	if (rc != GM_ENOMODULE)
+		fallback_notice(err, "computing");
+	return NULL;
 }
 
 Datum

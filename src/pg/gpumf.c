@@ -31,6 +31,9 @@ int			gpumf_max_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 int			gpumf_read_workers = -1;
 bool		gpumf_shared_models = true;
+int			gpumf_gpu_memory_limit_mb = -1;
+int			gpumf_keep_versions = 2;
+int			gpumf_spmv_choice = GM_SPMV_AUTO;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
@@ -39,7 +42,21 @@ static const struct config_enum_entry device_options[] = {
 	{NULL, 0, false}
 };
 
+static const struct config_enum_entry spmv_options[] = {
+	{"auto", GM_SPMV_AUTO, false},
+	{"own", GM_SPMV_OWN, false},
+	{"cusparse", GM_SPMV_CUSPARSE, false},
+	{NULL, 0, false}
+};
+
 void		_PG_init(void);
+
+/* gpumf.gpu_memory_limit's assign hook: hand the cap to the core (bytes) */
+static void
+assign_gpu_memory_limit(int newval, void *extra)
+{
+	gm_cuda_memory_cap(newval < 0 ? -1 : (int64_t) newval * 1024 * 1024);
+}
 
 void
 _PG_init(void)
@@ -56,6 +73,11 @@ _PG_init(void)
 							 "Report each training iteration's loss and time in a NOTICE.",
 							 NULL, &gpumf_progress, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.gpu_memory_limit",
+							"Largest amount of GPU memory gpumf's own allocations may hold in one session.",
+							"-1: no cap (the card's memory). An allocation over the cap fails like one on a full card: the call stops with an out-of-GPU-memory ERROR and changes nothing. The CUDA context and cuBLAS/cuSOLVER workspaces are not counted.",
+							&gpumf_gpu_memory_limit_mb, -1, -1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MB, NULL, assign_gpu_memory_limit, NULL);
 	DefineCustomIntVariable("gpumf.max_memory",
 							"Memory one gpumf operation may allocate in a backend, beyond work_mem; -1 means half the machine's memory.",
 							"A training or a generator that would need more stops with an ERROR before allocating it.",
@@ -76,6 +98,15 @@ _PG_init(void)
 							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
 							 &gpumf_shared_models, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.keep_versions",
+							"Versions of each model kept, the current one included; a retraining retires the older ones.",
+							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",
+							&gpumf_keep_versions, 2, 1, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpumf.spmv",
+							 "The GPU's sparse matrix-vector product: auto (the faster on each matrix, timed once), own (gpumf's kernel) or cusparse.",
+							 NULL, &gpumf_spmv_choice, GM_SPMV_AUTO, spmv_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 

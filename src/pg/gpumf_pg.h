@@ -11,8 +11,19 @@
  *   model_store.c    factor tables: create, fill, grants, retire, drop
  *   model_cache.c    models served from backend memory
  *   train.c          gpumf_train, gpumf_drop_model
- *   recommend.c      gpumf_recommend and its variants
+ *   recommend.c      gpumf_recommend, gpumf_recommend_items
+ *   similar.c        gpumf_similar_items, gpumf_similar_users
+ *   serving.c        what serving builds on a served model: key lookups, fold-in
+ *                    (a user's rows read from the source), users for similarity
  *   synth.c          gpumf_synthetic
+ *   model_load.c     a served model's users in memory; scoring device; new tables
+ *   batch.c          gpumf_recommend_all (every user's top n into a table)
+ *   evaluate.c       gpumf_evaluate
+ *   split.c          gpumf_split
+ *   model_history.c  kept versions: gpumf_model_versions, gpumf_use_version
+ *   predict.c        gpumf_predict, gpumf_rmse, gpumf_synthetic_ratings
+ *   solve.c          gpumf_cg_solve, gpumf_spmv (sparse SPD solves)
+ *   ols.c            gpumf_linreg, gpumf_linreg_agg, gpumf_linreg_predict
  */
 #ifndef GPUMF_PG_H
 #define GPUMF_PG_H
@@ -21,9 +32,12 @@
 #include "fmgr.h"
 #include "access/attnum.h"
 #include "access/tupdesc.h"
+#include "tcop/dest.h"
 #include "utils/jsonb.h"
+#include "utils/snapshot.h"
 
 #include "gm_core.h"
+#include "gm_linalg.h"
 
 /* ------------------------------------------------------------- GUCs */
 
@@ -41,6 +55,9 @@ extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
+extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
+extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
+
 
 /* ----------------------------------------------------------- gpumf.c */
 
@@ -61,6 +78,11 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 /* start looking for a GPU on a thread, while the caller does other work */
 extern void gpumf_device_prefetch(void);
+/*
+ * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
+ * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
+ */
+extern const gm_linalg_ops *gpumf_linalg_device(char *name, size_t namelen);
 
 /* ----------------------------------------------------------- guard.c */
 
@@ -158,6 +180,18 @@ typedef struct GpumfSource
 	MemoryContextCallback cb;
 } GpumfSource;
 
+/* lock a relation for reading and check its kind; its quoted qualified name */
+extern char *gpumf_relation_open(Oid relid);
+/* a column's type (base type of a domain); ERROR naming use ("train on") for system columns */
+extern Oid	gpumf_column_type(Oid relid, const char *col, const char *use);
+/* ERROR unless type is numeric (int2/4/8, float4/8, numeric); what: "value", "y", ... */
+extern void gpumf_check_numeric_type(Oid type, const char *col, const char *what);
+/* a numeric Datum as double (a numeric beyond double's range: +-Infinity) */
+extern double gpumf_datum_double(Oid type, Datum d);
+/* run a SELECT gpumf built with the caller's rights (pinned search_path) into dest */
+extern void gpumf_read_query(const char *sql, DestReceiver *dest, bool read_only,
+							 const char *what);
+
 extern GpumfKeyKind gpumf_key_kind(Oid type);
 /* key type stored for a column type (varchar, bpchar -> text); ERROR if unsupported */
 extern Oid	gpumf_key_store_type(Oid coltype, const char *col, const char *what);
@@ -196,6 +230,7 @@ typedef struct GpumfModel
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;
+	Jsonb	   *params;			/* the hyper-parameters (NULL if none) */
 } GpumfModel;
 
 /* everything gpumf_train writes into the catalog */
@@ -225,6 +260,8 @@ typedef struct GpumfModelRow
 extern void gpumf_model_lock(const char *name);
 /* the model's row (palloc'd strings); false when there is none */
 extern bool gpumf_model_lookup(const char *name, GpumfModel *m);
+/* the same as of snap (serving reads the model as of the statement) */
+extern bool gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap);
 /* ERROR unless the current user may retrain or drop the model */
 extern void gpumf_model_check_owner(const GpumfModel *m, const char *action);
 /* ERROR (serialization failure) when a concurrent transaction changed the model */
@@ -236,6 +273,8 @@ extern void gpumf_model_write(const GpumfModelRow *row, bool exists);
 extern void gpumf_model_delete(int64 id);
 /* the model's catalog row as the function's result (gpumf.models' row type) */
 extern Datum gpumf_model_row_datum(const char *name);
+/* set gpumf.models.metrics of the model's version (owner only; as the extension's owner) */
+extern void gpumf_model_record_metrics(const char *name, int64 id, int32 version, Jsonb *metrics);
 
 /* ------------------------------------------------------ model_store.c */
 
@@ -277,6 +316,8 @@ extern void gpumf_store_drop(const GpumfFactorTables *t);
 
 /* ------------------------------------------------------ model_cache.c */
 
+struct GpumfServing;
+
 /* One served model version, in backend memory. */
 typedef struct GpumfServed
 {
@@ -297,15 +338,19 @@ typedef struct GpumfServed
 	float	   *item_bias;		/* n_items, or NULL */
 	Datum	   *item_keys;		/* in item_type */
 	gm_qmat		Q;				/* int8 copy of Y for the first pass */
-	float	   *scratch;		/* 2 * n_items */
+	float	   *scratch;		/* gm_topk_dot_scratch(&Q) floats */
 	AttrNumber	user_att_factors;
 	AttrNumber	user_att_seen;
 	AttrNumber	user_att_bias;	/* InvalidAttrNumber: none */
 	FmgrInfo	key_eq;			/* equality of the user key type */
 	struct dsm_segment *seg;	/* Y, Q, biases and keys live here; NULL: in cxt */
+	struct GpumfServing *serving;	/* serving.c's, built on first use */
 } GpumfServed;
 
-/* the model's current version, loaded if needed; ERRORs for unknown/forbidden */
+/*
+ * The model's current version as of the statement's snapshot, loaded if
+ * needed; ERRORs for unknown/forbidden.
+ */
 extern GpumfServed *gpumf_served_get(const char *name);
 /*
  * The user's row: factors (k floats), seen items (sorted), bias.  false when
@@ -315,5 +360,144 @@ extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
 /* stop sharing every version of the model (it was dropped or replaced) */
 extern void gpumf_served_forget(int64 model_id);
+
+/* the snapshot serving reads the model's tables with in this call */
+extern Snapshot gpumf_served_snapshot(void);
+
+/* ---------------------------------------------------------- serving.c */
+
+/* What serving builds on a served model version, on first use. */
+typedef struct GpumfServing
+{
+	MemoryContext cxt;			/* everything below */
+	/* from the catalog row of the served version */
+	gm_foldin_params foldin;
+	char	   *source;			/* qualified name as stored */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *value_col;		/* NULL: every row counts 1 */
+	/* built on first use */
+	gm_keymap  *item_map;		/* item key -> index */
+	double	   *gram;			/* Y^T Y, for implicit fold-in */
+	double	   *work;			/* gm_foldin_work(k) doubles */
+	float	   *item_norms;
+	/* the users, loaded by gpumf_similar_users */
+	int32		n_users;
+	float	   *X;
+	Datum	   *user_keys;
+	float	   *user_norms;
+	gm_keymap  *user_map;
+	float	   *user_scratch;
+} GpumfServing;
+
+/* A user's factors as serving uses them (stored, or folded in). */
+typedef struct GpumfUserFactors
+{
+	const float *x;
+	float		bias;
+	const int32 *seen;			/* sorted item indices */
+	int32		nseen;
+	bool		folded;			/* computed from the source or a basket */
+} GpumfUserFactors;
+
+/* what the catalog row of a newly loaded version says (model_cache.c calls it) */
+extern void gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat);
+/* free everything of m->serving (model_cache.c calls it) */
+extern void gpumf_serving_free(GpumfServed *m);
+
+/* the model's item index of a key Datum of type keytype (a key type); -1: none */
+extern int32 gpumf_item_index(GpumfServed *m, Datum key, Oid keytype);
+/*
+ * A key argument (of type argtype, any type: converted as text if need be)
+ * as a Datum of the key type keytype; false when no key can equal it.
+ */
+extern bool gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out);
+/*
+ * The item indices of the elements of an array argument of item keys (its
+ * type argtype, possibly unknown: a literal), in array order, -1 for a NULL
+ * element or a key the model lacks; returns the number of elements.  ERROR
+ * naming the types when the elements are not the model's item keys.
+ */
+extern int32 gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
+								const char *model, int32 **idx);
+/* sort idx[0 .. n), drop -1 and duplicates; the new count */
+extern int32 gpumf_index_set(int32 *idx, int32 n);
+/* ERROR unless outtype can hold the model's item (or user) keys */
+extern void gpumf_check_key_output(Oid keytype, Oid outtype, const char *what,
+								   const char *model, bool carrier);
+/* a key Datum as a Datum of the output type outtype (checked before) */
+extern Datum gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what);
+
+/*
+ * The user's factors: the stored row, or (recompute, or a user the model
+ * lacks) one least-squares solve from the user's current rows in the
+ * model's source, read with the caller's rights.  false: no factors (the
+ * user is unknown to both, or the source cannot be read and !recompute).
+ */
+extern bool gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey,
+							   bool recompute, GpumfUserFactors *u);
+/* The factors of "someone with these items" (a basket): idx/vals merged. */
+extern void gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, float *vals,
+								 int32 n, GpumfUserFactors *u);
+/* was the model trained on implicit feedback (values are strengths, not ratings)? */
+extern bool gpumf_served_implicit(GpumfServed *m);
+/* the index of a user in the loaded users (gpumf_load_users); -1: none */
+extern int32 gpumf_user_index(GpumfServed *m, Datum key);
+/* the norms of the item factors (built once per version) */
+extern const float *gpumf_item_norms(GpumfServed *m);
+/* the users' factors, keys and norms (loaded once per version) */
+extern void gpumf_load_users(GpumfServed *m);
+
+/* ------------------------------------------------------- model_load.c */
+
+#include "gm_score.h"
+
+/* Every user of a served model version, in memory (malloc'ed, freed with the context). */
+typedef struct GpumfUsers
+{
+	int32		n;
+	int			k;
+	float	   *X;				/* n x k */
+	float	   *bias;			/* n, or NULL */
+	int64	   *seen_ptr;		/* n + 1 */
+	int32	   *seen_idx;		/* sorted per user */
+	gm_keymap  *keys;			/* user key -> row */
+	GpumfKeyKind kind;
+	Oid			type;
+	MemoryContextCallback cb;
+} GpumfUsers;
+
+/* read the users table of m's version (m's tables are locked by gpumf_served_get) */
+extern GpumfUsers *gpumf_users_read(GpumfServed *m);
+/* the item keys of m -> their indexes (freed with the context) */
+extern gm_keymap *gpumf_items_keymap(GpumfServed *m);
+/* add d (a value of column type coltype) to map / find it (-1 when absent) */
+extern int32 gpumf_key_add(gm_keymap *map, Oid coltype, Datum d);
+extern int32 gpumf_key_find(gm_keymap *map, Oid coltype, Datum d);
+/* ERROR unless a column of type coltype can hold keys of the model's key type */
+extern void gpumf_check_key_column(Oid coltype, Oid keytype, const char *col, const char *what,
+								   const char *model);
+/* the backend scoring runs on under gpumf.device; *name: the device */
+extern gm_backend_kind gpumf_scoring_backend(char *name, size_t namelen);
+/* gm_score_topk with cancellation polled; falls back to the CPU where auto allows */
+extern void gpumf_score(gm_score_problem *p, gm_backend_kind *backend, gm_score_result *r);
+/*
+ * A table the caller is about to create, named by text (a possibly
+ * qualified identifier, parsed as SQL would): its quoted, schema-qualified
+ * name.  ERROR when the name is invalid, the table exists, or the caller may
+ * not create in that schema.  Resolved with the caller's search_path.
+ */
+extern char *gpumf_new_table_name(const char *name, const char *argname);
+
+/* --------------------------------------------------- model_history.c */
+
+/* the number a new version of model id gets: above the current and every kept one */
+extern int32 gpumf_history_next_version(int64 id, int32 current);
+/* copy the model's current catalog row into gpumf.model_versions (as the owner) */
+extern void gpumf_history_save(int64 id);
+/* retire the tables of the versions beyond gpumf.keep_versions */
+extern void gpumf_history_prune(int64 id);
+/* drop every kept version of a model being dropped */
+extern void gpumf_history_forget(int64 id);
 
 #endif

@@ -3,7 +3,8 @@
  *
  * A model's item factors (and an int8 copy for the first scoring pass) are
  * read once per backend and model version.  Each call looks the model up in
- * the catalog (to notice a retraining), locks its factor tables, checks the
+ * the catalog as of the statement's snapshot (to notice a retraining, and so
+ * that one statement sees one version), locks its factor tables, checks the
  * caller's SELECT privilege on them, and reads the user's row through the
  * users table's primary key.  Everything is read directly (heap and index
  * scans, the key type's own btree equality), not through SQL, so nothing of
@@ -25,9 +26,11 @@
  * quantizing the factors, and all sessions hold one copy.  A segment is
  * unpinned (and freed once the last backend detaches) when a backend sees a
  * newer version of its model, when its tables are gone, or when the model is
- * retrained or dropped.  Where sharing cannot be had (the registry is full,
- * no dynamic shared memory is left, a parallel worker), the backend serves
- * from its own copy as before.
+ * retrained, dropped or switched to a kept version.  Parallel workers (and
+ * a leader in parallel mode) attach to a listed version but never list one
+ * (that needs a subtransaction).  Where sharing cannot be had (the registry
+ * is full, no dynamic shared memory is left, a parallel worker finds no
+ * listed version), the backend serves from its own copy.
  */
 #include "gpumf_pg.h"
 
@@ -67,6 +70,8 @@
 
 static HTAB *served = NULL;
 static bool sweep_pending = false;
+/* this call retried after its tables were dropped: read with the latest snapshot */
+static bool served_latest = false;
 
 /* ------------------------------------------------ the shared registry */
 
@@ -106,8 +111,7 @@ typedef struct SharedItems
 	int32		n;
 	bool		has_bias;
 	Size		y_off;			/* n x k floats */
-	Size		q_off;			/* n x k int8 */
-	Size		scale_off;		/* n floats */
+	Size		q_off;			/* the int8 copy: gm_qmat_size(n, k) bytes */
 	Size		bias_off;		/* n floats, or 0 */
 	Size		keys_off;		/* int keys: n int64; uuid: n x 16 bytes; text: n Size offsets */
 	Size		text_off;		/* text keys: the varlenas the offsets point at */
@@ -293,12 +297,12 @@ relcache_changed(Datum arg, Oid relid)
 static void
 served_release(GpumfServed *m)
 {
+	gpumf_serving_free(m);
 	if (m->cxt)
 		MemoryContextDelete(m->cxt);
 	if (m->seg)
 		dsm_detach(m->seg);		/* Y and Q live in the segment */
-	else
-		gm_qmat_free(&m->Q);
+	gm_qmat_free(&m->Q);		/* frees nothing: Q's memory was the context's or the segment's */
 	memset(&m->Q, 0, sizeof(m->Q));
 	m->seg = NULL;
 	m->cxt = NULL;
@@ -422,7 +426,7 @@ scan_items(Relation rel, const GpumfModel *cat, GpumfServed *m, ItemArrays *d)
 				a_key = attnameAttNum(rel, "key", false),
 				a_fac = attnameAttNum(rel, "factors", false),
 				a_bias = attnameAttNum(rel, "bias", false);
-	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snap = RegisterSnapshot(gpumf_served_snapshot());
 	TableScanDesc scan;
 	HeapTuple	tup;
 	int16		typlen;
@@ -590,9 +594,7 @@ segment_layout(SharedItems *h, const SharedKey *key, const GpumfServed *m, int32
 	h->y_off = off = TYPEALIGN(64, off);
 	off += sizeof(float) * (Size) n * m->k;
 	h->q_off = off = TYPEALIGN(64, off);
-	off += (Size) n * m->k;
-	h->scale_off = off = TYPEALIGN(64, off);
-	off += sizeof(float) * (Size) n;
+	off += gm_qmat_size(n, m->k);
 	if (bias)
 	{
 		h->bias_off = off = TYPEALIGN(64, off);
@@ -623,10 +625,8 @@ use_segment(GpumfServed *m, dsm_segment *seg)
 	m->n_items = h->n;
 	m->Y = (float *) (base + h->y_off);
 	m->item_bias = h->has_bias ? (float *) (base + h->bias_off) : NULL;
-	m->Q.n = h->n;
-	m->Q.k = h->k;
-	m->Q.q = (int8_t *) (base + h->q_off);
-	m->Q.scale = (float *) (base + h->scale_off);
+	if (gm_qmat_attach(base + h->q_off, h->n, h->k, &m->Q) != GM_OK)
+		elog(ERROR, "gpumf: a shared segment of model \"%s\" is damaged", m->name);
 	m->item_keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * Max(h->n, 1));
 	for (int32 i = 0; i < h->n; i++)
 	{
@@ -782,6 +782,7 @@ publish_direct_in(void *p)
 	int64		n = (int64) a->rel->rd_rel->reltuples;
 	SharedItems hdr;
 	ItemArrays	d;
+	gm_qmat		Q;
 	dsm_segment *seg;
 	char	   *base;
 
@@ -804,8 +805,8 @@ publish_direct_in(void *p)
 		dsm_detach(seg);		/* never pinned: freed */
 		return;
 	}
-	gm_qmat_fill(d.Y, (int32) n, m->k, (int8_t *) (base + hdr.q_off),
-				 (float *) (base + hdr.scale_off), 0);
+	if (gm_qmat_build_in(d.Y, (int32) n, m->k, base + hdr.q_off, &Q, 0) != GM_OK)
+		elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", a->cat->name);
 	if (list_segment(seg, a->key))
 		a->seg = seg;
 }
@@ -819,6 +820,7 @@ publish_copy_in(void *p)
 	int32		n = m->n_items;
 	Size		text_bytes = 0;
 	SharedItems hdr;
+	gm_qmat		Q;
 	dsm_segment *seg;
 	char	   *base;
 
@@ -831,8 +833,8 @@ publish_copy_in(void *p)
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
 	memcpy(base + hdr.y_off, m->Y, sizeof(float) * (Size) n * m->k);
-	gm_qmat_fill((float *) (base + hdr.y_off), n, m->k, (int8_t *) (base + hdr.q_off),
-				 (float *) (base + hdr.scale_off), 0);
+	if (gm_qmat_build_in((float *) (base + hdr.y_off), n, m->k, base + hdr.q_off, &Q, 0) != GM_OK)
+		elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", a->cat->name);
 	if (m->item_bias)
 		memcpy(base + hdr.bias_off, m->item_bias, sizeof(float) * (Size) n);
 	if (m->item_type == TEXTOID)
@@ -896,7 +898,15 @@ load_version(GpumfServed *m, const GpumfModel *cat)
 	{
 		AttachArgs	a = {m, &key, false};
 
-		(void) try_quietly(attach_in, &a);
+		/*
+		 * In parallel mode (a parallel plan's workers and leader) there are
+		 * no subtransactions: attach without one (its errors are rare: no
+		 * slot for another mapping), but never publish.
+		 */
+		if (IsInParallelMode())
+			attach_in(&a);
+		else
+			(void) try_quietly(attach_in, &a);
 		if (a.attached)
 		{
 			table_close(rel, NoLock);
@@ -930,8 +940,13 @@ load_version(GpumfServed *m, const GpumfModel *cat)
 			 cat->name, cat->version, t1 - t0, gm_now() - t1);
 		return;
 	}
-	if (gm_qmat_build(m->Y, m->n_items, m->k, &m->Q) != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory loading model")));
+	{
+		/* the int8 copy in the version's context, 64-byte aligned, built by every core */
+		char	   *mem = MemoryContextAllocHuge(m->cxt, gm_qmat_size(m->n_items, m->k) + 64);
+
+		if (gm_qmat_build_in(m->Y, m->n_items, m->k, (void *) TYPEALIGN(64, mem), &m->Q, 0) != GM_OK)
+			elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", cat->name);
+	}
 	elog(DEBUG1, "gpumf: model \"%s\" version %d read in %.3f s, quantized in %.3f s",
 		 cat->name, cat->version, t1 - t0, gm_now() - t1);
 }
@@ -978,6 +993,21 @@ prepare_user_lookup(GpumfServed *m, const GpumfModel *cat)
 	table_close(rel, NoLock);
 }
 
+/*
+ * Serving reads as of the statement's snapshot (the active one), so that
+ * all rows of a statement, in parallel workers too, see one model version,
+ * as a STABLE function must.  A call whose version's tables were dropped
+ * meanwhile (two retrainings since the statement began) reads the latest
+ * committed version instead, outside parallel mode.
+ */
+Snapshot
+gpumf_served_snapshot(void)
+{
+	if (served_latest)
+		return GetLatestSnapshot();
+	return ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+}
+
 GpumfServed *
 gpumf_served_get(const char *name)
 {
@@ -1006,11 +1036,13 @@ gpumf_served_get(const char *name)
 					irel;
 		bool		found;
 
-		if (attempt > 10)
+		if (attempt > 10 || (attempt > 0 && IsInParallelMode()))
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("model \"%s\" kept changing while being read", name)));
-		if (!gpumf_model_lookup(name, &cat))
+					 errmsg("model \"%s\" kept changing while being read", name),
+					 errhint("The statement might succeed if retried.")));
+		served_latest = attempt > 0;
+		if (!gpumf_model_lookup_as_of(name, &cat, gpumf_served_snapshot()))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("model \"%s\" does not exist", name),
@@ -1042,8 +1074,9 @@ gpumf_served_get(const char *name)
 			{
 				load_version(m, &cat);
 				prepare_user_lookup(m, &cat);
-				m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * 2 *
-													(size_t) Max(m->n_items, 1));
+				m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) *
+													gm_topk_dot_scratch(&m->Q));
+				gpumf_serving_reset(m, &cat);
 			}
 			PG_CATCH();
 			{
@@ -1065,7 +1098,7 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 {
 	Relation	rel = table_open(m->user_rel, NoLock);
 	Relation	idx = index_open(m->user_index, AccessShareLock);
-	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snap = RegisterSnapshot(gpumf_served_snapshot());
 	IndexScanDesc scan;
 	ScanKeyData skey;
 	TupleTableSlot *slot = table_slot_create(rel, NULL);

@@ -175,6 +175,11 @@ lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 		m->user_col = col_name(rel, tup, "user_col");
 		m->item_col = col_name(rel, tup, "item_col");
 		m->value_col = col_name(rel, tup, "value_col");
+		{
+			Datum		d = col(rel, tup, "params", &isnull);
+
+			m->params = isnull ? NULL : DatumGetJsonbPCopy(d);
+		}
 		if (copy)
 			*copy = heap_copy_tuple_as_datum(tup, RelationGetDescr(rel));
 		if (shouldfree)
@@ -200,6 +205,14 @@ gpumf_model_lookup(const char *name, GpumfModel *m)
 		found = lookup(name, m, snap, NULL);
 	UnregisterSnapshot(snap);
 	return found;
+}
+
+bool
+gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap)
+{
+	if (strlen(name) > GPUMF_MODEL_NAME_MAX)
+		return false;			/* no model can have that name */
+	return lookup(name, m, snap, NULL);
 }
 
 /*
@@ -343,6 +356,9 @@ gpumf_model_write(const GpumfModelRow *row, bool exists)
 			appendStringInfo(&q, "%s$%d", i ? ", " : "", i + 1);
 		appendStringInfoChar(&q, ')');
 	}
+	/* the version being replaced is kept (model_history.c prunes beyond gpumf.keep_versions) */
+	if (exists)
+		gpumf_history_save(m->id);
 	gpumf_guard_enter(&g, true);
 	rc = SPI_execute_with_args(q.data, n, types, values, nulls, false, 0);
 	if (rc != (exists ? SPI_OK_UPDATE : SPI_OK_INSERT) || SPI_processed != 1)
@@ -357,10 +373,46 @@ gpumf_model_delete(int64 id)
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(id)};
 
+	/* the kept versions go with it */
+	gpumf_history_forget(id);
 	gpumf_guard_enter(&g, true);
 	if (SPI_execute_with_args("DELETE FROM gpumf.models WHERE id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "gpumf: deleting the model failed");
+	gpumf_guard_exit(&g);
+}
+
+/*
+ * Record an evaluation's results in the catalog row of the version that was
+ * evaluated.  Only the model's owner may; the row is written as the
+ * extension's owner.  A version replaced meanwhile is a serialization
+ * failure: the results belong to a version that is no longer current.
+ */
+void
+gpumf_model_record_metrics(const char *name, int64 id, int32 version, Jsonb *metrics)
+{
+	GpumfModel	m;
+	GpumfGuard	g;
+	Oid			types[3] = {INT8OID, INT4OID, JSONBOID};
+	Datum		values[3] = {Int64GetDatum(id), Int32GetDatum(version), JsonbPGetDatum(metrics)};
+
+	gpumf_model_lock(name);
+	if (!gpumf_model_lookup(name, &m) || m.id != id)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("model \"%s\" was dropped while it was being evaluated", name)));
+	gpumf_model_check_owner(&m, "record metrics of");
+	if (m.version != version)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("model \"%s\" changed from version %d to %d while it was being evaluated",
+						name, version, m.version),
+				 errhint("Evaluate again to record metrics of the current version.")));
+	gpumf_guard_enter(&g, true);
+	if (SPI_execute_with_args("UPDATE gpumf.models SET metrics = $3 WHERE id OPERATOR(pg_catalog.=) $1 "
+							  "AND version OPERATOR(pg_catalog.=) $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "gpumf: recording metrics failed");
 	gpumf_guard_exit(&g);
 }
 

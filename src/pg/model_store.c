@@ -333,18 +333,36 @@ gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old, Oid 
 	gpumf_guard_exit(&g);
 }
 
+/*
+ * A retraining replaced the version whose tables are old.  When that version
+ * was kept (gpumf_model_write copied its catalog row into
+ * gpumf.model_versions), the model's versions beyond gpumf.keep_versions are
+ * retired instead (model_history.c); otherwise old's tables are retired.
+ */
 void
 gpumf_store_retire(const GpumfFactorTables *old)
 {
 	GpumfGuard	g;
 	Oid			types[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {CStringGetTextDatum(old->users), CStringGetTextDatum(old->items)};
+	int64		model_id = -1;
 
 	gpumf_guard_enter(&g, true);
-	if (SPI_execute_with_args("INSERT INTO gpumf.retired_tables (name) VALUES ($1), ($2) ON CONFLICT DO NOTHING",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_with_args("SELECT model_id FROM gpumf.model_versions WHERE user_table OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "gpumf: reading the kept versions failed");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		model_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	else if (SPI_execute_with_args("INSERT INTO gpumf.retired_tables (name) VALUES ($1), ($2) ON CONFLICT DO NOTHING",
+								   2, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "gpumf: retiring the old factor tables failed");
 	gpumf_guard_exit(&g);
+	if (model_id >= 0)
+		gpumf_history_prune(model_id);
 }
 
 /*

@@ -1,215 +1,351 @@
 /*
- * recommend.c: gpumf_recommend and its variants.
+ * recommend.c: gpumf_recommend and gpumf_recommend_items.
  *
- * The model comes from the backend's cache (model_cache.c); each call reads
- * the user's row by primary key and scores every item: an int8 first pass
- * with error bounds, then float32 rescoring of the few items that can reach
- * the top n (gm_topk_dot), so the result is the exact float32 top n.
- * Explicit models (ratings) score with the predicted rating
- * mu + b_u + c_i + x_u . y_i: the same ranking plus the item biases.
+ * The model comes from the backend's cache (model_cache.c).  A user's
+ * factors are the stored row, or (recompute => true, or a user the model
+ * lacks) one least-squares solve from the user's current rows in the
+ * model's source; a basket's are the same solve from its items
+ * (serving.c).  Every item (or every candidate) is scored: an int8 first
+ * pass with error bounds, then float32 rescoring of the few items that can
+ * reach the top n (gm_topk_dot_among), so the result is the exact float32
+ * top n.  Explicit models with biases score with the predicted rating
+ * mu + b_u + c_i + x_u . y_i.
+ *
+ * One C entry point per SQL function serves all its declarations, told
+ * apart by their argument count (gpumf--0.1--0.2.sql): the 0.1 form
+ * (model, user, n, exclude_seen) still used by gpumf_recommend_text and
+ * gpumf_recommend_uuid, the form that returns bigint keys, and the form
+ * with the type carrier item_type (after exclude_seen), whose type the
+ * result's keys take.  A "user" declared text (for untyped parameters)
+ * arrives the same way as one declared "any".
  */
 #include "gpumf_pg.h"
 
-#include <ctype.h>
-#include <limits.h>
+#include <float.h>
+#include <math.h>
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 PG_FUNCTION_INFO_V1(gpumf_recommend);
+PG_FUNCTION_INFO_V1(gpumf_recommend_items);
 
-/*
- * Parse an integer written as text; false when it is outside [lo, hi] (no
- * such user), ERROR when it is no integer at all.
- */
-static bool
-parse_int_key(const char *s, int64 lo, int64 hi, int64 *out, Oid keytype)
+/* What to rank and what to leave out. */
+typedef struct Ranking
 {
-	const char *p = s;
-	bool		neg = false;
-	uint64		v = 0;
-	bool		overflow = false;
-	bool		digits = false;
+	int32		n;
+	bool		exclude_seen;
+	int32	   *only;			/* candidates (sorted, distinct), or NULL: every item */
+	int32		nonly;
+	int32	   *exclude;		/* sorted, distinct */
+	int32		nexclude;
+} Ranking;
 
-	while (isspace((unsigned char) *p))
-		p++;
-	if (*p == '+' || *p == '-')
-		neg = *p++ == '-';
-	while (isdigit((unsigned char) *p))
-	{
-		digits = true;
-		if (v > (UINT64_MAX - 9) / 10)
-			overflow = true;
-		else
-			v = v * 10 + (uint64) (*p - '0');
-		p++;
-	}
-	while (isspace((unsigned char) *p))
-		p++;
-	if (!digits || *p != '\0')
+/* item_type => NULL::t only names a type */
+static void
+check_carrier(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (!PG_ARGISNULL(argno))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid input syntax for type %s: \"%s\"", format_type_be(keytype), s)));
-	if (overflow || v > (uint64) INT64_MAX + (neg ? 1 : 0))
-		return false;
-	*out = neg ? (int64) (0 - v) : (int64) v;
-	return *out >= lo && *out <= hi;
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s only names the key type and must be NULL", name),
+				 errhint("Pass %s => NULL::uuid (or NULL::text, NULL::integer, ...): its type is the type of the keys returned.",
+						 name)));
+}
+
+/* An optional array of item keys as a sorted set of item indices; NULL when absent. */
+static int32 *
+item_set(FunctionCallInfo fcinfo, int argno, const char *name, GpumfServed *m,
+		 const char *model, int32 *count)
+{
+	int32	   *idx;
+	int32		n;
+
+	*count = 0;
+	if (argno < 0 || PG_ARGISNULL(argno))
+		return NULL;
+	n = gpumf_item_indices(m, PG_GETARG_DATUM(argno),
+						   get_fn_expr_argtype(fcinfo->flinfo, argno), name, model, &idx);
+	*count = gpumf_index_set(idx, n);
+	return idx;
+}
+
+/* The union of two sorted sets. */
+static int32 *
+set_union(const int32 *a, int32 na, const int32 *b, int32 nb, int32 *n)
+{
+	int32	   *u = palloc(sizeof(int32) * Max(na + nb, 1));
+	int32		i = 0,
+				j = 0,
+				k = 0;
+
+	while (i < na || j < nb)
+	{
+		int32		v = j >= nb || (i < na && a[i] <= b[j]) ? a[i] : b[j];
+
+		if (i < na && a[i] == v)
+			i++;
+		if (j < nb && b[j] == v)
+			j++;
+		u[k++] = v;
+	}
+	*n = k;
+	return u;
 }
 
 /*
- * The user argument converted to the model's user key type; *ok false when
- * no user can have that key (a value outside the key type's range).
+ * The top n for factors u under r, as rows (item key of type outtype,
+ * score) of the function's result.
  */
-static Datum
-user_key(Datum d, Oid argtype, Oid keytype, bool *ok)
+static void
+emit_top(FunctionCallInfo fcinfo, GpumfServed *m, const GpumfUserFactors *u,
+		 const Ranking *r, Oid outtype)
 {
-	bool		int_key = keytype == INT2OID || keytype == INT4OID || keytype == INT8OID;
-	int64		lo = keytype == INT2OID ? PG_INT16_MIN : keytype == INT4OID ? PG_INT32_MIN : PG_INT64_MIN;
-	int64		hi = keytype == INT2OID ? PG_INT16_MAX : keytype == INT4OID ? PG_INT32_MAX : PG_INT64_MAX;
-	int64		v;
-
-	*ok = true;
-	if (argtype == keytype)
-		return d;
-	if (int_key && (argtype == INT2OID || argtype == INT4OID || argtype == INT8OID))
-		v = argtype == INT2OID ? DatumGetInt16(d) :
-			argtype == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
-	else
-	{
-		/* through text: '42' for an integer key, a uuid as text, ... */
-		Oid			outfunc,
-					infunc,
-					ioparam;
-		bool		varlena;
-		char	   *s;
-
-		getTypeOutputInfo(argtype, &outfunc, &varlena);
-		s = OidOutputFunctionCall(outfunc, d);
-		if (!int_key)
-		{
-			getTypeInputInfo(keytype, &infunc, &ioparam);
-			return OidInputFunctionCall(infunc, s, ioparam, -1);
-		}
-		if (!parse_int_key(s, lo, hi, &v, keytype))
-		{
-			*ok = false;
-			return (Datum) 0;
-		}
-	}
-	if (v < lo || v > hi)
-	{
-		*ok = false;			/* out of the key type's range: no such user */
-		return (Datum) 0;
-	}
-	return keytype == INT8OID ? Int64GetDatum(v) :
-		keytype == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
-}
-
-static Datum
-item_out(GpumfServed *m, int32 idx, Oid outtype, const char *model)
-{
-	Datum		d = m->item_keys[idx];
-
-	if (outtype == INT8OID)
-	{
-		if (m->item_type == INT8OID)
-			return d;
-		if (m->item_type == INT4OID)
-			return Int64GetDatum(DatumGetInt32(d));
-		if (m->item_type == INT2OID)
-			return Int64GetDatum(DatumGetInt16(d));
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("model \"%s\" has %s item keys", model, format_type_be(m->item_type)),
-				 errhint("Use gpumf_recommend_%s().", m->item_type == UUIDOID ? "uuid" : "text")));
-	}
-	if (outtype == UUIDOID)
-	{
-		if (m->item_type == UUIDOID)
-			return d;
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("model \"%s\" has %s item keys", model, format_type_be(m->item_type)),
-				 errhint("Use gpumf_recommend() for integer keys, gpumf_recommend_text() for others.")));
-	}
-	if (m->item_type == TEXTOID)
-		return d;
-	{
-		Oid			outfunc;
-		bool		varlena;
-
-		getTypeOutputInfo(m->item_type, &outfunc, &varlena);
-		return CStringGetTextDatum(OidOutputFunctionCall(outfunc, d));
-	}
-}
-
-Datum
-gpumf_recommend(PG_FUNCTION_ARGS)
-{
-	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	Datum		user = PG_GETARG_DATUM(1);
-	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
-	int32		n = PG_GETARG_INT32(2);
-	bool		exclude_seen = PG_GETARG_BOOL(3);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	GpumfServed *m;
-	Oid			outtype;
-	Datum		key;
-	bool		ok;
-	const float *x;
-	const int32 *seen;
-	int32		nseen;
-	float		ubias;
+	int32		nskip;
+	int32	   *skip;
+	int32		n = Min(r->n, m->n_items);
 	int32	   *idx;
 	float	   *sc;
 	int			got;
 
-	gpumf_check_n(n);
-	InitMaterializedSRF(fcinfo, 0);
-	outtype = TupleDescAttr(rsinfo->setDesc, 0)->atttypid;
-	m = gpumf_served_get(model);
-
-	key = user_key(user, argtype, m->user_type, &ok);
-	if (!ok || !gpumf_served_user(m, key, &x, &seen, &nseen, &ubias))
-		return (Datum) 0;		/* unknown user: no rows */
-	if (n > m->n_items)
-		n = m->n_items;
+	if (r->only && r->nonly == 0)
+		return;					/* no candidate is in the model */
+	if (r->exclude_seen)
+		skip = set_union(u->seen, u->nseen, r->exclude, r->nexclude, &nskip);
+	else
+	{
+		skip = r->exclude;
+		nskip = r->nexclude;
+	}
 	idx = palloc(sizeof(int32) * Max(n, 1));
 	sc = palloc(sizeof(float) * Max(n, 1));
 	if (m->item_bias)
 	{
 		/* explicit models: rank by x.y + c_i (mu + b_u is the same for every item) */
-		float	   *s = palloc(sizeof(float) * Max(m->n_items, 1));
+		int32		cnt = r->only ? r->nonly : m->n_items;
+		float	   *s = palloc(sizeof(float) * Max(cnt, 1));
+		int32		sk = 0;
 
-		for (int32 i = 0; i < m->n_items; i++)
+		for (int32 c = 0; c < cnt; c++)
 		{
+			int32		i = r->only ? r->only[c] : c;
 			const float *y = m->Y + (size_t) i * m->k;
 			float		d = 0.0f;
 
+			while (sk < nskip && skip[sk] < i)
+				sk++;
+			if (sk < nskip && skip[sk] == i)
+			{
+				s[c] = NAN;		/* never ranks */
+				continue;
+			}
 			for (int f = 0; f < m->k; f++)
-				d += x[f] * y[f];
-			s[i] = d + m->item_bias[i];
+				d += u->x[f] * y[f];
+			s[c] = d + m->item_bias[i];
 		}
-		got = gm_topk(s, m->n_items, n, exclude_seen ? seen : NULL, exclude_seen ? nseen : 0,
-					  idx, sc);
+		got = gm_topk(s, cnt, n, NULL, 0, idx, sc);
+		if (r->only)
+			for (int j = 0; j < got; j++)
+				idx[j] = r->only[idx[j]];
 	}
 	else
-		got = gm_topk_dot(m->Y, &m->Q, x, n, exclude_seen ? seen : NULL,
-						  exclude_seen ? nseen : 0, m->scratch, idx, sc, NULL);
-	for (int r = 0; r < got; r++)
+		got = gm_topk_dot_among(m->Y, &m->Q, u->x, n, r->only, r->nonly, skip, nskip,
+								m->scratch, idx, sc, NULL);
+	for (int j = 0; j < got; j++)
 	{
 		Datum		values[2];
 		bool		nulls[2] = {false, false};
-		float		score = sc[r];
+		float		score = sc[j];
 
 		if (m->has_bias)
-			score += (float) m->global_mean + ubias;
-		values[0] = item_out(m, idx[r], outtype, model);
+			score += (float) m->global_mean + u->bias;
+		values[0] = gpumf_key_output(m->item_keys[idx[j]], m->item_type, outtype, "item");
 		values[1] = Float4GetDatum(score);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+/* gpumf_recommend's arguments, by position, in each SQL declaration */
+typedef struct RecommendArgs
+{
+	int			model,
+				user,
+				item_type,
+				n,
+				exclude_seen,
+				candidates,
+				exclude,
+				recompute;
+} RecommendArgs;
+
+static const RecommendArgs recommend_v01 = {0, 1, -1, 2, 3, -1, -1, -1};
+static const RecommendArgs recommend_bigint = {0, 1, -1, 2, 3, 4, 5, 6};
+static const RecommendArgs recommend_typed = {0, 1, 4, 2, 3, 5, 6, 7};
+
+/* gpumf_recommend: the top n items for a user (stored or folded in), filtered. */
+Datum
+gpumf_recommend(PG_FUNCTION_ARGS)
+{
+	const RecommendArgs *a = PG_NARGS() == 8 ? &recommend_typed :
+		PG_NARGS() == 7 ? &recommend_bigint : &recommend_v01;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *model;
+	Oid			outtype;
+	bool		recompute = false;
+	GpumfServed *m;
+	GpumfUserFactors u;
+	Ranking		r;
+	Datum		key;
+
+	InitMaterializedSRF(fcinfo, 0);
+	/* NULL model, user, n or exclude_seen: no rows, as for a STRICT function */
+	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->user) || PG_ARGISNULL(a->n) ||
+		PG_ARGISNULL(a->exclude_seen))
+		return (Datum) 0;
+	if (a->item_type >= 0)
+		check_carrier(fcinfo, a->item_type, "item_type");
+	memset(&r, 0, sizeof(r));
+	r.n = PG_GETARG_INT32(a->n);
+	gpumf_check_n(r.n);
+	r.exclude_seen = PG_GETARG_BOOL(a->exclude_seen);
+	if (a->recompute >= 0 && !PG_ARGISNULL(a->recompute))
+		recompute = PG_GETARG_BOOL(a->recompute);
+	model = text_to_cstring(PG_GETARG_TEXT_PP(a->model));
+	outtype = TupleDescAttr(rsinfo->setDesc, 0)->atttypid;
+
+	m = gpumf_served_get(model);
+	gpumf_check_key_output(m->item_type, outtype, "item", model, a->item_type >= 0);
+	r.only = item_set(fcinfo, a->candidates, "candidates", m, model, &r.nonly);
+	r.exclude = item_set(fcinfo, a->exclude, "exclude", m, model, &r.nexclude);
+	if (!gpumf_key_from_arg(PG_GETARG_DATUM(a->user),
+							get_fn_expr_argtype(fcinfo->flinfo, a->user), m->user_type, &key))
+		return (Datum) 0;		/* no user can have that key */
+	if (!gpumf_user_factors(m, model, key, recompute, &u))
+		return (Datum) 0;		/* unknown user: no rows */
+	emit_top(fcinfo, m, &u, &r, outtype);
+	return (Datum) 0;
+}
+
+/* gpumf_recommend_items' arguments, by position */
+typedef struct ItemsArgs
+{
+	int			model,
+				items,
+				item_type,
+				n,
+				values,
+				exclude_seen,
+				candidates,
+				exclude;
+} ItemsArgs;
+
+static const ItemsArgs items_bigint = {0, 1, -1, 2, 3, 4, 5, 6};
+static const ItemsArgs items_typed = {0, 1, 5, 2, 3, 4, 6, 7};
+
+/* The values array: as many finite numbers as there are items (>= 0 for implicit models). */
+static float *
+basket_values(FunctionCallInfo fcinfo, int argno, int32 nitems, bool implicit,
+			  const char *model)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	float	   *v = palloc(sizeof(float) * Max(nitems, 1));
+
+	if (PG_ARGISNULL(argno))
+	{
+		if (!implicit)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("model \"%s\" learns ratings: values must give one per item", model)));
+		for (int32 e = 0; e < nitems; e++)
+			v[e] = 1.0f;		/* each item counts 1, as a row without a value does */
+		return v;
+	}
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	if (n != nitems)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("values has %d elements, but items has %d", n, nitems),
+				 errhint("Give one value per item, in the same order.")));
+	for (int e = 0; e < n; e++)
+	{
+		double		d = nulls[e] ? NAN : DatumGetFloat8(elems[e]);
+
+		if (nulls[e] || isnan(d) || isinf(d) || fabs(d) > FLT_MAX || (implicit && d < 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("values[%d] is %s", e + 1, nulls[e] ? "NULL" : psprintf("%g", d)),
+					 errhint("Values must be finite%s, as training requires.",
+							 implicit ? " and >= 0 (confidence = 1 + alpha * value)" : "")));
+		v[e] = (float) d;
+	}
+	return v;
+}
+
+/* gpumf_recommend_items: the top n items for a basket of items. */
+Datum
+gpumf_recommend_items(PG_FUNCTION_ARGS)
+{
+	const ItemsArgs *a = PG_NARGS() == 8 ? &items_typed : &items_bigint;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *model;
+	Oid			outtype;
+	GpumfServed *m;
+	GpumfUserFactors u;
+	Ranking		r;
+	int32	   *idx;
+	float	   *vals,
+			   *v;
+	int32		nelems,
+				n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->items) || PG_ARGISNULL(a->n) ||
+		PG_ARGISNULL(a->exclude_seen))
+		return (Datum) 0;
+	if (a->item_type >= 0)
+		check_carrier(fcinfo, a->item_type, "item_type");
+	memset(&r, 0, sizeof(r));
+	r.n = PG_GETARG_INT32(a->n);
+	gpumf_check_n(r.n);
+	r.exclude_seen = PG_GETARG_BOOL(a->exclude_seen);
+	model = text_to_cstring(PG_GETARG_TEXT_PP(a->model));
+	outtype = TupleDescAttr(rsinfo->setDesc, 0)->atttypid;
+
+	m = gpumf_served_get(model);
+	gpumf_check_key_output(m->item_type, outtype, "item", model, a->item_type >= 0);
+	nelems = gpumf_item_indices(m, PG_GETARG_DATUM(a->items),
+								get_fn_expr_argtype(fcinfo->flinfo, a->items), "items",
+								model, &idx);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items must not be empty"),
+				 errhint("Pass the items someone interacted with, e.g. ARRAY[1, 2, 3].")));
+	v = basket_values(fcinfo, a->values, nelems, gpumf_served_implicit(m), model);
+	r.only = item_set(fcinfo, a->candidates, "candidates", m, model, &r.nonly);
+	r.exclude = item_set(fcinfo, a->exclude, "exclude", m, model, &r.nexclude);
+
+	/* the items the model knows, with their values */
+	vals = palloc(sizeof(float) * nelems);
+	for (int32 e = 0; e < nelems; e++)
+		if (idx[e] >= 0)
+		{
+			idx[n] = idx[e];
+			vals[n] = v[e];
+			n++;
+		}
+	if (n == 0)
+		return (Datum) 0;		/* none of them is in the model */
+	gpumf_basket_factors(m, model, idx, vals, n, &u);
+	emit_top(fcinfo, m, &u, &r, outtype);
 	return (Datum) 0;
 }

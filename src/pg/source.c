@@ -106,8 +106,9 @@ gpumf_key_store_type(Oid coltype, const char *col, const char *what)
 	return InvalidOid;			/* keep compiler quiet */
 }
 
-static void
-check_value_type(Oid type, const char *col)
+/* ERROR unless type is one of the numeric types gpumf converts to double. */
+void
+gpumf_check_numeric_type(Oid type, const char *col, const char *what)
 {
 	switch (type)
 	{
@@ -121,17 +122,15 @@ check_value_type(Oid type, const char *col)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("value column \"%s\" has unsupported type %s", col,
+			 errmsg("%s column \"%s\" has unsupported type %s", what, col,
 					format_type_be(type)),
-			 errhint("The value column must be numeric: smallint, integer, bigint, real, double precision or numeric.")));
+			 errhint("The %s column must be numeric: smallint, integer, bigint, real, double precision or numeric.",
+					 what)));
 }
 
-/*
- * The column's type (the base type of a domain) and number; ERROR when it
- * does not exist.
- */
-static Oid
-column_type(Oid relid, const char *col, AttrNumber *attp)
+/* The column's type (the base type of a domain); ERROR when it does not exist. */
+Oid
+gpumf_column_type(Oid relid, const char *col, const char *use)
 {
 	AttrNumber	att = get_attnum(relid, col);
 
@@ -143,8 +142,7 @@ column_type(Oid relid, const char *col, AttrNumber *attp)
 	if (att < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot train on system column \"%s\"", col)));
-	*attp = att;
+				 errmsg("cannot %s system column \"%s\"", use, col)));
 	return getBaseType(get_atttype(relid, att));
 }
 
@@ -166,15 +164,16 @@ source_free(void *arg)
 	src->vals = NULL;
 }
 
-GpumfSource *
-gpumf_source_open(Oid relid, const char *ucol, const char *icol,
-				  const char *vcol, GpumfValuePolicy policy)
+/*
+ * Lock the relation for reading first (the checks that follow must still
+ * hold when its rows are read), then check it exists and can be read as a
+ * table.  Returns its schema-qualified, quoted name.
+ */
+char *
+gpumf_relation_open(Oid relid)
 {
-	/* palloc'd: its reset callback frees the malloc'ed arrays on any exit */
-	GpumfSource *src = palloc0(sizeof(GpumfSource));
 	char		kind;
 
-	/* lock first: the checks below must still hold when the rows are read */
 	if (get_rel_relkind(relid) == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
@@ -192,21 +191,33 @@ gpumf_source_open(Oid relid, const char *ucol, const char *icol,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table, view or materialized view",
 						get_rel_name(relid))));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
 
+GpumfSource *
+gpumf_source_open(Oid relid, const char *ucol, const char *icol,
+				  const char *vcol, GpumfValuePolicy policy)
+{
+	/* palloc'd: its reset callback frees the malloc'ed arrays on any exit */
+	GpumfSource *src = palloc0(sizeof(GpumfSource));
+
+	src->relname = gpumf_relation_open(relid);
 	src->relid = relid;
-	src->relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											  get_rel_name(relid));
 	src->ucol = pstrdup(ucol);
 	src->icol = pstrdup(icol);
 	src->vcol = vcol ? pstrdup(vcol) : NULL;
 	src->policy = policy;
-	src->ucoltype = column_type(relid, ucol, &src->uatt);
-	src->icoltype = column_type(relid, icol, &src->iatt);
+	src->ucoltype = gpumf_column_type(relid, ucol, "train on");
+	src->icoltype = gpumf_column_type(relid, icol, "train on");
+	src->uatt = get_attnum(relid, ucol);
+	src->iatt = get_attnum(relid, icol);
 	src->vatt = InvalidAttrNumber;
 	if (vcol)
 	{
-		src->vcoltype = column_type(relid, vcol, &src->vatt);
-		check_value_type(src->vcoltype, vcol);
+		src->vcoltype = gpumf_column_type(relid, vcol, "train on");
+		src->vatt = get_attnum(relid, vcol);
+		gpumf_check_numeric_type(src->vcoltype, vcol, "value");
 	}
 	src->utype = gpumf_key_store_type(src->ucoltype, ucol, "user");
 	src->itype = gpumf_key_store_type(src->icoltype, icol, "item");
@@ -322,8 +333,9 @@ map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
 	return idx;
 }
 
-static double
-value_of(Oid type, Datum d)
+/* A numeric Datum as double, by the column's type OID. */
+double
+gpumf_datum_double(Oid type, Datum d)
 {
 	switch (type)
 	{
@@ -414,7 +426,7 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 			src->null_values++;
 			return;
 		}
-		v = value_of(src->vcoltype, vd);
+		v = gpumf_datum_double(src->vcoltype, vd);
 		if (isnan(v) || isinf(v) || fabs(v) > FLT_MAX ||
 			(src->policy == GPUMF_VALUES_IMPLICIT && v < 0))
 			bad_value(src, u, i, v);
@@ -468,15 +480,35 @@ source_destroy(DestReceiver *self)
 {
 }
 
-/* SELECT u, i, v FROM source through SPI, as the caller. */
+/*
+ * Run sql, a SELECT gpumf built from quoted identifiers, through the
+ * executor as the caller (its privileges, row-level security), under the
+ * pinned search_path, sending the rows to dest.  SPI must be connected.
+ */
+void
+gpumf_read_query(const char *sql, DestReceiver *dest, bool read_only, const char *what)
+{
+	SPIExecuteOptions opts;
+	GpumfGuard	guard;
+	int			rc;
+
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = read_only;
+	opts.dest = dest;
+	gpumf_guard_enter(&guard, false);
+	rc = SPI_execute_extended(sql, &opts);
+	gpumf_guard_exit(&guard);
+	/* with a DestReceiver of our own, SPI reports SPI_OK_UTILITY */
+	if (rc < 0)
+		elog(ERROR, "reading %s failed: %s", what, SPI_result_code_string(rc));
+}
+
+/* SELECT u, i, v FROM source through the executor, as the caller. */
 static void
 read_executor(GpumfSource *src)
 {
 	StringInfoData q;
 	SourceReceiver recv;
-	SPIExecuteOptions opts;
-	GpumfGuard	guard;
-	int			rc;
 
 	initStringInfo(&q);
 	appendStringInfo(&q, "SELECT %s, %s", quote_identifier(src->ucol),
@@ -493,16 +525,8 @@ read_executor(GpumfSource *src)
 	recv.pub.mydest = DestNone;
 	recv.src = src;
 
-	memset(&opts, 0, sizeof(opts));
-	opts.read_only = false;
-	opts.dest = (DestReceiver *) &recv;
 	/* as the caller (its rights), but under a pinned search_path */
-	gpumf_guard_enter(&guard, false);
-	rc = SPI_execute_extended(q.data, &opts);
-	gpumf_guard_exit(&guard);
-	/* with a DestReceiver of our own, SPI reports SPI_OK_UTILITY */
-	if (rc < 0)
-		elog(ERROR, "reading the source failed: %s", SPI_result_code_string(rc));
+	gpumf_read_query(q.data, (DestReceiver *) &recv, false, "the source");
 	elog(DEBUG1, "gpumf: read %s through the executor", src->relname);
 }
 

@@ -320,7 +320,9 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res)
 				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
 						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
 						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("training failed: %s", err)));
+				 errmsg("training failed: %s", err),
+				 rc == GM_ENOMEM ?
+				 errhint("Train with fewer factors, on the CPU (SET gpumf.device = 'cpu'), or with a larger gpumf.gpu_memory_limit / gpumf.max_memory; the previous model is unchanged.") : 0));
 	if (isnan(res->final.loss) || isinf(res->final.loss) || res->final.loss < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -405,7 +407,8 @@ gpumf_train(PG_FUNCTION_ARGS)
 	/* ---- store, as the extension's owner */
 	memset(&row, 0, sizeof(row));
 	row.m.id = exists ? old.id : gpumf_model_next_id();
-	row.m.version = exists ? old.version + 1 : 1;
+	/* after a gpumf_use_version roll-back, newer versions may be kept: skip past them */
+	row.m.version = exists ? gpumf_history_next_version(old.id, old.version) : 1;
 	row.m.name = a.model;
 	row.m.algorithm = (char *) gm_algorithm_name(a.p.algorithm);
 	row.m.factors = a.p.factors;

@@ -4,14 +4,16 @@
 #   1. reading it into CSR (rows/s) against COPY (SELECT ...) TO '/dev/null' (FORMAT binary)
 #   2. ALS seconds per iteration for each (factors, threads) configuration
 #   3. storing the factors
-#   4. gpumf_recommend latency p50/p99 with pgbench, 1 and 2 clients
+#   4. serving latency p50/p99 with pgbench: gpumf_recommend at 1, 2 and 16
+#      clients, and recompute, a basket, similar items at 1
 # Prints markdown tables.  Needs a server (source test/pgenv.sh) with gpumf
 # installed, superuser (server-side COPY), pgbench.
 #   DEVICE=cpu|gpu (gpumf.device)   SCALE=1 (fraction of the ML-20M size)
 #   CONFIGS="64:1 64:2 128:1 128:2" (factors:threads; threads 0 = all cores)
-#   ITERS=2   REPEAT=2 (trainings per configuration; the fastest is shown,
+#   SERVE_CLIENTS="1 2 16"   ITERS=2   REPEAT=2 (trainings per configuration; the fastest is shown,
 #   this machine's neighbours are noisy)   SERVE_K=128   PGBENCH_SECONDS=10
-#   KEEP=1 (reuse the table)
+#   KEEP=1 (reuse the table)   SERVE_ONLY=1 (only the serving latency, on a
+#   model trained before: KEEP=1 SERVE_ONLY=1)
 set -eu
 DEVICE=${DEVICE:-cpu}
 SCALE=${SCALE:-1}
@@ -42,6 +44,7 @@ echo "## gpumf SQL benchmark: $(q "SELECT count(DISTINCT user_id) || ' users, ' 
 echo "machine: $(nproc) cores, $(uname -m); $(q "SELECT device FROM gpumf_device_info()")"
 echo
 
+if [ -z "${SERVE_ONLY:-}" ]; then
 # 1. COPY (binary) vs gpumf's read, warm cache for both (one run of each first)
 copy_s() { psql -X -qAt -d "$DB" -c "\\timing on" -c "COPY (SELECT user_id, item_id, value FROM ml20m) TO '/dev/null' (FORMAT binary)" | grep -oP 'Time: \K[0-9.]+' | awk '{print $1/1000}'; }
 copy_s >/dev/null
@@ -91,31 +94,45 @@ print(f'| $k | $th | $backend / $dev | {rd:.2f} | {b:.2f} | {x:.2f} | {t:.2f} | 
 done
 echo
 
-# 4. serving latency: typical users (at least 20 rows), factors SERVE_K, exclude_seen
+fi   # SERVE_ONLY
+
+# 4. serving latency: typical users (at least 20 rows), factors SERVE_K, exclude_seen;
+#    gpumf_recommend at SERVE_CLIENTS clients, then (1 client) the other
+#    serving calls: recompute => true (fold-in from the source, which gets an
+#    index on user_id for it), a basket of 20 items, similar items
 model="bench_k${SERVE_K}_t0"
 if [ "$(q "SELECT count(*) FROM gpumf.models WHERE name = '$model'")" = 0 ]; then
   model=$(q "SELECT name FROM gpumf.models WHERE factors = $SERVE_K AND name LIKE 'bench_%' ORDER BY name LIMIT 1")
 fi
 if [ -n "$model" ]; then
   tmpd=$(mktemp -d)
-  cat >"$tmpd/rec.sql" <<SQL
-\\set u random(1, $users)
-SELECT item, score FROM gpumf_recommend('$model', :u, 10, true);
-SQL
-  echo "### gpumf_recommend latency (model $model, factors $SERVE_K, n = 10, exclude_seen, random users, ${PGBENCH_SECONDS}s each)"
-  echo
-  echo "| clients | transactions | p50 ms | p99 ms | mean ms |"
-  echo "|---|---|---|---|---|"
-  for c in 1 2; do
+  latency() {  # $1: label, $2: clients, $3: script
+    printf '%s\n' "$3" >"$tmpd/s.sql"
     rm -f "$tmpd"/pgbench_log.*
-    (cd "$tmpd" && pgbench -n -M prepared -c "$c" -j "$c" -T 1 -f rec.sql "$DB" >/dev/null 2>&1)   # warm the caches
+    (cd "$tmpd" && pgbench -n -M prepared -c "$2" -j "$2" -T 1 -f s.sql "$DB" >/dev/null 2>&1)   # warm the caches
     rm -f "$tmpd"/pgbench_log.*
-    (cd "$tmpd" && pgbench -n -M prepared -c "$c" -j "$c" -T "$PGBENCH_SECONDS" -l -f rec.sql "$DB" >/dev/null 2>"$tmpd/err") || cat "$tmpd/err"
+    (cd "$tmpd" && pgbench -n -M prepared -c "$2" -j "$2" -T "$PGBENCH_SECONDS" -l -f s.sql "$DB" >/dev/null 2>"$tmpd/err") || cat "$tmpd/err"
     cat "$tmpd"/pgbench_log.* | awk '{print $3}' | python3 -c "
 import sys
 v = sorted(float(x) / 1000 for x in sys.stdin if x.strip())
 p = lambda q: v[min(len(v) - 1, int(q * len(v)))]
-print(f'| $c | {len(v)} | {p(0.5):.3f} | {p(0.99):.3f} | {sum(v)/len(v):.3f} |')"
+print(f'| $1 | $2 | {len(v)} | {p(0.5):.3f} | {p(0.99):.3f} | {sum(v)/len(v):.3f} |')"
+  }
+  isa=$(grep -q -m1 avx512_vnni /proc/cpuinfo && echo "AVX-512 VNNI" || (grep -q -m1 avx2 /proc/cpuinfo && echo AVX2) || echo plain)
+  echo "### Serving latency (model $model, factors $SERVE_K, random users, n = 10, ${PGBENCH_SECONDS}s each; first pass: $isa)"
+  echo
+  echo "| call | clients | transactions | p50 ms | p99 ms | mean ms |"
+  echo "|---|---|---|---|---|---|"
+  for c in ${SERVE_CLIENTS:-1 2 16}; do
+    latency "gpumf_recommend, exclude_seen" "$c" "\\set u random(1, $users)
+SELECT item, score FROM gpumf_recommend('$model', :u, 10, true);"
   done
+  q "CREATE INDEX IF NOT EXISTS ml20m_user ON ml20m (user_id)"
+  latency "gpumf_recommend, recompute => true" 1 "\\set u random(1, $users)
+SELECT item, score FROM gpumf_recommend('$model', :u, 10, recompute => true);"
+  latency "gpumf_recommend_items, 20 items" 1 "\\set a random(1, $((items - 40)))
+SELECT item, score FROM gpumf_recommend_items('$model', ARRAY(SELECT :a + 2 * g FROM generate_series(1, 20) g), 10);"
+  latency "gpumf_similar_items" 1 "\\set i random(1, $items)
+SELECT item, score FROM gpumf_similar_items('$model', :i, 10);"
   rm -rf "$tmpd"
 fi

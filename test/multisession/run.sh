@@ -1,12 +1,15 @@
 #!/bin/bash
 # Multi-session tests: atomic retraining, cancel and statement_timeout within
 # 1 s leaving the model as it was, concurrent retraining serialised, progress
-# NOTICEs, pg_dump/restore of models.  Needs a server (source test/pgenv.sh)
+# NOTICEs, pg_dump/restore of models, gpumf_cg_solve stopped within 1 s by a
+# cancel or statement_timeout.  Needs a server (source test/pgenv.sh)
 # with gpumf installed.  Prints "ok N - ..." lines and "N passed, M failed".
 set -u
 DB=gpumf_multisession
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off"
+# gpumf.keep_versions = 1 (only the current version kept) for the retire/drop
+# checks below; history.sh tests keeping more
+export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off -c gpumf.keep_versions=1"
 pass=0; fail=0; n=0
 ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
 bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
@@ -207,6 +210,9 @@ check "cancel during the store: model unchanged" "$(state widem)" "$before"
 q "SELECT gpumf_drop_model('widem')" >/dev/null
 q "DROP TABLE wide"
 
+# 12. model history: versions kept, switched under concurrent readers
+source "$(dirname "$0")/history.sh"
+
 # 6. models survive pg_dump / restore
 pg_dump -Fc -d "$DB" -f "$tmp/dump" 2>"$tmp/dump.err" || cat "$tmp/dump.err"
 dropdb --if-exists "${DB}_restored" >/dev/null 2>&1; createdb "${DB}_restored"
@@ -220,7 +226,42 @@ dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(item::text || '/' |
 check "restored models serve the same recommendations" "$dst" "$(recs)"
 dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT nextval('gpumf.models_id_seq') > (SELECT max(id) FROM gpumf.models)")
 check "the model id sequence is restored" "$dst" "t"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(version || ':' || tables_exist, ' ') FROM gpumf_model_versions('hv')")
+check "kept versions are restored with their tables" "$dst" "3:true 1:true"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT version FROM gpumf_use_version('hv', 1)" -c "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('hv', 5, 10)" | tr '\n' ' ')
+check "a restored kept version can be made current and serves as before" "$dst" "1 $hr1 "
 dropdb "${DB}_restored"
+
+# 9. gpumf_cg_solve stops within 1 s of a cancel or a statement_timeout: a
+#    2-D Poisson system (300 x 300 grid, 90,000 rows) with tolerance 0 runs
+#    for max_iterations, far longer than the test waits
+q "CREATE TABLE poisson AS
+     SELECT (gx - 1) * 300 + gy AS r, (gx - 1) * 300 + gy AS c, 4.0::float8 AS v
+       FROM generate_series(1, 300) gx, generate_series(1, 300) gy
+     UNION ALL SELECT (gx - 1) * 300 + gy + 1, (gx - 1) * 300 + gy, -1
+       FROM generate_series(1, 300) gx, generate_series(1, 299) gy
+     UNION ALL SELECT gx * 300 + gy, (gx - 1) * 300 + gy, -1
+       FROM generate_series(1, 299) gx, generate_series(1, 300) gy"
+solve_sql="SELECT converged FROM gpumf_cg_solve('poisson', 'r', 'c', 'v', array_fill(1::float8, ARRAY[90000]), tolerance => 0, max_iterations => 2000000000)"
+psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/cg.out" 2>&1 <<SQL &
+SET application_name = 'gpumf_cg_cancel';
+$solve_sql;
+SQL
+pid=$!
+sleep 3
+t0=$(now)
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'gpumf_cg_cancel'" >/dev/null
+wait $pid
+dt=$(awk "BEGIN { printf \"%.3f\", $(now) - $t0 }")
+out=$(cat "$tmp/cg.out")
+if grep -q "canceling statement due to user request" <<<"$out"; then ok "gpumf_cg_solve: canceled"; else bad "gpumf_cg_solve: canceled" "$out"; fi
+if awk "BEGIN { exit !($dt < 1.0) }"; then ok "gpumf_cg_solve: stopped within 1 s of the cancel (${dt}s)"; else bad "gpumf_cg_solve: stopped within 1 s of the cancel" "${dt}s"; fi
+t0=$(now)
+out=$(q "SET statement_timeout = '3s'; $solve_sql" 2>&1)
+dt=$(awk "BEGIN { printf \"%.3f\", $(now) - $t0 }")
+if grep -q "statement timeout" <<<"$out"; then ok "gpumf_cg_solve: statement_timeout cancels"; else bad "gpumf_cg_solve: statement_timeout cancels" "$out"; fi
+if awk "BEGIN { exit !($dt < 4.0) }"; then ok "gpumf_cg_solve: stopped within 1 s of the timeout (${dt}s for 3s)"; else bad "gpumf_cg_solve: stopped within 1 s of the timeout" "${dt}s"; fi
+check "the backend still works after the canceled solves" "$(q "SELECT converged FROM gpumf_cg_solve('poisson', 'r', 'c', 'v', array_fill(1::float8, ARRAY[90000]), tolerance => 1e-6)")" "t"
 
 dropdb "$DB"
 echo "$pass passed, $fail failed"

@@ -16,40 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ harness */
-
-static char detail[1024];
-
-#define FAIL(...) \
-	do { snprintf(detail, sizeof(detail), __VA_ARGS__); goto fail; } while (0)
-#define CHECK(cond, ...) \
-	do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
-
-static uint64_t rng_state;
-
-static uint64_t
-rnext(void)
-{
-	uint64_t	z = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-/* uniform [0, 1) */
-static double
-runif(void)
-{
-	return (rnext() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* uniform integer in [lo, hi] */
-static int64_t
-rint_range(int64_t lo, int64_t hi)
-{
-	return lo + (int64_t) (rnext() % (uint64_t) (hi - lo + 1));
-}
+#include "harness.h"
 
 /* a rating 0.5 .. 5.0: sums of these are exact in float */
 static float
@@ -58,87 +25,76 @@ rrating(void)
 	return 0.5f * (float) rint_range(1, 10);
 }
 
-static void *
-xmalloc(size_t n)
-{
-	void	   *p = malloc(n > 0 ? n : 1);
-
-	if (!p)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
-}
-
-static void *
-xcalloc(size_t n, size_t s)
-{
-	void	   *p = calloc(n > 0 ? n : 1, s > 0 ? s : 1);
-
-	if (!p)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
-}
-
 /* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
 /*
- * gm_qmat_fill: each row's scale is max|y| / 127 and each q within half a
- * step of y / scale (checked in float64 on random rows, zero rows included);
- * the result does not depend on the thread count (1 vs all, on a matrix
- * large enough to run in parallel) and equals gm_qmat_build's.
+ * gm_qmat_build_in: each row's scale is max|y| / 127, each q within half a
+ * step of y / scale, qsum and qabs their sums, the padding zero (checked in
+ * float64 on random rows, zero rows included); the result does not depend
+ * on the thread count (1 vs all, on matrices large enough to run in
+ * parallel) and equals gm_qmat_build's, byte for byte.
  */
 static int
-test_qmat_fill(void)
+test_qmat_threads(void)
 {
 	for (int trial = 0; trial < 6; trial++)
 	{
 		int			k = (int) rint_range(1, 300);
 		int32_t		n = trial < 3 ? (int32_t) rint_range(1, 50) : (int32_t) ((2 << 20) / k + 7);
 		float	   *Y = xmalloc(sizeof(float) * (size_t) n * k);
-		int8_t	   *q1 = xmalloc((size_t) n * k),
-				   *qn = xmalloc((size_t) n * k);
-		float	   *s1 = xmalloc(sizeof(float) * n),
-				   *sn = xmalloc(sizeof(float) * n);
-		gm_qmat		Q;
+		size_t		bytes = (gm_qmat_size(n, k) + 63) / 64 * 64;
+		void	   *m1 = aligned_alloc(64, bytes),
+				   *mn = aligned_alloc(64, bytes);
+		gm_qmat		Q1,
+					Qn,
+					Q;
 
 		for (int64_t i = 0; i < (int64_t) n * k; i++)
 			Y[i] = (float) ((runif() - 0.5) * pow(10.0, rint_range(-3, 3)));
 		memset(Y, 0, sizeof(float) * k);	/* a zero row */
-		memset(q1, 0x55, (size_t) n * k);
-		memset(qn, 0x55, (size_t) n * k);
-		gm_qmat_fill(Y, n, k, q1, s1, 1);
-		gm_qmat_fill(Y, n, k, qn, sn, 0);
+		memset(m1, 0x55, bytes);
+		memset(mn, 0x55, bytes);
+		CHECK(gm_qmat_build_in(Y, n, k, m1, &Q1, 1) == GM_OK, "build_in, 1 thread");
+		CHECK(gm_qmat_build_in(Y, n, k, mn, &Qn, 0) == GM_OK, "build_in, all threads");
 		CHECK(gm_qmat_build(Y, n, k, &Q) == GM_OK, "qmat build");
-		CHECK(memcmp(q1, qn, (size_t) n * k) == 0 && memcmp(s1, sn, sizeof(float) * n) == 0,
+		CHECK(memcmp(Q1.q, Qn.q, (size_t) n * Q1.kpad) == 0 &&
+			  memcmp(Q1.scale, Qn.scale, sizeof(float) * n) == 0 &&
+			  memcmp(Q1.qabs, Qn.qabs, sizeof(float) * n) == 0 &&
+			  memcmp(Q1.qsum, Qn.qsum, sizeof(int32_t) * n) == 0,
 			  "n %d k %d: 1 thread and all threads differ", n, k);
-		CHECK(memcmp(q1, Q.q, (size_t) n * k) == 0 && memcmp(s1, Q.scale, sizeof(float) * n) == 0,
-			  "n %d k %d: gm_qmat_fill and gm_qmat_build differ", n, k);
+		CHECK(Q.kpad == Q1.kpad && memcmp(Q1.q, Q.q, (size_t) n * Q1.kpad) == 0 &&
+			  memcmp(Q1.scale, Q.scale, sizeof(float) * n) == 0,
+			  "n %d k %d: gm_qmat_build_in and gm_qmat_build differ", n, k);
 		gm_qmat_free(&Q);
 		for (int32_t i = 0; i < n; i++)
 		{
-			double		m = 0;
+			const int8_t *q = Q1.q + (size_t) i * Q1.kpad;
+			double		m = 0,
+						abs = 0;
+			int64_t		sum = 0;
 
 			for (int f = 0; f < k; f++)
 				m = fmax(m, fabs((double) Y[(size_t) i * k + f]));
-			CHECK(fabs(s1[i] - m / 127.0) <= 1e-6 * m, "row %d: scale %g, expected %g",
-				  i, s1[i], m / 127.0);
+			CHECK(fabs(Q1.scale[i] - m / 127.0) <= 1e-6 * m, "row %d: scale %g, expected %g",
+				  i, Q1.scale[i], m / 127.0);
 			for (int f = 0; f < k; f++)
 			{
 				double		want = m > 0 ? Y[(size_t) i * k + f] * 127.0 / m : 0.0;
 
-				CHECK(fabs(q1[(size_t) i * k + f] - want) <= 0.5 + 1e-4,
-					  "row %d col %d: q %d for %g", i, f, q1[(size_t) i * k + f], want);
+				CHECK(fabs(q[f] - want) <= 0.5 + 1e-4,
+					  "row %d col %d: q %d for %g", i, f, q[f], want);
+				sum += q[f];
+				abs += fabs((double) q[f]);
 			}
+			for (int f = k; f < Q1.kpad; f++)
+				CHECK(q[f] == 0, "row %d: padding %d is %d", i, f, q[f]);
+			CHECK(Q1.qsum[i] == sum, "row %d: qsum %d, expected %lld", i, Q1.qsum[i],
+				  (long long) sum);
+			CHECK(fabs(Q1.qabs[i] - Q1.scale[i] * abs) <= 1e-6 * Q1.scale[i] * abs,
+				  "row %d: qabs %g, expected %g", i, Q1.qabs[i], Q1.scale[i] * abs);
 		}
 		free(Y);
-		free(q1);
-		free(qn);
-		free(s1);
-		free(sn);
+		free(m1);
+		free(mn);
 	}
 	return 0;
 fail:
@@ -160,7 +116,7 @@ test_topk_dot(void)
 		int			n = (int) rint_range(1, trial % 10 == 0 ? m + 5 : 30);
 		float	   *Y = malloc(sizeof(float) * (size_t) m * k);
 		float	   *x = malloc(sizeof(float) * k);
-		float	   *scratch = malloc(sizeof(float) * 2 * (size_t) m);
+		float	   *scratch;
 		float	   *ref = malloc(sizeof(float) * m);
 		int32_t    *skip = malloc(sizeof(int32_t) * m);
 		int32_t    *oi = malloc(sizeof(int32_t) * (n + 1)),
@@ -191,6 +147,7 @@ test_topk_dot(void)
 			ref[i] = (float) d;
 		}
 		CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
+		scratch = malloc(sizeof(float) * gm_topk_dot_scratch(&Q));
 		got = gm_topk_dot(Y, &Q, x, n, skip, nskip, scratch, oi, os, &rescored);
 		want = gm_topk(ref, m, n, skip, nskip, ri, rs);
 		gm_qmat_free(&Q);
@@ -2199,7 +2156,7 @@ test_params_and_ops(void)
 		}
 	}
 
-	/* tables: implicit ALS on the CPU; the rest not (yet); no CUDA module here */
+	/* tables: every algorithm on the CPU (a missing one says so); no CUDA module here */
 	ops = gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CPU, err, sizeof(err));
 	CHECK(ops != NULL && strcmp(ops->name, "cpu") == 0, "no CPU table for implicit ALS: %s", err);
 	for (int a = 0; a < GM_ALG_COUNT; a++)
@@ -2250,7 +2207,11 @@ test_params_and_ops(void)
 				case 0: p.alpha0 = 0.5f; break;
 				case 1: p.nu = 0.5f; break;
 				case 2: p.solver = GM_SOLVER_EXACT; break;
-				case 3: gm_mf_params_defaults(&p, GM_ALG_CCD); p.biases = 0; break;
+				case 3:			/* biases on (ccd's default) without bias arrays */
+					gm_mf_params_defaults(&p, GM_ALG_CCD);
+					p.factors = 8;
+					want = GM_EINVAL;
+					break;
 				case 4: p.backend = GM_BACKEND_CUDA; want = GM_ENODEVICE; break;
 				case 5: d.Rt = &t.R; want = GM_EINVAL; break;	/* not the transpose */
 			}
@@ -2274,13 +2235,7 @@ fail:
 
 /* ------------------------------------------------------------ main */
 
-typedef struct
-{
-	const char *name;
-	int			(*fn) (void);
-} test_case;
-
-static const test_case tests[] = {
+static const gm_test tests[] = {
 	{"csr_from_coo matches a dense reference", test_csr_from_coo},
 	{"csr_from_coo rejects bad coordinates", test_csr_rejects},
 	{"csr_transpose", test_csr_transpose},
@@ -2293,7 +2248,7 @@ static const test_case tests[] = {
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
-	{"qmat_fill: int8 rows within half a step, any thread count", test_qmat_fill},
+	{"qmat_build_in: int8 rows within half a step, any thread count", test_qmat_threads},
 	{"synth dataset", test_synth},
 	{"csr_nnz_bins vs a reference", test_nnz_bins},
 	{"mf_train tolerance stop", test_train_tolerance},
@@ -2305,43 +2260,9 @@ static const test_case tests[] = {
 int
 main(void)
 {
-	const char *env = getenv("GM_TEST_SEED");
-	uint64_t	seed;
-	int			passed = 0,
-				failed = 0;
-	int			ntests = (int) (sizeof(tests) / sizeof(tests[0]));
+	uint64_t	seed = gm_test_seed();
 
-	if (env && *env)
-		seed = strtoull(env, NULL, 10);
-	else
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		seed = ((uint64_t) ts.tv_sec * 1000000007ULL) ^ (uint64_t) ts.tv_nsec ^
-			((uint64_t) getpid() << 32);
-	}
 	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
 		   (unsigned long long) seed, (unsigned long long) seed);
-	fflush(stdout);
-
-	for (int i = 0; i < ntests; i++)
-	{
-		/* each test its own stream, so one test's draws don't shift another's */
-		rng_state = seed ^ (0xD1B54A32D192ED03ULL * (uint64_t) (i + 1));
-		detail[0] = '\0';
-		if (tests[i].fn() == 0)
-		{
-			printf("ok %d - %s\n", i + 1, tests[i].name);
-			passed++;
-		}
-		else
-		{
-			printf("not ok %d - %s: %s\n", i + 1, tests[i].name, detail);
-			failed++;
-		}
-		fflush(stdout);
-	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return gm_test_run(tests, (int) (sizeof(tests) / sizeof(tests[0])), seed);
 }

@@ -1,0 +1,1111 @@
+/*
+ * ccd.cu: CCD++ for explicit ratings on the GPU (CuCCD's design), the table
+ * gm_cuda_ccd_ops.  The order of work and the arithmetic are those of the
+ * CPU version (src/core/ccd.c), both following src/core/gm_ccd_plan.h.
+ *
+ *  - The residual lives twice on the device, in CSR order (the pass that
+ *    updates a user-side vector reads a user's row) and in CSC order (the
+ *    item-side pass), each as indices + values, so both passes read
+ *    contiguously.  The ratings themselves are not kept: the residual
+ *    starts as r - mu - b - c - W H^T and only ever changes by rank-one
+ *    terms.
+ *  - Factors are feature-major: vector t of side s is n[s] contiguous
+ *    floats (vec[s] + t * n[s]), then the bias vector, then the snapshot
+ *    slots of the plan.
+ *  - A pass adds its copy's pending rank-one terms while it reads the
+ *    residual (and writes the sum back), and computes
+ *        target[i] = sum_j res_ij cur_j / (lambda + sum_j cur_j^2).
+ *    The terms are packed first (ccd_pack): per row of the pass
+ *    rp[i] = (c0, a1, a2, -), per gathered index cp[j] = (g0, g1, g2, cur),
+ *    so one 16-byte gather per nonzero serves every term and the update:
+ *        res_ij += c0[i] + g0[j] + a1[i] g1[j] + a2[i] g2[j].
+ *  - Work layout ("binning"): rows are grouped by nonzero count into
+ *    power-of-two classes; a class is served by groups of G lanes per row
+ *    (G = 1 .. 32 growing with the class) with a shuffle reduction inside
+ *    the group, and rows longer than CCD_BLOCK_ROW by whole blocks, one
+ *    per CCD_CHUNK nonzeros (a row of many chunks adds its partial sums
+ *    with float64 atomics; the last chunk to finish updates the row).  The
+ *    work is cut into block-sized tasks, heaviest classes first, and one
+ *    launch runs them all (mode 1); mode 2 launches each class on its own
+ *    stream instead (as CuCCD did); mode 0 is the unbinned baseline, a warp
+ *    per row in row order (gm_cuda_ccd_set_binning).
+ *  - Loss and RMSE accumulate in float64.
+ */
+#include "explicit.cuh"
+#include "device_csr.cuh"
+#include "gm_core.h"			/* gm_csr_nnz_bins */
+#include "gm_ccd_plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CCD_THREADS		256		/* every pass kernel */
+#define CCD_WARPS		(CCD_THREADS / 32)
+#define CCD_BLOCK_ROW	1024	/* longer rows are served by whole blocks */
+#define CCD_CHUNK		4096	/* nonzeros per block task */
+#define CCD_TASK_NNZ	8192	/* about this many nonzeros per task of short rows */
+#define CCD_KIND_BLOCK	6		/* task kinds 0 .. 5: log2 of the lanes per row */
+#define CCD_CLASSES		12		/* row classes by ceil(log2(nnz)): 0 .. 10, block */
+#define CCD_STREAMS		4
+
+static int g_binning = 1;
+
+/* The work layout of later trainings: 0 none, 1 binned (default), 2 a stream per class. */
+extern "C" void
+gm_cuda_ccd_set_binning(int mode)
+{
+	g_binning = mode < 0 || mode > 2 ? 1 : mode;
+}
+
+typedef struct ccd_side
+{
+	int32_t		n;
+	const int64_t *ptr_h;		/* the caller's row pointers (natural order) */
+	gm_dcsr		csr;			/* indptr, indices; data holds the residual */
+	gm_dbins	bins;			/* rows in task order: bin 0 the long rows, then
+								 * the classes from long to short */
+	int4	   *tasks;			/* device: (kind, first or row, count or chunk, slot) */
+	int32_t		ntasks;
+	int32_t    *task_pos_h;		/* host: binned position of each task's first row, + n */
+	int32_t		bin_task_h[CCD_CLASSES + 1];	/* host: bin b's tasks start at [b] */
+	int64_t    *ptr_perm_h;		/* host: nonzeros in binned order, cumulative */
+	double2    *acc;			/* device: partial sums of rows of many chunks */
+	unsigned   *cnt;
+	float4	   *rowpack;		/* device, n */
+	float4	   *colpack;		/* device, n */
+} ccd_side;
+
+typedef struct ccd_gpu
+{
+	gm_ccd_plan plan;
+	gm_ccd_step step;
+	int			k;
+	int			biases;
+	float		lambda;
+	double		mu;
+	int64_t		nnz;
+	int			binning;
+	ccd_side	side[2];
+	float	   *vec[2];			/* (k + 1 + GM_CCD_SLOTS) x n[s] */
+	double	   *dsum;			/* 4 accumulators */
+	float	   *tmpF[2];		/* create: row-major factors, biases */
+	float	   *tmpb[2];
+	cudaStream_t stream;
+	cudaStream_t bin_stream[CCD_STREAMS];
+	cudaEvent_t ev_fork;
+	cudaEvent_t ev_join[CCD_STREAMS];
+	int			have_stream;
+	int			have_bin_streams;
+} ccd_gpu;
+
+/* ------------------------------------------------------------ kernels */
+
+struct pass_args
+{
+	const int64_t *ptr;
+	const int32_t *idx;
+	float	   *res;
+	const float4 *rp;
+	const float4 *cp;
+	const int32_t *perm;
+	const int4 *tasks;
+	int32_t		task0;
+	float	   *target;
+	float		lambda;
+	double2    *acc;
+	unsigned   *cnt;
+	int32_t		row0;
+	int32_t		nrows;
+};
+
+/* The closed-form coordinate update num / (lambda + den), 0 for an empty row. */
+__device__ __forceinline__ float
+ccd_update(double num, double den, float lambda)
+{
+	double		d = lambda + den;
+
+	return d > 0.0 ? (float) (num / d) : 0.0f;
+}
+
+/*
+ * Lane `lane` of a group of G lanes runs over nonzeros b + lane, b + lane +
+ * G, ... < e: adds the packed terms (WRITE) and accumulates
+ * num += res * cur, den += cur^2.  Four nonzeros in flight per lane, the
+ * last round predicated (a row's tail costs one memory round trip, not up
+ * to three); the residual and the indices are read once, so they stream
+ * past the caches (__ldcs, __stcs) and leave L2 to the gathered packs.
+ */
+template <int G, bool WRITE>
+__device__ __forceinline__ void
+row_sums(const pass_args &a, int64_t b, int64_t e, int lane, float4 rp,
+		 float &num, float &den)
+{
+	for (int64_t x = b + lane; x < e; x += 4 * G)
+	{
+		int32_t		j[4];
+		float		r[4];
+		float4		g[4];
+
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (x + u * G < e)
+			{
+				j[u] = __ldcs(a.idx + x + u * G);
+				r[u] = __ldcs(a.res + x + u * G);
+			}
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (x + u * G < e)
+				g[u] = __ldg(a.cp + j[u]);
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (x + u * G < e)
+			{
+				float		v = r[u];
+
+				if (WRITE)
+				{
+					v += rp.x + g[u].x + rp.y * g[u].y + rp.z * g[u].z;
+					__stcs(a.res + x + u * G, v);
+				}
+				num = fmaf(v, g[u].w, num);
+				den = fmaf(g[u].w, g[u].w, den);
+			}
+	}
+}
+
+/* The unbinned baseline: a warp per row, rows [row0, row0 + nrows) in order. */
+template <bool WRITE>
+__global__ void
+__launch_bounds__(CCD_THREADS)
+ccd_pass_plain(pass_args a)
+{
+	const int	lane = threadIdx.x & 31;
+	const int64_t r = (int64_t) blockIdx.x * CCD_WARPS + (threadIdx.x >> 5);
+	float		num = 0.0f,
+				den = 0.0f;
+	int32_t		row;
+
+	if (r >= a.nrows)
+		return;					/* the whole warp */
+	row = a.row0 + (int32_t) r;
+	row_sums<32, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
+						WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
+	num = group_sum<32>(num);
+	den = group_sum<32>(den);
+	if (lane == 0)
+		a.target[row] = ccd_update(num, den, a.lambda);
+}
+
+/* A task of t.z rows from binned position t.y, a group of G lanes per row. */
+template <int G, bool WRITE>
+__device__ __forceinline__ void
+rows_task(const pass_args &a, int4 t)
+{
+	constexpr int GROUPS = CCD_THREADS / G;
+	const int	grp = threadIdx.x / G;
+	const int	lane = threadIdx.x % G;
+
+	/* the loop bound is the block's, so every lane reaches the shuffles */
+	for (int base = 0; base < t.z; base += GROUPS)
+	{
+		int			r = base + grp;
+		int32_t		row = -1;
+		float		num = 0.0f,
+					den = 0.0f;
+
+		if (r < t.z)
+		{
+			row = a.perm[t.y + r];
+			row_sums<G, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
+							   WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
+		}
+		num = group_sum<G>(num);
+		den = group_sum<G>(den);
+		if (row >= 0 && lane == 0)
+			a.target[row] = ccd_update(num, den, a.lambda);
+	}
+}
+
+/*
+ * Chunk t.z of the long row t.y, by the whole block.  t.w < 0: the row has
+ * one chunk and is updated here; else slot t.w collects the chunks' sums
+ * and the last chunk to finish updates the row and clears the slot.
+ */
+template <bool WRITE>
+__device__ __forceinline__ void
+block_task(const pass_args &a, int4 t)
+{
+	__shared__ float s_num[CCD_WARPS],
+				s_den[CCD_WARPS];
+	const int	lane = threadIdx.x & 31,
+				warp = threadIdx.x >> 5;
+	const int64_t rb = a.ptr[t.y],
+				re = a.ptr[t.y + 1];
+	const int64_t b = rb + (int64_t) t.z * CCD_CHUNK;
+	const int64_t e = b + CCD_CHUNK < re ? b + CCD_CHUNK : re;
+	float		num = 0.0f,
+				den = 0.0f;
+
+	row_sums<CCD_THREADS, WRITE>(a, b, e, threadIdx.x,
+								 WRITE ? a.rp[t.y] : make_float4(0, 0, 0, 0), num, den);
+	num = group_sum<32>(num);
+	den = group_sum<32>(den);
+	if (lane == 0)
+	{
+		s_num[warp] = num;
+		s_den[warp] = den;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		double		n = 0.0,
+					d = 0.0;
+
+		for (int w = 0; w < CCD_WARPS; w++)
+		{
+			n += s_num[w];
+			d += s_den[w];
+		}
+		if (t.w < 0)
+			a.target[t.y] = ccd_update(n, d, a.lambda);
+		else
+		{
+			unsigned	nch = (unsigned) ((re - rb + CCD_CHUNK - 1) / CCD_CHUNK);
+
+			atomicAdd(&a.acc[t.w].x, n);
+			atomicAdd(&a.acc[t.w].y, d);
+			__threadfence();
+			if (atomicAdd(&a.cnt[t.w], 1u) == nch - 1)
+			{
+				volatile double *s = (volatile double *) &a.acc[t.w];
+
+				__threadfence();
+				a.target[t.y] = ccd_update(s[0], s[1], a.lambda);
+				s[0] = 0.0;
+				s[1] = 0.0;
+				a.cnt[t.w] = 0;
+			}
+		}
+	}
+}
+
+/* Binned: one block per task, tasks task0 .. task0 + gridDim.x. */
+template <bool WRITE>
+__global__ void
+__launch_bounds__(CCD_THREADS)
+ccd_pass_binned(pass_args a)
+{
+	const int4	t = a.tasks[a.task0 + blockIdx.x];
+
+	switch (t.x)
+	{
+		case 0:
+			rows_task<1, WRITE>(a, t);
+			break;
+		case 1:
+			rows_task<2, WRITE>(a, t);
+			break;
+		case 2:
+			rows_task<4, WRITE>(a, t);
+			break;
+		case 3:
+			rows_task<8, WRITE>(a, t);
+			break;
+		case 4:
+			rows_task<16, WRITE>(a, t);
+			break;
+		case 5:
+			rows_task<32, WRITE>(a, t);
+			break;
+		default:
+			block_task<WRITE>(a, t);
+			break;
+	}
+}
+
+struct pack_args
+{
+	int32_t		n_fixed;
+	float4	   *rp;
+	int			n_c0;
+	const float *c0v[GM_CCD_MAX_TERMS];	/* NULL: ones */
+	float		c0s[GM_CCD_MAX_TERMS];
+	int			n_gen;
+	const float *genf[GM_CCD_MAX_GENERAL];
+	float		gens[GM_CCD_MAX_GENERAL];
+	int32_t		n_gath;
+	float4	   *cp;
+	int			n_g0;
+	const float *g0v[GM_CCD_MAX_TERMS];
+	float		g0s[GM_CCD_MAX_TERMS];
+	const float *geng[GM_CCD_MAX_GENERAL];
+	const float *cur;			/* NULL: ones */
+};
+
+/* rp[i] = (c0, a1, a2, 0) for the pass's rows, cp[j] = (g0, g1, g2, cur). */
+__global__ void
+ccd_pack(pack_args p)
+{
+	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (p.rp != NULL && i < p.n_fixed)
+	{
+		float		c0 = 0.0f;
+
+		for (int m = 0; m < p.n_c0; m++)
+			c0 += p.c0s[m] * (p.c0v[m] ? p.c0v[m][i] : 1.0f);
+		p.rp[i] = make_float4(c0,
+							  p.n_gen > 0 ? p.gens[0] * p.genf[0][i] : 0.0f,
+							  p.n_gen > 1 ? p.gens[1] * p.genf[1][i] : 0.0f,
+							  0.0f);
+	}
+	if (i < p.n_gath)
+	{
+		float		g0 = 0.0f;
+
+		for (int m = 0; m < p.n_g0; m++)
+			g0 += p.g0s[m] * p.g0v[m][i];
+		p.cp[i] = make_float4(g0,
+							  p.n_gen > 0 ? p.geng[0][i] : 0.0f,
+							  p.n_gen > 1 ? p.geng[1][i] : 0.0f,
+							  p.cur ? p.cur[i] : 1.0f);
+	}
+}
+
+/*
+ * out[0] += sum over the CSR copy of (res + packed terms)^2: warps stride
+ * over the rows, float64 sums.
+ */
+__global__ void
+__launch_bounds__(CCD_THREADS)
+ccd_eval_sse(pass_args a, int32_t n, double *out)
+{
+	__shared__ double s[CCD_WARPS];
+	const int	lane = threadIdx.x & 31,
+				warp = threadIdx.x >> 5;
+	double		acc = 0.0;
+
+	for (int64_t row = (int64_t) blockIdx.x * CCD_WARPS + warp; row < n;
+		 row += (int64_t) gridDim.x * CCD_WARPS)
+	{
+		const float4 rp = a.rp[row];
+
+		for (int64_t x = a.ptr[row] + lane; x < a.ptr[row + 1]; x += 32)
+		{
+			const float4 g = __ldg(a.cp + a.idx[x]);
+			double		v = a.res[x] + (rp.x + g.x + rp.y * g.y + rp.z * g.z);
+
+			acc += v * v;
+		}
+	}
+	acc = warp_sum_d(acc);
+	if (lane == 0)
+		s[warp] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		double		t = 0.0;
+
+		for (int w = 0; w < CCD_WARPS; w++)
+			t += s[w];
+		atomicAdd(out, t);
+	}
+}
+
+/* out[0] += sum of v^2 over n floats. */
+__global__ void
+ccd_sum_squares(const float *v, int64_t n, double *out)
+{
+	__shared__ double s[CCD_WARPS];
+	double		acc = 0.0;
+
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		acc += (double) v[i] * v[i];
+	acc = warp_sum_d(acc);
+	if ((threadIdx.x & 31) == 0)
+		s[threadIdx.x >> 5] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		double		t = 0.0;
+
+		for (int w = 0; w < CCD_WARPS; w++)
+			t += s[w];
+		atomicAdd(out, t);
+	}
+}
+
+/*
+ * res (holding the ratings) -= mu + b_i + c_j + x_i . y_j for the rows of a
+ * CSR (X its rows' factors, Y its columns', row-major k): a warp per row,
+ * the dot in float64 like the CPU's.
+ */
+__global__ void
+__launch_bounds__(CCD_THREADS)
+ccd_init_residual(const int64_t *ptr, const int32_t *idx, float *res, int32_t n,
+				  const float *X, const float *Y, int k, const float *brow,
+				  const float *bcol, double mu)
+{
+	const int	lane = threadIdx.x & 31;
+	const int64_t row = (int64_t) blockIdx.x * CCD_WARPS + (threadIdx.x >> 5);
+
+	if (row >= n)
+		return;
+	for (int64_t x = ptr[row] + lane; x < ptr[row + 1]; x += 32)
+	{
+		const int32_t j = idx[x];
+		const float *xr = X + row * k,
+				   *yr = Y + (int64_t) j * k;
+		double		dot = 0.0;
+
+		for (int f = 0; f < k; f++)
+			dot += (double) xr[f] * yr[f];
+		res[x] = (float) (res[x] - mu - (brow ? brow[row] : 0.0f) -
+						  (bcol ? bcol[j] : 0.0f) - dot);
+	}
+}
+
+/* vec[f * n + i] = F[i * k + f]; vec[k * n + i] = bias[i] (or 0). */
+__global__ void
+ccd_to_feature_major(const float *F, const float *bias, int32_t n, int k, float *vec)
+{
+	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= n)
+		return;
+	for (int f = 0; f < k; f++)
+		vec[(int64_t) f * n + i] = F[i * k + f];
+	vec[(int64_t) k * n + i] = bias ? bias[i] : 0.0f;
+}
+
+/* ------------------------------------------------------- host helpers */
+
+/* Vector id of side s on the device, NULL for the all-ones vector. */
+static inline float *
+vec_of(ccd_gpu *c, int s, int id)
+{
+	return id == GM_CCD_ONES ? NULL : c->vec[s] + (size_t) id * c->side[s].n;
+}
+
+/* The smallest c with 2^c >= v. */
+static int
+ceil_log2(int64_t v)
+{
+	int			c = 0;
+
+	while (((int64_t) 1 << c) < v)
+		c++;
+	return c;
+}
+
+/* lanes per row of class c (rows of 2^(c-1) < nnz <= 2^c): about 4 nonzeros a lane */
+static int
+class_lanes(int c)
+{
+	int			g = (1 << c) / 4;
+
+	return g < 1 ? 1 : (g > 32 ? 32 : g);
+}
+
+/*
+ * The task list of one side.  gm_csr_nnz_bins groups the rows into the
+ * classes nnz <= 1, 2, 4, ..., 1024 and longer; the task order (and the
+ * sweep's row order) takes the long rows first, a task per CCD_CHUNK
+ * nonzeros, then the classes from long to short, rows ascending within a
+ * class, cut into tasks of about CCD_TASK_NNZ nonzeros; heavy work first,
+ * so the launch ends on short tasks.
+ */
+static int
+build_schedule(ccd_side *sd, const gm_csr *A, int32_t *n_long, char *err, size_t errlen)
+{
+	int32_t		n = sd->n;
+	const int64_t *ptr = sd->ptr_h;
+	int64_t		upper[CCD_CLASSES];
+	int32_t		start[CCD_CLASSES + 1],
+				bstart[CCD_CLASSES + 1];
+	int32_t    *perm = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
+	int32_t    *order = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
+	int4	   *tasks = NULL;
+	int64_t		ntasks = 0;
+	int32_t		pos = 0;
+	int			rc;
+
+	if (!perm || !order)
+		goto oom;
+	for (int c = 0; c < CCD_CLASSES - 1; c++)
+		upper[c] = (int64_t) 1 << c;
+	upper[CCD_CLASSES - 1] = INT64_MAX;
+	if ((rc = gm_csr_nnz_bins(A, CCD_CLASSES, upper, perm, start, err, errlen)) != GM_OK)
+	{
+		free(perm);
+		free(order);
+		return rc;
+	}
+	/* count the tasks: long rows by chunks, classes by groups of rows */
+	for (int32_t p = start[CCD_CLASSES - 1]; p < n; p++)
+		ntasks += (ptr[perm[p] + 1] - ptr[perm[p]] + CCD_CHUNK - 1) / CCD_CHUNK;
+	for (int c = 0; c < CCD_CLASSES - 1; c++)
+	{
+		int			groups = CCD_THREADS / class_lanes(c);
+		int			rounds = CCD_TASK_NNZ / (groups << c);
+		int64_t		per = (int64_t) groups * (rounds > 1 ? rounds : 1);
+
+		ntasks += (start[c + 1] - start[c] + per - 1) / per;
+	}
+	if (ntasks > INT32_MAX / 2)
+	{
+		free(perm);
+		free(order);
+		snprintf(err, errlen, "ccd: too many nonzeros for the CUDA schedule");
+		return GM_EINVAL;
+	}
+	tasks = (int4 *) malloc(sizeof(int4) * (size_t) (ntasks > 0 ? ntasks : 1));
+	sd->task_pos_h = (int32_t *) malloc(sizeof(int32_t) * (size_t) (ntasks + 1));
+	sd->ptr_perm_h = (int64_t *) malloc(sizeof(int64_t) * ((size_t) n + 1));
+	if (!tasks || !sd->task_pos_h || !sd->ptr_perm_h)
+		goto oom;
+
+	/* bin 0: the long rows, a task per chunk (a slot when several) */
+	sd->ntasks = 0;
+	sd->bin_task_h[0] = 0;
+	bstart[0] = 0;
+	*n_long = 0;
+	for (int32_t p = start[CCD_CLASSES - 1]; p < n; p++)
+	{
+		int32_t		r = perm[p];
+		int32_t		nch = (int32_t) ((ptr[r + 1] - ptr[r] + CCD_CHUNK - 1) / CCD_CHUNK);
+
+		for (int32_t ch = 0; ch < nch; ch++)
+		{
+			tasks[sd->ntasks] = make_int4(CCD_KIND_BLOCK, r, ch, nch > 1 ? *n_long : -1);
+			sd->task_pos_h[sd->ntasks++] = pos;
+		}
+		if (nch > 1)
+			(*n_long)++;
+		order[pos++] = r;
+	}
+	sd->bin_task_h[1] = sd->ntasks;
+	bstart[1] = pos;
+	/* bins 1 ..: class c = CCD_CLASSES - 1 - bin */
+	for (int c = CCD_CLASSES - 2; c >= 0; c--)
+	{
+		int			G = class_lanes(c);
+		int			groups = CCD_THREADS / G;
+		int			rounds = CCD_TASK_NNZ / (groups << c);
+		int32_t		per = groups * (rounds > 1 ? rounds : 1);
+		int32_t		first = pos;
+
+		for (int32_t p = start[c]; p < start[c + 1]; p++)
+			order[pos++] = perm[p];
+		for (int32_t f = first; f < pos; f += per)
+		{
+			tasks[sd->ntasks] = make_int4(ceil_log2(G), f, pos - f < per ? pos - f : per, -1);
+			sd->task_pos_h[sd->ntasks++] = f;
+		}
+		sd->bin_task_h[CCD_CLASSES - c] = sd->ntasks;
+		bstart[CCD_CLASSES - c] = pos;
+	}
+	sd->task_pos_h[sd->ntasks] = n;
+	sd->ptr_perm_h[0] = 0;
+	for (int32_t p = 0; p < n; p++)
+		sd->ptr_perm_h[p + 1] = sd->ptr_perm_h[p] + (ptr[order[p] + 1] - ptr[order[p]]);
+
+	rc = gm_dbins_upload(&sd->bins, order, n, bstart, CCD_CLASSES, err, errlen);
+	if (rc == GM_OK)
+	{
+		cudaError_t e = gm_dev_malloc((void **) &sd->tasks, sizeof(int4) * (size_t) (sd->ntasks > 0 ? sd->ntasks : 1));
+
+		if (e == cudaSuccess && sd->ntasks > 0)
+			e = cudaMemcpy(sd->tasks, tasks, sizeof(int4) * (size_t) sd->ntasks, cudaMemcpyHostToDevice);
+		if (e != cudaSuccess)
+		{
+			snprintf(err, errlen, "ccd: uploading the GPU schedule failed: %s", cudaGetErrorString(e));
+			rc = GM_EDEVICE;
+		}
+	}
+	free(perm);
+	free(order);
+	free(tasks);
+	return rc;
+
+oom:
+	free(perm);
+	free(order);
+	free(tasks);
+	snprintf(err, errlen, "ccd: out of host memory for the GPU schedule");
+	return GM_ENOMEM;
+}
+
+/* Free the state (safe on NULL and half-built states). */
+static void
+ccd_destroy(void *h)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+
+	if (c == NULL)
+		return;
+	if (c->have_stream)
+		cudaStreamSynchronize(c->stream);
+	for (int s = 0; s < 2; s++)
+	{
+		ccd_side   *sd = &c->side[s];
+
+		gm_dcsr_free(&sd->csr);
+		gm_dbins_free(&sd->bins);
+		gm_dev_free(sd->tasks);
+		gm_dev_free(sd->acc);
+		gm_dev_free(sd->cnt);
+		gm_dev_free(sd->rowpack);
+		gm_dev_free(sd->colpack);
+		free(sd->task_pos_h);
+		free(sd->ptr_perm_h);
+		gm_dev_free(c->vec[s]);
+		gm_dev_free(c->tmpF[s]);
+		gm_dev_free(c->tmpb[s]);
+	}
+	gm_dev_free(c->dsum);
+	if (c->have_bin_streams)
+	{
+		for (int q = 0; q < CCD_STREAMS; q++)
+		{
+			cudaStreamDestroy(c->bin_stream[q]);
+			cudaEventDestroy(c->ev_join[q]);
+		}
+		cudaEventDestroy(c->ev_fork);
+	}
+	if (c->have_stream)
+		cudaStreamDestroy(c->stream);
+	(void) cudaGetLastError();
+	free(c);
+}
+
+/* Everything create does that can fail on the device. */
+static int
+create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
+			 char *device, size_t devlen, char *err, size_t errlen)
+{
+	const gm_csr *A[2] = {d->R, d->Rt};
+	const float *F[2] = {d->X, d->Y};
+	const float *bias[2] = {d->user_bias, d->item_bias};
+	int			k = c->k;
+	int			nvec = k + 1 + GM_CCD_SLOTS;
+	float	  **Fd = c->tmpF,
+			  **bd = c->tmpb;
+	int			rc = GM_OK;
+
+	GM_CHECK(cudaSetDevice(0));
+	gm_device_name(device, devlen);
+	GM_CHECK(cudaStreamCreate(&c->stream));
+	c->have_stream = 1;
+	if (c->binning == 2)
+	{
+		GM_CHECK(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming));
+		for (int q = 0; q < CCD_STREAMS; q++)
+		{
+			GM_CHECK(cudaStreamCreateWithFlags(&c->bin_stream[q], cudaStreamNonBlocking));
+			GM_CHECK(cudaEventCreateWithFlags(&c->ev_join[q], cudaEventDisableTiming));
+			c->have_bin_streams = q + 1 == CCD_STREAMS;
+		}
+	}
+	GM_CHECK(gm_dev_malloc((void **) &c->dsum, sizeof(double) * 4));
+
+	for (int s = 0; s < 2; s++)
+	{
+		ccd_side   *sd = &c->side[s];
+		size_t		n1 = (size_t) (sd->n > 0 ? sd->n : 1);
+		int32_t		n_long = 0;
+
+		sd->ptr_h = A[s]->indptr;
+		/* the ratings go up as the CSR's values and become the residual there */
+		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
+			return rc;
+		GM_CHECK(gm_dev_malloc((void **) &sd->rowpack, sizeof(float4) * n1));
+		GM_CHECK(gm_dev_malloc((void **) &sd->colpack, sizeof(float4) * n1));
+		if ((rc = build_schedule(sd, A[s], &n_long, err, errlen)) != GM_OK)
+			return rc;
+		GM_CHECK(gm_dev_malloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(gm_dev_malloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMemset(sd->acc, 0, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
+		GM_CHECK(cudaMemset(sd->cnt, 0, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
+
+		/* factors: row-major upload, feature-major on the device */
+		GM_CHECK(gm_dev_malloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
+		/* poison the slots (NaN): a term read before its snapshot shows */
+		GM_CHECK(cudaMemset(c->vec[s], 0xff, sizeof(float) * n1 * nvec));
+		GM_CHECK(gm_dev_malloc((void **) &Fd[s], sizeof(float) * n1 * k));
+		GM_CHECK(cudaMemcpy(Fd[s], F[s], sizeof(float) * (size_t) sd->n * k, cudaMemcpyHostToDevice));
+		if (c->biases)
+		{
+			GM_CHECK(gm_dev_malloc((void **) &bd[s], sizeof(float) * n1));
+			GM_CHECK(cudaMemcpy(bd[s], bias[s], sizeof(float) * (size_t) sd->n, cudaMemcpyHostToDevice));
+		}
+		ccd_to_feature_major<<<blocks_for(sd->n, 256), 256, 0, c->stream>>>(Fd[s], bd[s], sd->n, k, c->vec[s]);
+		GM_CHECK_LAUNCH();
+	}
+	for (int s = 0; s < 2; s++)
+	{
+		ccd_side   *sd = &c->side[s];
+
+		ccd_init_residual<<<blocks_for(sd->n, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(
+			sd->csr.indptr, sd->csr.indices, sd->csr.data, sd->n, Fd[s], Fd[1 - s], k, bd[s], bd[1 - s], c->mu);
+		GM_CHECK_LAUNCH();
+	}
+	GM_CHECK(cudaStreamSynchronize(c->stream));
+	for (int s = 0; s < 2; s++)
+	{
+		GM_CHECK(gm_dev_free(Fd[s]));
+		GM_CHECK(gm_dev_free(bd[s]));
+		Fd[s] = bd[s] = NULL;
+	}
+	return GM_OK;
+}
+
+/* Upload the problem: the model feature-major, the residual in both orders. */
+static int
+ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	ccd_gpu    *c;
+	int			rc;
+
+	(void) cb;
+	*h = NULL;
+	if (p->factors < 1 || !(p->regularization >= 0) || d->R == NULL || d->Rt == NULL ||
+		d->R->n_rows != d->Rt->n_cols || d->R->n_cols != d->Rt->n_rows ||
+		d->R->nnz != d->Rt->nnz)
+	{
+		snprintf(err, errlen, "ccd: invalid parameters or data");
+		return GM_EINVAL;
+	}
+	if (p->biases && (d->user_bias == NULL || d->item_bias == NULL))
+	{
+		snprintf(err, errlen, "ccd: biases are on but the bias arrays are missing");
+		return GM_EINVAL;
+	}
+	c = (ccd_gpu *) calloc(1, sizeof(ccd_gpu));
+	if (c == NULL)
+	{
+		snprintf(err, errlen, "ccd: out of host memory");
+		return GM_ENOMEM;
+	}
+	c->k = p->factors;
+	c->biases = p->biases ? 1 : 0;
+	c->lambda = p->regularization;
+	c->mu = c->biases ? d->global_mean : 0.0;
+	c->nnz = d->R->nnz;
+	c->binning = g_binning;
+	c->side[0].n = d->R->n_rows;
+	c->side[1].n = d->R->n_cols;
+	gm_ccd_plan_init(&c->plan, c->k, p->inner_iterations, c->biases);
+	rc = create_inner(c, d, p, device, devlen, err, errlen);
+	if (rc != GM_OK)
+	{
+		ccd_destroy(c);
+		return rc;
+	}
+	*h = c;
+	return GM_OK;
+}
+
+/* Sweeps per outer iteration (the plan's). */
+static int
+ccd_n_sweeps(void *h)
+{
+	return ((ccd_gpu *) h)->plan.n_sweeps;
+}
+
+/* Queue the pack kernel for a pass over side s's rows (rows: also rp). */
+static int
+launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows,
+			char *err, size_t errlen)
+{
+	pack_args	a;
+	int			g = 1 - s;
+	int32_t		nmax;
+
+	memset(&a, 0, sizeof(a));
+	a.n_fixed = c->side[s].n;
+	a.rp = rows ? c->side[s].rowpack : NULL;
+	a.n_c0 = pk->n_c0;
+	for (int m = 0; m < pk->n_c0; m++)
+	{
+		a.c0v[m] = vec_of(c, s, pk->c0_vec[m]);
+		a.c0s[m] = pk->c0_scale[m];
+	}
+	a.n_gen = pk->n_gen;
+	for (int m = 0; m < pk->n_gen; m++)
+	{
+		a.genf[m] = vec_of(c, s, pk->gen_fixed[m]);
+		a.geng[m] = vec_of(c, g, pk->gen_gathered[m]);
+		a.gens[m] = pk->gen_scale[m];
+	}
+	a.n_gath = c->side[g].n;
+	a.cp = c->side[g].colpack;
+	a.n_g0 = pk->n_g0;
+	for (int m = 0; m < pk->n_g0; m++)
+	{
+		a.g0v[m] = vec_of(c, g, pk->g0_vec[m]);
+		a.g0s[m] = pk->g0_scale[m];
+	}
+	a.cur = vec_of(c, g, pk->cur);
+	nmax = a.n_fixed > a.n_gath ? a.n_fixed : a.n_gath;
+	ccd_pack<<<blocks_for(nmax, 256), 256, 0, c->stream>>>(a);
+	GM_CHECK_LAUNCH();
+	return GM_OK;
+}
+
+/* Plan sweep s: take its snapshots, pack its terms, describe its rows. */
+static int
+ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+	gm_ccd_step *st = &c->step;
+	gm_ccd_pack pk;
+	int			rc;
+
+	if (gm_ccd_plan_step(&c->plan, s, st) != 0 ||
+		gm_ccd_make_pack(st->terms, st->n_terms, st->side, st->cur, &pk) != 0)
+	{
+		snprintf(err, errlen, "ccd: internal error planning sweep %d", s);
+		return GM_EINVAL;
+	}
+	for (int m = 0; m < st->n_copies; m++)
+		GM_CHECK(cudaMemcpyAsync(vec_of(c, st->copies[m].side, st->copies[m].dst),
+								 vec_of(c, st->copies[m].side, st->copies[m].src),
+								 sizeof(float) * c->side[st->copies[m].side].n,
+								 cudaMemcpyDeviceToDevice, c->stream));
+	if ((rc = launch_pack(c, st->side, &pk, st->n_terms > 0, err, errlen)) != GM_OK)
+		return rc;
+	sw->n_rows = c->side[st->side].n;
+	sw->indptr = c->binning ? c->side[st->side].ptr_perm_h : c->side[st->side].ptr_h;
+	sw->row_work = 8.0;
+	sw->nnz_work = st->n_terms > 0 ? 6.0 : 2.0;
+	return GM_OK;
+}
+
+/* first task whose position is >= pos */
+static int32_t
+task_at(const ccd_side *sd, int32_t pos)
+{
+	int32_t		lo = 0,
+				hi = sd->ntasks;
+
+	while (lo < hi)
+	{
+		int32_t		mid = lo + (hi - lo) / 2;
+
+		if (sd->task_pos_h[mid] >= pos)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* Launch tasks [t0, t1) of a binned pass on stream st. */
+static cudaError_t
+launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, cudaStream_t st)
+{
+	pass_args	b = a;
+
+	if (t1 <= t0)
+		return cudaSuccess;
+	b.task0 = t0;
+	if (write)
+		ccd_pass_binned<true><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+	else
+		ccd_pass_binned<false><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+	return cudaGetLastError();
+}
+
+/* Rows [begin, end) of the current sweep's pass. */
+static int
+ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+	gm_ccd_step *st = &c->step;
+	ccd_side   *sd = &c->side[st->side];
+	pass_args	a;
+	int			write = st->n_terms > 0;
+
+	(void) s;
+	if (begin < 0 || end > sd->n || begin > end)
+	{
+		snprintf(err, errlen, "ccd: rows [%d, %d) outside the sweep", begin, end);
+		return GM_EINVAL;
+	}
+	if (begin == end)
+		return GM_OK;
+	memset(&a, 0, sizeof(a));
+	a.ptr = sd->csr.indptr;
+	a.idx = sd->csr.indices;
+	a.res = sd->csr.data;
+	a.rp = sd->rowpack;
+	a.cp = c->side[1 - st->side].colpack;
+	a.perm = sd->bins.perm;
+	a.tasks = sd->tasks;
+	a.target = vec_of(c, st->side, st->target);
+	a.lambda = c->lambda;
+	a.acc = sd->acc;
+	a.cnt = sd->cnt;
+
+	if (c->binning == 0)
+	{
+		a.row0 = begin;
+		a.nrows = end - begin;
+		if (write)
+			ccd_pass_plain<true><<<blocks_for(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
+		else
+			ccd_pass_plain<false><<<blocks_for(end - begin, CCD_WARPS), CCD_THREADS, 0, c->stream>>>(a);
+		GM_CHECK_LAUNCH();
+		return GM_OK;
+	}
+	{
+		int32_t		t0 = task_at(sd, begin),
+					t1 = task_at(sd, end);
+
+		if (c->binning == 1)
+		{
+			GM_CHECK(launch_tasks(a, t0, t1, write, c->stream));
+			return GM_OK;
+		}
+		/* a stream per class, joined back into the main stream */
+		GM_CHECK(cudaEventRecord(c->ev_fork, c->stream));
+		for (int q = 0; q < CCD_STREAMS; q++)
+			GM_CHECK(cudaStreamWaitEvent(c->bin_stream[q], c->ev_fork, 0));
+		for (int cl = 0; cl < CCD_CLASSES; cl++)
+		{
+			int32_t		b = sd->bin_task_h[cl] > t0 ? sd->bin_task_h[cl] : t0;
+			int32_t		e = sd->bin_task_h[cl + 1] < t1 ? sd->bin_task_h[cl + 1] : t1;
+
+			GM_CHECK(launch_tasks(a, b, e, write, c->bin_stream[cl % CCD_STREAMS]));
+		}
+		for (int q = 0; q < CCD_STREAMS; q++)
+		{
+			GM_CHECK(cudaEventRecord(c->ev_join[q], c->bin_stream[q]));
+			GM_CHECK(cudaStreamWaitEvent(c->stream, c->ev_join[q], 0));
+		}
+	}
+	return GM_OK;
+}
+
+/* Nothing to finish after a pass. */
+static int
+ccd_end_sweep(void *h, int s, char *err, size_t errlen)
+{
+	(void) h;
+	(void) s;
+	(void) err;
+	(void) errlen;
+	return GM_OK;
+}
+
+/* Wait for the queued work; report asynchronous errors. */
+static int
+ccd_sync(void *h, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+
+	GM_CHECK(cudaStreamSynchronize(c->stream));
+	GM_CHECK(cudaGetLastError());
+	return GM_OK;
+}
+
+/* Loss and training RMSE (gm_explicit.h) of the current model. */
+static int
+ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+	gm_ccd_term terms[GM_CCD_MAX_TERMS + 1];
+	gm_ccd_pack pk;
+	int			n_terms = gm_ccd_plan_eval(&c->plan, terms);
+	pass_args	a;
+	double		sums[2];
+	int			rc;
+
+	if (gm_ccd_make_pack(terms, n_terms, 0, GM_CCD_ONES, &pk) != 0)
+	{
+		snprintf(err, errlen, "ccd: internal error evaluating the loss");
+		return GM_EINVAL;
+	}
+	if ((rc = launch_pack(c, 0, &pk, 1, err, errlen)) != GM_OK)
+		return rc;
+	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 2, c->stream));
+	memset(&a, 0, sizeof(a));
+	a.ptr = c->side[0].csr.indptr;
+	a.idx = c->side[0].csr.indices;
+	a.res = c->side[0].csr.data;
+	a.rp = c->side[0].rowpack;
+	a.cp = c->side[1].colpack;
+	ccd_eval_sse<<<1024, CCD_THREADS, 0, c->stream>>>(a, c->side[0].n, c->dsum);
+	GM_CHECK_LAUNCH();
+	for (int s = 0; s < 2; s++)
+	{
+		ccd_sum_squares<<<256, CCD_THREADS, 0, c->stream>>>(
+			c->vec[s], (int64_t) c->side[s].n * (c->k + c->biases), c->dsum + 1);
+		GM_CHECK_LAUNCH();
+	}
+	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 2, cudaMemcpyDeviceToHost, c->stream));
+	GM_CHECK(cudaStreamSynchronize(c->stream));
+	m->loss = (sums[0] + c->lambda * sums[1]) / (double) (c->nnz > 0 ? c->nnz : 1);
+	m->rmse = sqrt(sums[0] / (double) (c->nnz > 0 ? c->nnz : 1));
+	return GM_OK;
+}
+
+/* Write the model back row-major into d's arrays. */
+static int
+ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+	int			k = c->k;
+
+	for (int s = 0; s < 2; s++)
+	{
+		int32_t		n = c->side[s].n;
+		float	   *F = s == 0 ? d->X : d->Y;
+		float	   *bias = s == 0 ? d->user_bias : d->item_bias;
+		float	   *V = (float *) malloc(sizeof(float) * (size_t) (n > 0 ? n : 1) * (k + 1));
+
+		if (V == NULL)
+		{
+			snprintf(err, errlen, "ccd: out of host memory for the factors");
+			return GM_ENOMEM;
+		}
+		{
+			cudaError_t e = cudaMemcpyAsync(V, c->vec[s], sizeof(float) * (size_t) n * (k + 1),
+											cudaMemcpyDeviceToHost, c->stream);
+
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(c->stream);
+			if (e != cudaSuccess)
+				free(V);
+			GM_CHECK(e);
+		}
+		for (int32_t i = 0; i < n; i++)
+		{
+			for (int f = 0; f < k; f++)
+				F[(size_t) i * k + f] = V[(size_t) f * n + i];
+			if (c->biases && bias)
+				bias[i] = V[(size_t) k * n + i];
+		}
+		free(V);
+	}
+	return GM_OK;
+}
+
+extern "C" const gm_algo_ops gm_cuda_ccd_ops = {
+	"cuda",
+	ccd_create,
+	ccd_n_sweeps,
+	ccd_begin_sweep,
+	ccd_run,
+	ccd_end_sweep,
+	ccd_sync,
+	ccd_evaluate,
+	ccd_download,
+	ccd_destroy
+};

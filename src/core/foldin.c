@@ -1,0 +1,329 @@
+/*
+ * foldin.c: the factors one user (or one basket of items) gets against a
+ * trained model's item factors, without retraining: one regularised least
+ * squares solve, the one the trainer's user half-step converges to
+ * (implicit's recalculate_user).
+ *
+ *   als (implicit feedback; Hu, Koren, Volinsky 2008, with alpha0 and nu):
+ *       (alpha0 Y^T Y + sum_e (c_e - alpha0) y_e y_e^T + lambda_u I) x
+ *           = sum_e c_e y_e,
+ *       c_e = 1 + alpha v_e,  lambda_u = reg (n + alpha0 n_items)^nu
+ *   als_explicit and ccd (ratings), z_e = (y_e, 1) and w = (x, b) with
+ *   biases, z_e = y_e and w = x without:
+ *       (sum_e z_e z_e^T + lambda_u I) w = sum_e (v_e - mu - c_e) z_e,
+ *       lambda_u = reg n (als_explicit: weighted lambda) or reg (ccd)
+ *
+ * Sums and the Cholesky factorisation run in double.
+ */
+#include "gm_core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef GM_NO_CBLAS
+#include <cblas.h>
+#endif
+
+/* ------------------------------------------------------------ entries */
+
+/* qsort order of entries by index. */
+static int
+cmp_entry(const void *a, const void *b)
+{
+	int32_t		x = *(const int32_t *) a,
+				y = *(const int32_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sort entries by index and sum duplicates (see gm_core.h). */
+int32_t
+gm_entries_merge(int32_t *idx, float *vals, int32_t n)
+{
+	typedef struct
+	{
+		int32_t		i;
+		float		v;
+	} entry;
+	entry	   *e;
+	int32_t		out = 0;
+
+	if (n <= 1)
+		return n;
+	e = malloc(sizeof(entry) * (size_t) n);
+	if (e == NULL)
+		return -1;
+	for (int32_t r = 0; r < n; r++)
+	{
+		e[r].i = idx[r];
+		e[r].v = vals ? vals[r] : 0.0f;
+	}
+	/* stable enough: the sums are of equal keys, in any order */
+	qsort(e, n, sizeof(entry), cmp_entry);
+	for (int32_t r = 0; r < n; r++)
+	{
+		if (out > 0 && idx[out - 1] == e[r].i)
+		{
+			if (vals)
+				vals[out - 1] += e[r].v;
+			continue;
+		}
+		idx[out] = e[r].i;
+		if (vals)
+			vals[out] = e[r].v;
+		out++;
+	}
+	free(e);
+	return out;
+}
+
+/* ------------------------------------------------------------ solving */
+
+/* Doubles of work gm_foldin needs: A, b and room for the bias row. */
+size_t
+gm_foldin_work(int k)
+{
+	return ((size_t) k + 1) * ((size_t) k + 3);
+}
+
+/* a . b over n doubles ("omp simd" vectorises the sum without -ffast-math) */
+static inline double
+ddot(const double *a, const double *b, int n)
+{
+	double		s = 0.0;
+
+#pragma omp simd reduction(+:s)
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/*
+ * Solve A w = b in place (A: n x n, lower triangle read, row-major; b: n)
+ * by Cholesky.  -1 when A is not positive definite.
+ */
+static int
+cholesky_solve(double *A, double *b, int n)
+{
+	for (int j = 0; j < n; j++)
+	{
+		double	   *rj = A + (size_t) j * n;
+		double		d = rj[j] - ddot(rj, rj, j);
+
+		if (!(d > 0.0) || !isfinite(d))
+			return -1;
+		d = sqrt(d);
+		rj[j] = d;
+		for (int i = j + 1; i < n; i++)
+		{
+			double	   *ri = A + (size_t) i * n;
+
+			ri[j] = (ri[j] - ddot(ri, rj, j)) / d;
+		}
+	}
+	for (int i = 0; i < n; i++)
+	{
+		const double *ri = A + (size_t) i * n;
+
+		b[i] = (b[i] - ddot(ri, b, i)) / ri[i];
+	}
+	for (int i = n - 1; i >= 0; i--)
+	{
+		double		s = b[i];
+
+		for (int p = i + 1; p < n; p++)
+			s -= A[(size_t) p * n + i] * b[p];
+		b[i] = s / A[(size_t) i * n + i];
+	}
+	return 0;
+}
+
+/*
+ * A += sum_e w_e z_e z_e^T over the entries (lower triangle at least), z_e
+ * being row idx[e] of Y followed by a 1 when kk > k: one dgemm, Z^T (W Z),
+ * where a BLAS is there and the row has enough entries to pay for it;
+ * returns 0 when it could not (out of memory, no BLAS), to add row by row.
+ */
+static int
+add_outers_blas(double *A, int kk, int k, const float *Y, const int32_t *idx,
+				const double *w, int32_t n)
+{
+#ifndef GM_NO_CBLAS
+	double	   *Z,
+			   *WZ;
+
+	if (n < 16)
+		return 0;
+	Z = malloc(sizeof(double) * (size_t) n * kk);
+	WZ = malloc(sizeof(double) * (size_t) n * kk);
+	if (Z == NULL || WZ == NULL)
+	{
+		free(Z);
+		free(WZ);
+		return 0;
+	}
+	for (int32_t e = 0; e < n; e++)
+	{
+		const float *y = Y + (size_t) idx[e] * k;
+		double	   *z = Z + (size_t) e * kk,
+				   *wz = WZ + (size_t) e * kk;
+
+		for (int f = 0; f < k; f++)
+		{
+			z[f] = y[f];
+			wz[f] = w[e] * y[f];
+		}
+		if (kk > k)
+		{
+			z[k] = 1.0;
+			wz[k] = w[e];
+		}
+	}
+	openblas_set_num_threads(1);
+	cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kk, kk, n, 1.0, Z, kk, WZ, kk,
+				1.0, A, kk);
+	free(Z);
+	free(WZ);
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+/* A += w z z^T (lower triangle), z of length kk where z[k] = 1 when kk > k */
+static inline void
+add_outer(double *A, int kk, int k, const float *y, double w)
+{
+	for (int a = 0; a < kk; a++)
+	{
+		double		wa = w * (a < k ? y[a] : 1.0);
+		double	   *row = A + (size_t) a * kk;
+		int			lim = a < k ? a + 1 : k;
+
+#pragma omp simd
+		for (int c = 0; c < lim; c++)
+			row[c] += wa * y[c];
+		if (a == k)
+			row[k] += wa;
+	}
+}
+
+/* One row's factors against fixed item factors (see the top of the file). */
+int
+gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
+		  int32_t n_items, int k, const double *G, const int32_t *idx,
+		  const float *vals, int32_t n, float *x, float *bias, double *work,
+		  char *err, size_t errlen)
+{
+	int			implicit = p->algorithm == GM_ALG_ALS_IMPLICIT;
+	int			biases = !implicit && p->biases;
+	int			kk = biases ? k + 1 : k;
+	double	   *A = work,
+			   *b = work + (size_t) kk * kk;
+	double		ridge;
+
+	*bias = 0.0f;
+	memset(x, 0, sizeof(float) * k);
+	for (int32_t e = 0; e < n; e++)
+	{
+		if (idx[e] < 0 || idx[e] >= n_items || (e > 0 && idx[e] <= idx[e - 1]))
+		{
+			snprintf(err, errlen, "fold-in: entry %d has item index %d (must be sorted, distinct, in [0, %d))",
+					 (int) e, (int) idx[e], (int) n_items);
+			return GM_EINVAL;
+		}
+		if (!isfinite(vals[e]))
+		{
+			snprintf(err, errlen, "fold-in: entry %d has a non-finite value", (int) e);
+			return GM_EINVAL;
+		}
+	}
+	if (implicit && G == NULL)
+	{
+		snprintf(err, errlen, "fold-in: implicit models need Y^T Y");
+		return GM_EINVAL;
+	}
+	if (!implicit && n == 0)
+		return GM_OK;			/* no ratings: nothing to fit (the trainer leaves such rows at 0) */
+
+	memset(A, 0, sizeof(double) * (size_t) kk * kk);
+	memset(b, 0, sizeof(double) * kk);
+	if (implicit)
+	{
+		double		alpha0 = p->alpha0;
+		double	   *w = calloc(n > 0 ? n : 1, sizeof(double));
+		int			blas;
+
+		for (int a = 0; a < k; a++)
+			for (int c = 0; c <= a; c++)
+				A[(size_t) a * k + c] = alpha0 * G[(size_t) a * k + c];
+		ridge = p->regularization;
+		if (p->nu != 0.0f)
+			ridge *= pow((double) n + alpha0 * (double) n_items, (double) p->nu);
+
+		if (w == NULL)
+		{
+			snprintf(err, errlen, "fold-in: out of memory");
+			return GM_ENOMEM;
+		}
+		for (int32_t e = 0; e < n; e++)
+			w[e] = (double) p->alpha * vals[e] + 1.0 - alpha0;	/* c_e - alpha0 */
+		blas = add_outers_blas(A, k, k, Y, idx, w, n);
+		for (int32_t e = 0; e < n; e++)
+		{
+			const float *y = Y + (size_t) idx[e] * k;
+			double		c = 1.0 + (double) p->alpha * vals[e];
+
+			if (!blas)
+				add_outer(A, k, k, y, w[e]);
+			for (int f = 0; f < k; f++)
+				b[f] += c * y[f];
+		}
+		free(w);
+	}
+	else
+	{
+		double		mu = biases ? p->global_mean : 0.0;
+		double	   *w = calloc(n > 0 ? n : 1, sizeof(double));
+		int			blas;
+
+		ridge = p->algorithm == GM_ALG_ALS_EXPLICIT ?
+			(double) p->regularization * n : (double) p->regularization;
+
+		if (w == NULL)
+		{
+			snprintf(err, errlen, "fold-in: out of memory");
+			return GM_ENOMEM;
+		}
+		for (int32_t e = 0; e < n; e++)
+			w[e] = 1.0;
+		blas = add_outers_blas(A, kk, k, Y, idx, w, n);
+		free(w);
+		for (int32_t e = 0; e < n; e++)
+		{
+			const float *y = Y + (size_t) idx[e] * k;
+			double		t = vals[e] - mu - (biases && item_bias ? item_bias[idx[e]] : 0.0);
+
+			if (!blas)
+				add_outer(A, kk, k, y, 1.0);
+			for (int f = 0; f < k; f++)
+				b[f] += t * y[f];
+			if (biases)
+				b[k] += t;
+		}
+	}
+	for (int a = 0; a < kk; a++)
+		A[(size_t) a * kk + a] += ridge;
+	if (cholesky_solve(A, b, kk) != 0)
+	{
+		snprintf(err, errlen, "fold-in: the least-squares system is not positive definite (regularization %g)",
+				 (double) p->regularization);
+		return GM_EINVAL;
+	}
+	for (int f = 0; f < k; f++)
+		x[f] = (float) b[f];
+	if (biases)
+		*bias = (float) b[k];
+	return GM_OK;
+}

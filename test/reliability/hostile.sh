@@ -1,0 +1,479 @@
+#!/bin/bash
+# Hostile roles: gpumf under callers that shadow built-in types, functions,
+# operators and tables, and under roles without the rights they would need.
+#
+#  1. Privileges (clean objects): no SELECT on the source; row-level
+#     security; a role without access to a model cannot serve, retrain or
+#     drop it; name squatting (a model name belongs to the role that first
+#     trained it and its members; superusers may retrain and drop any model;
+#     retraining does not change the owner; dropping frees the name); the
+#     trainer can revoke what it granted after a retraining; a renamed role
+#     keeps its models and a new role with the old name gets none of them.
+#  2. Shadowing: an unprivileged role (mallory) creates, in a database whose
+#     schema public is writable (the default before PostgreSQL 15):
+#       - in public: domains named text, int8, int4, int2, float8, uuid, ...
+#         over other types; operators = and <> for the key and catalog
+#         types; functions named now, nextval, format, quote_ident, ...
+#       - in pg_temp (her session): the same domains, functions and
+#         operators, and temporary views named like catalog tables
+#         (pg_class, pg_roles, ...), like gpumf's (models, retired_tables)
+#         and like factor tables (m1_v1_users, ...).
+#     Every one of them leaves a trace when used: a WARNING "hostile object
+#     executed: ..." and a call of the sequence public.hostile_trace_seq.
+#     Then, as mallory (her default search_path) and as a superuser whose
+#     search_path is "public, pg_catalog", every gpumf function runs: train
+#     and retrain with each key type (int2, int4, int8, text, varchar, uuid
+#     as user and as item keys), each recommend variant, drop, synthetic,
+#     device_info.  Checks: no crash (the backend answers; the postmaster's
+#     PID, the checkpointer's PID and the server log show no restart), the
+#     same results as a clean session's (catalog counts, and key types read
+#     in a clean session; factor tables by checksum; recommendations row for
+#     row), and no trace.
+#
+# Trains on the CPU with one thread (gpumf.device = cpu, gpumf.threads = 1)
+# whatever GPUMF_TEST_DEVICE says, so that results compare bit for bit.
+# Needs a server (source test/pgenv.sh) with gpumf installed, a superuser
+# connection (PGUSER) and password-less logins for new roles (trust, as
+# test/pgenv.sh sets up).  Creates the roles gpumf_rel_* and the database
+# gpumf_hostile, and drops them at the end.  Server log for the crash check:
+# $GPUMF_PGLOG, else $GPUMF_PGDATA.log (test/pgenv.sh), else the pg.log next
+# to $GPUMF_PGDATA (the private clusters), else the logging collector's file.
+# Prints "ok N - ..." lines and "N passed, M failed".
+set -u
+DB=gpumf_hostile
+# the CPU with one thread, on any machine: results compared bit for bit
+# (the shadowing attacks the SQL layer, which is the same for both devices)
+export PGOPTIONS="-c gpumf.device=cpu -c gpumf.threads=1 -c gpumf.progress=off -c client_min_messages=warning"
+R=gpumf_rel
+MAL=${R}_mallory ALICE=${R}_alice BOB=${R}_bob CAROL=${R}_carol DAVE=${R}_dave
+ROLES="$MAL $ALICE $BOB $CAROL $DAVE ${DAVE}_renamed"
+pass=0; fail=0; n=0
+ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "expected '$3', got '$(echo "$2" | head -c 400)'"; fi; }
+contains() { if grep -qF -- "$3" <<<"$2"; then ok "$1"; else bad "$1" "expected '$3' in '$(echo "$2" | head -c 400)'"; fi; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+t_start=$(date +%s)
+
+# superuser, clean session; as a role, a script on stdin (errors included)
+q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+as_role() { psql -X -qAt -d "$DB" -U "$1" 2>&1; }
+owner_of() { q "SELECT coalesce(to_jsonb(m)->>'owner', to_jsonb(m)->>'trained_by') FROM gpumf.models m WHERE name = '$1'"; }
+model_row() { q "SELECT to_jsonb(m) - 'created_at' FROM gpumf.models m WHERE name = '$1'"; }
+
+# ---------------------------------------------------------------- the server
+find_log() {
+  local d c
+  for c in "${GPUMF_PGLOG:-}" "${GPUMF_PGDATA:+$GPUMF_PGDATA.log}" "${GPUMF_PGDATA:+$(dirname "$GPUMF_PGDATA")/pg.log}"; do
+    [ -n "$c" ] && [ -r "$c" ] && { echo "$c"; return; }
+  done
+  d=$(psql -X -qAt -d postgres -c "SELECT current_setting('data_directory') || '/' || pg_current_logfile()" 2>/dev/null)
+  [ -n "$d" ] && [ -r "$d" ] && echo "$d"
+}
+# "postmaster PID, checkpointer PID": a backend crash restarts the checkpointer
+server_id() {
+  psql -X -qAt -d postgres -c "SELECT split_part(pg_read_file('postmaster.pid'), E'\n', 1) || ' ' || coalesce((SELECT pid::text FROM pg_stat_activity WHERE backend_type = 'checkpointer'), '?')" 2>/dev/null
+}
+wait_server() {
+  for _ in $(seq 1 240); do
+    psql -X -qAt -d "$DB" -c "SELECT 1" >/dev/null 2>&1 && return 0
+    sleep 0.25
+  done
+  return 1
+}
+log=$(find_log)
+log_start=0; [ -n "$log" ] && log_start=$(stat -c %s "$log")
+srv0=$(server_id); srv=$srv0
+crashes=0
+# After each session: no crash.  A crash is reported, then waited out.
+survived() {  # $1: label, $2: the session's output
+  local id t0
+  id=$(server_id)
+  if [ "$id" = "$srv" ] && ! grep -qE 'server closed the connection unexpectedly|terminating connection because of crash|connection to server was lost' <<<"$2"; then
+    ok "$1: no crash"
+    return 0
+  fi
+  t0=$(date +%s.%N)
+  wait_server || { bad "$1: no crash" "the server did not come back"; echo "$pass passed, $fail failed"; exit 1; }
+  id=$(server_id)
+  crashes=$((crashes + 1))
+  bad "$1: no crash" "the server crashed and restarted (recovered in $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") s)"
+  srv=$id
+  return 1
+}
+# the objects that left a trace in a session's output
+traces() { grep -oE 'hostile object executed: [^"]*' <<<"$1" | sed 's/hostile object executed: //' | sort -u | tr '\n' ';'; }
+no_trace() { check "$1: no shadowing object ran" "$(traces "$2")" ""; }
+
+# ---------------------------------------------------------------- set-up
+dropdb --if-exists "$DB" >/dev/null 2>&1
+for r in $ROLES; do psql -X -qAt -d postgres -c "DROP ROLE IF EXISTS $r" >/dev/null 2>&1; done
+createdb "$DB" || { bad "create database $DB"; echo "$pass passed, $fail failed"; exit 1; }
+psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null <<SQL || { bad "set-up"; echo "$pass passed, $fail failed"; exit 1; }
+CREATE ROLE $MAL LOGIN; CREATE ROLE $ALICE LOGIN; CREATE ROLE $BOB LOGIN;
+CREATE ROLE $CAROL LOGIN IN ROLE $ALICE; CREATE ROLE $DAVE LOGIN;
+CREATE EXTENSION gpumf;
+-- schema public writable by every role, as before PostgreSQL 15
+GRANT CREATE ON SCHEMA public TO PUBLIC;
+-- every key type, as user and as item; duplicates (summed) and NULL keys
+CREATE TABLE src AS
+SELECT u::int2 AS u2, (1000 + u)::int4 AS u4, (10000000000 + u)::int8 AS u8,
+       'user ' || u AS ut, ('v' || u)::varchar(20) AS uv, md5('u' || u)::uuid AS uu,
+       i::int2 AS i2, (100 + i)::int4 AS i4, (100000000000 + i)::int8 AS i8,
+       'item-' || i AS it, ('iv' || i)::varchar(20) AS iv, md5('i' || i)::uuid AS iu,
+       u::text AS tu, (7 * i)::text AS ti,
+       (1 + (u * i) % 4)::float8 AS v
+  FROM generate_series(1, 60) u, generate_series(1, 40) i
+ WHERE (u * 7 + i * 3) % 5 < 2;
+INSERT INTO src SELECT * FROM src WHERE u2 % 9 = 0;
+INSERT INTO src (v) VALUES (1);
+GRANT SELECT ON src TO PUBLIC;
+CREATE TABLE secret (u int, i int);
+INSERT INTO secret SELECT u, i FROM generate_series(1, 10) u, generate_series(1, 10) i;
+CREATE TABLE rls_src (owner name, u int, i int);
+INSERT INTO rls_src SELECT CASE WHEN u <= 10 THEN '$ALICE' WHEN u > 20 THEN '$BOB' ELSE 'other' END, u, i
+  FROM generate_series(1, 30) u, generate_series(1, 12) i WHERE (u + i) % 3 <> 0;
+GRANT SELECT ON rls_src TO PUBLIC;
+ALTER TABLE rls_src ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own ON rls_src USING (owner = current_user);
+SQL
+
+# ---------------------------------------------------------------- 1. privileges
+out=$(as_role $MAL <<<"SELECT gpumf_train('public.secret', 'u', 'i', model => 'mal_secret', factors => 2, iterations => 1)")
+contains "no SELECT on the source: permission denied" "$out" "permission denied for table secret"
+check "no SELECT on the source: no model stored" "$(q "SELECT count(*) FROM gpumf.models WHERE name = 'mal_secret'")" "0"
+
+out=$(as_role $ALICE <<<"SELECT n_rows, n_users FROM gpumf_train('public.rls_src', 'u', 'i', model => 'alice_rls', factors => 2, iterations => 2)")
+check "row-level security: training reads only the caller's rows" "$out" \
+  "$(q "SELECT count(*) || '|' || count(DISTINCT u) FROM rls_src WHERE owner = '$ALICE'")"
+ut=$(q "SELECT user_table FROM gpumf.models WHERE name = 'alice_rls'")
+check "row-level security: the model holds only the caller's users" \
+  "$(q "SELECT min(key) || '-' || max(key) FROM $ut" 2>&1)" "1-10"
+out=$(as_role $BOB <<<"SELECT n_users FROM gpumf_train('public.rls_src', 'u', 'i', model => 'bob_rls', factors => 2, iterations => 2)")
+check "row-level security: another role trains on its own rows" "$out" "10"
+
+before=$(model_row alice_rls)
+out=$(as_role $BOB <<<"SELECT count(*) FROM gpumf_recommend('alice_rls', 3, 5)")
+contains "a role without access cannot serve another's model" "$out" "permission denied"
+out=$(as_role $BOB <<<"SELECT gpumf_train('public.src', 'u4', 'i4', model => 'alice_rls', factors => 2, iterations => 1)")
+contains "a role without access cannot retrain another's model" "$out" "permission denied"
+out=$(as_role $BOB <<<"SELECT gpumf_drop_model('alice_rls')")
+contains "a role without access cannot drop another's model" "$out" "permission denied"
+out=$(as_role $MAL <<<"SELECT gpumf_drop_model('alice_rls', if_exists => true)")
+contains "... nor with if_exists" "$out" "permission denied"
+check "the model is unchanged by those attempts" "$(model_row alice_rls)" "$before"
+
+# name squatting: the first trainer owns the name
+as_role $MAL <<<"SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => 'squat', factors => 2, iterations => 1)" >/dev/null
+before=$(model_row squat)
+out=$(as_role $ALICE <<<"SELECT gpumf_train('public.src', 'u4', 'i4', model => 'squat', factors => 2, iterations => 1)")
+contains "name squatting: another role cannot take a trained name" "$out" "permission denied"
+check "name squatting: the squatted model is unchanged" "$(model_row squat)" "$before"
+out=$(q "SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'squat', factors => 2, iterations => 1)" 2>&1)
+check "a superuser may retrain any model" "$out" "2"
+check "a superuser's retraining leaves the owner as it was" "$(owner_of squat)" "$MAL"
+check "a superuser may drop any model" "$(q "SELECT gpumf_drop_model('squat')" 2>&1)" "t"
+out=$(as_role $ALICE <<<"SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'squat', factors => 2, iterations => 1)")
+check "a dropped name is free for the next trainer" "$out" "1"
+check "... who then owns it" "$(owner_of squat)" "$ALICE"
+
+# members of the owning role share its models
+as_role $ALICE <<<"SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => 'alice_src', factors => 2, iterations => 1)" >/dev/null
+out=$(as_role $CAROL <<<"SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'alice_src', factors => 2, iterations => 1)")
+check "a member of the owning role may retrain" "$out" "2"
+check "a member's retraining leaves the owner as it was" "$(owner_of alice_src)" "$ALICE"
+out=$(as_role $ALICE <<<"SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'alice_src', factors => 2, iterations => 1)")
+check "the owner still retrains after a member did" "$out" "3"
+
+# grants: carried over to new versions, and revocable by the trainer
+as_role $ALICE <<<"SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => 'alice_share', factors => 2, iterations => 1)" >/dev/null
+out=$(as_role $ALICE <<SQL
+SELECT format('GRANT SELECT ON %s, %s TO $BOB', user_table, item_table) FROM gpumf.models WHERE name = 'alice_share' \gexec
+SQL
+)
+out=$(as_role $BOB <<<"SELECT count(*) FROM gpumf_recommend('alice_share', 1003, 5)")
+check "a grant by the trainer lets another role serve" "$out" "5"
+out=$(as_role $ALICE <<<"SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'alice_share', factors => 2, iterations => 1)")
+check "the trainer retrains its shared model" "$out" "2"
+out=$(as_role $BOB <<<"SELECT count(*) FROM gpumf_recommend('alice_share', 1003, 5)")
+check "the grant carries over to the retrained version" "$out" "5"
+out=$(as_role $ALICE <<SQL
+SELECT format('REVOKE SELECT ON %s, %s FROM $BOB', user_table, item_table) FROM gpumf.models WHERE name = 'alice_share' \gexec
+SQL
+)
+check "the trainer can revoke after a retraining (no error)" "$out" ""
+out=$(as_role $BOB <<<"SELECT count(*) FROM gpumf_recommend('alice_share', 1003, 5)")
+contains "the revoked role can no longer serve" "$out" "permission denied"
+
+# a renamed role keeps its model; a new role with the old name gets nothing
+as_role $DAVE <<<"SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => 'dave_model', factors => 2, iterations => 1)" >/dev/null
+psql -X -qAt -d "$DB" -c "ALTER ROLE $DAVE RENAME TO ${DAVE}_renamed" -c "CREATE ROLE $DAVE LOGIN" >/dev/null 2>&1
+out=$(as_role $DAVE <<<"SELECT gpumf_drop_model('dave_model')")
+contains "a new role with a renamed owner's old name cannot drop its model" "$out" "permission denied"
+out=$(as_role ${DAVE}_renamed <<<"SELECT gpumf_drop_model('dave_model')")
+check "the renamed owner can drop its model" "$out" "t"
+
+# ---------------------------------------------------------------- 2. shadowing
+# combos "user_col:item_col": each key type once as user and once as item;
+# tu, ti: text keys that read as numbers (a text shadowed by an int8 domain
+# casts them without an error)
+combos="u2:it u4:iu u8:iv ut:i8 uv:i2 uu:i4 tu:ti"
+uuid_of() { local h; h=$(printf '%s' "$1" | md5sum | cut -c1-32); echo "${h:0:8}-${h:8:4}-${h:12:4}-${h:16:4}-${h:20:12}"; }
+typed_user() {  # $1 column, $2 user number: a literal of the column's type
+  case $1 in
+    u2) echo "$2::pg_catalog.int2" ;; u4) echo "$((1000 + $2))::pg_catalog.int4" ;;
+    u8) echo "$((10000000000 + $2))::pg_catalog.int8" ;; ut) echo "'user $2'::pg_catalog.text" ;;
+    uv) echo "'v$2'::pg_catalog.varchar" ;; uu) echo "'$(uuid_of "u$2")'::pg_catalog.uuid" ;;
+    tu) echo "'$2'::pg_catalog.text" ;;
+  esac
+}
+text_user() {  # the same user as an untyped literal (the text overloads)
+  case $1 in
+    u2) echo "'$2'" ;; u4) echo "'$((1000 + $2))'" ;; u8) echo "'$((10000000000 + $2))'" ;;
+    ut) echo "'user $2'" ;; uv) echo "'v$2'" ;; uu) echo "'$(uuid_of "u$2")'" ;; tu) echo "'$2'" ;;
+  esac
+}
+rec_fn() { case $1 in i2|i4|i8) echo gpumf_recommend ;; iu) echo gpumf_recommend_uuid ;; *) echo gpumf_recommend_text ;; esac; }
+
+# The statements of one combo, for model prefix $3 (c: clean, h: mallory,
+# s: superuser); sections marked "@@ label".  Only pg_catalog-qualified
+# types: the session shadows the unqualified ones.
+body() {  # $1 user col, $2 item col, $3 prefix
+  local m=$3_$1_$2 c=c_$1_$2 fn; fn=$(rec_fn "$2")
+  cat <<SQL
+\echo @@ train
+SELECT n_users, n_items, n_rows, nnz, version FROM gpumf_train('public.src', '$1', '$2', 'v', factors => 4, model => '$m', iterations => 3, seed => 7);
+\echo @@ retrain
+SELECT n_users, n_items, n_rows, nnz, version FROM gpumf_train('public.src', '$1', '$2', 'v', factors => 4, model => '$m', iterations => 3, seed => 7);
+\echo @@ $fn, typed user
+SELECT item, score FROM $fn('$m', $(typed_user "$1" 3), 5);
+\echo @@ $fn, user as text
+SELECT item, score FROM $fn('$m', $(text_user "$1" 17), 5);
+\echo @@ gpumf_recommend_text, exclude_seen false
+SELECT item, score FROM gpumf_recommend_text('$m', $(typed_user "$1" 17), 6, false);
+\echo @@ unknown user
+SELECT count(*) FROM $fn('$m', $(typed_user "$1" 999), 5);
+\echo @@ $fn of the clean model
+SELECT item, score FROM $fn('$c', $(typed_user "$1" 3), 5);
+SQL
+}
+# lines of one section of a session's output
+section() { awk -v s="@@ $2" '$0 == s { on = 1; next } /^@@ / { on = 0 } on' <<<"$1"; }
+# checksum of a model's factor tables
+tables_md5() {
+  local ut it
+  ut=$(q "SELECT user_table FROM gpumf.models WHERE name = '$1'")
+  it=$(q "SELECT item_table FROM gpumf.models WHERE name = '$1'")
+  [ -n "$ut" ] || { echo "no model $1"; return; }
+  q "SELECT (SELECT md5(string_agg(format('%s|%s|%s', key, factors, seen), ',' ORDER BY key)) FROM $ut) || ' ' ||
+            (SELECT md5(string_agg(format('%s|%s|%s', idx, key, factors), ',' ORDER BY idx)) FROM $it)" 2>&1
+}
+misc_body() {
+  cat <<SQL
+\echo @@ gpumf_synthetic
+SELECT * FROM gpumf_synthetic(40, 30, 300, seed => 5);
+\echo @@ gpumf_device_info
+SELECT backend, device FROM gpumf_device_info();
+SQL
+}
+
+# the clean reference: a superuser with the default search_path, before any
+# hostile object exists
+declare -A clean
+for c in $combos; do
+  clean[$c]=$( { body "${c%%:*}" "${c##*:}" c; } | psql -X -qAt -d "$DB" 2>&1)
+done
+clean_misc=$(misc_body | psql -X -qAt -d "$DB" 2>&1)
+# mallory may read the clean models (to serve them in her session)
+q "SELECT format('GRANT SELECT ON %s, %s TO $MAL;', user_table, item_table) FROM gpumf.models WHERE name LIKE 'c\_%'" |
+  psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null
+
+# mallory's objects in public: they trap sessions whose search_path puts
+# public before pg_catalog (the superuser below)
+out=$(as_role $MAL <<'SQL'
+\set ON_ERROR_STOP 1
+CREATE SEQUENCE public.hostile_trace_seq;
+GRANT USAGE, UPDATE ON SEQUENCE public.hostile_trace_seq TO PUBLIC;
+CREATE FUNCTION public.hostile_trace(what pg_catalog.text) RETURNS pg_catalog.bool
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_catalog.nextval('public.hostile_trace_seq'::pg_catalog.regclass);
+	RAISE WARNING 'hostile object executed: % (as %)', what, pg_catalog.current_user();
+	RETURN true;
+END $$;
+-- creates, in schema s, domains named like built-in types (over other
+-- types), the operators = and <> on key and catalog types, and functions
+-- named like built-in ones: each calls hostile_trace, then does the real work
+CREATE FUNCTION public.hostile_objects(s pg_catalog.text) RETURNS void
+LANGUAGE plpgsql AS $f$
+DECLARE
+	d pg_catalog.text[];
+	o pg_catalog.text[];
+	f pg_catalog.text[];
+	fn pg_catalog.text;
+BEGIN
+	FOREACH d SLICE 1 IN ARRAY ARRAY[
+		['text', 'int8'], ['int8', 'text'], ['int4', 'int8'], ['int2', 'int8'],
+		['float8', 'text'], ['float4', 'text'], ['uuid', 'text'], ['varchar', 'int8'],
+		['bpchar', 'int8'], ['name', 'int8'], ['oid', 'text'], ['regclass', 'text'],
+		['xid8', 'text'], ['numeric', 'text'], ['jsonb', 'text'], ['regrole', 'text'],
+		['bool', 'int4'], ['timestamptz', 'text']]
+	LOOP
+		EXECUTE pg_catalog.format('CREATE DOMAIN %I.%I AS pg_catalog.%I CHECK (public.hostile_trace(%L))',
+			s, d[1], d[2], 'domain ' || s || '.' || d[1]);
+	END LOOP;
+	FOREACH o SLICE 1 IN ARRAY ARRAY[
+		['text', 'text', 'texteq', 'textne'], ['int8', 'int8', 'int8eq', 'int8ne'],
+		['int4', 'int4', 'int4eq', 'int4ne'], ['int2', 'int2', 'int2eq', 'int2ne'],
+		['uuid', 'uuid', 'uuid_eq', 'uuid_ne'], ['oid', 'oid', 'oideq', 'oidne'],
+		['xid8', 'xid8', 'xid8eq', 'xid8ne'], ['name', 'name', 'nameeq', 'namene'],
+		['name', 'text', 'nameeqtext', 'namenetext'], ['text', 'name', 'texteqname', 'textnename'],
+		['oid', 'int4', 'oideq', 'oidne'], ['int8', 'int4', 'int84eq', 'int84ne'],
+		['int4', 'int8', 'int48eq', 'int48ne'], ['regclass', 'regclass', 'oideq', 'oidne']]
+	LOOP
+		FOR i IN 0..1 LOOP
+			fn := pg_catalog.format('%I.%I', s, 'hostile_' || o[3 + i] || '_' || o[1] || '_' || o[2]);
+			EXECUTE pg_catalog.format(
+				'CREATE FUNCTION %s(a pg_catalog.%I, b pg_catalog.%I) RETURNS pg_catalog.bool LANGUAGE plpgsql AS '
+				'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN pg_catalog.%I(a::pg_catalog.%I, b::pg_catalog.%I); END $b$',
+				fn, o[1], o[2], 'operator ' || s || '.' || (CASE i WHEN 0 THEN '=' ELSE '<>' END) || ' (' || o[1] || ', ' || o[2] || ')',
+				o[3 + i], CASE WHEN o[3] = 'oideq' THEN 'oid' ELSE o[1] END, CASE WHEN o[3] = 'oideq' THEN 'oid' ELSE o[2] END);
+			EXECUTE pg_catalog.format('CREATE OPERATOR %I.%s (LEFTARG = pg_catalog.%I, RIGHTARG = pg_catalog.%I, FUNCTION = %s)',
+				s, CASE i WHEN 0 THEN '=' ELSE '<>' END, o[1], o[2], fn);
+		END LOOP;
+	END LOOP;
+	-- name, arguments, result, the real call
+	FOREACH f SLICE 1 IN ARRAY ARRAY[
+		['now', '', 'timestamptz', 'pg_catalog.now()'],
+		['nextval', 'r pg_catalog.regclass', 'int8', 'pg_catalog.nextval(r)'],
+		['pg_current_xact_id', '', 'xid8', 'pg_catalog.pg_current_xact_id()'],
+		['format', 'a pg_catalog.text, b pg_catalog.text, c pg_catalog.int8, d pg_catalog.int4', 'text', 'pg_catalog.format(a, b, c, d)'],
+		['format', 'a pg_catalog.text, b pg_catalog.text', 'text', 'pg_catalog.format(a, b)'],
+		['format', 'a pg_catalog.text, b pg_catalog.text, c pg_catalog.text', 'text', 'pg_catalog.format(a, b, c)'],
+		['quote_ident', 'a pg_catalog.text', 'text', 'pg_catalog.quote_ident(a)'],
+		['quote_literal', 'a pg_catalog.text', 'text', 'pg_catalog.quote_literal(a)'],
+		['set_config', 'a pg_catalog.text, b pg_catalog.text, c pg_catalog.bool', 'text', 'pg_catalog.set_config(a, b, c)'],
+		['current_setting', 'a pg_catalog.text', 'text', 'pg_catalog.current_setting(a)'],
+		['pg_advisory_xact_lock', 'a pg_catalog.int4, b pg_catalog.int4', 'void', 'pg_catalog.pg_advisory_xact_lock(a, b)'],
+		['pg_advisory_xact_lock', 'a pg_catalog.int8', 'void', 'pg_catalog.pg_advisory_xact_lock(a)'],
+		['hashtext', 'a pg_catalog.text', 'int4', 'pg_catalog.hashtext(a)'],
+		['lower', 'a pg_catalog.text', 'text', 'pg_catalog.lower(a)'],
+		['length', 'a pg_catalog.text', 'int4', 'pg_catalog.length(a)'],
+		['md5', 'a pg_catalog.text', 'text', 'pg_catalog.md5(a)'],
+		['to_jsonb', 'a anyelement', 'jsonb', 'pg_catalog.to_jsonb(a)'],
+		['array_length', 'a anyarray, b pg_catalog.int4', 'int4', 'pg_catalog.array_length(a, b)'],
+		['pg_get_userbyid', 'a pg_catalog.oid', 'name', 'pg_catalog.pg_get_userbyid(a)'],
+		['has_table_privilege', 'a pg_catalog.text, b pg_catalog.text', 'bool', 'pg_catalog.has_table_privilege(a, b)'],
+		['to_regclass', 'a pg_catalog.text', 'regclass', 'pg_catalog.to_regclass(a)']]
+	LOOP
+		EXECUTE pg_catalog.format(
+			'CREATE FUNCTION %I.%I(%s) RETURNS pg_catalog.%I LANGUAGE plpgsql AS '
+			'$b$ BEGIN PERFORM public.hostile_trace(%L); %s %s; END $b$',
+			s, f[1], f[2], f[3], 'function ' || s || '.' || f[1] || '(' || f[2] || ')',
+			CASE WHEN f[3] = 'void' THEN 'PERFORM' ELSE 'RETURN' END, f[4]);
+	END LOOP;
+	EXECUTE pg_catalog.format(
+		'CREATE FUNCTION %I.aclexplode(acl pg_catalog.aclitem[], OUT grantor pg_catalog.oid, OUT grantee pg_catalog.oid, '
+		'OUT privilege_type pg_catalog.text, OUT is_grantable pg_catalog.bool) RETURNS SETOF record LANGUAGE plpgsql AS '
+		'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN QUERY SELECT * FROM pg_catalog.aclexplode(acl); END $b$',
+		s, 'function ' || s || '.aclexplode');
+END $f$;
+SELECT public.hostile_objects('public');
+SQL
+)
+check "mallory creates her objects in public" "$out" ""
+
+# her session: the same objects in pg_temp, and temporary views named like
+# catalog tables, gpumf's tables and factor tables (present and next ones)
+mal_preamble() {
+  cat <<'SQL'
+\echo @@ preamble
+SELECT public.hostile_objects('pg_temp');
+DO $$
+DECLARE
+	t pg_catalog.text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['pg_class', 'pg_namespace', 'pg_roles', 'pg_authid', 'pg_type',
+		'pg_proc', 'pg_extension', 'pg_depend', 'pg_index', 'pg_stat_activity', 'pg_locks', 'pg_settings']
+	LOOP
+		EXECUTE pg_catalog.format('CREATE TEMP VIEW %I AS SELECT * FROM pg_catalog.%I WHERE public.hostile_trace(%L)',
+			t, t, 'temp view ' || t);
+	END LOOP;
+	-- (pg_attribute has an anyarray column: not every column)
+	EXECUTE 'CREATE TEMP VIEW pg_attribute AS SELECT attrelid, attname, atttypid, attnum, attisdropped '
+		'FROM pg_catalog.pg_attribute WHERE public.hostile_trace(''temp view pg_attribute'')';
+	EXECUTE 'CREATE TEMP VIEW models AS SELECT * FROM gpumf.models WHERE public.hostile_trace(''temp view models'')';
+	EXECUTE 'CREATE TEMP VIEW retired_tables AS SELECT * FROM gpumf.retired_tables WHERE public.hostile_trace(''temp view retired_tables'')';
+	FOR i IN 1 .. (SELECT pg_catalog.max(id) + 12 FROM gpumf.models) LOOP
+		FOR v IN 1 .. 3 LOOP
+			EXECUTE pg_catalog.format('CREATE TEMP VIEW %I (key, factors, seen) AS SELECT 0::pg_catalog.int8, ''{}''::pg_catalog.float4[], ''{}''::pg_catalog.int4[] WHERE public.hostile_trace(%L)',
+				'm' || i || '_v' || v || '_users', 'temp view m' || i || '_v' || v || '_users');
+			EXECUTE pg_catalog.format('CREATE TEMP VIEW %I (idx, key, factors) AS SELECT 0::pg_catalog.int4, 0::pg_catalog.int8, ''{}''::pg_catalog.float4[] WHERE public.hostile_trace(%L)',
+				'm' || i || '_v' || v || '_items', 'temp view m' || i || '_v' || v || '_items');
+		END LOOP;
+	END LOOP;
+END $$;
+SET search_path = public, pg_catalog;
+SQL
+}
+su_preamble() { printf '%s\n' '\echo @@ preamble' 'SET search_path = public, pg_catalog;'; }
+# each session first checks that its shadowing objects are in place
+preamble_ok() { check "$1: shadowing objects in place" "$(section "$2" preamble)" ""; }
+
+declare -A model_tables
+for who in mallory superuser; do
+  if [ $who = mallory ]; then pre=mal_preamble; pfx=h; role=$MAL; else pre=su_preamble; pfx=s; role=${PGUSER:-postgres}; fi
+  for c in $combos; do
+    u=${c%%:*}; i=${c##*:}
+    out=$( { $pre; body "$u" "$i" $pfx; } | as_role "$role")
+    label="$who, $u x $i keys"
+    survived "$label" "$out"
+    preamble_ok "$label" "$out"
+    for s in train retrain "$(rec_fn "$i"), typed user" "$(rec_fn "$i"), user as text" \
+             "gpumf_recommend_text, exclude_seen false" "unknown user" "$(rec_fn "$i") of the clean model"; do
+      check "$label: $s as in a clean session" "$(section "$out" "$s" | grep -v 'hostile object executed')" \
+        "$(section "${clean[$c]}" "$s")"
+    done
+    check "$label: the factor tables equal the clean model's" "$(tables_md5 ${pfx}_${u}_${i})" "$(tables_md5 c_${u}_${i})"
+    # (read in a clean session: a regtype prints qualified where shadowed)
+    check "$label: the key types in the catalog are the clean model's" \
+      "$(q "SELECT user_type::text || ' ' || item_type::text FROM gpumf.models WHERE name = '${pfx}_${u}_${i}'")" \
+      "$(q "SELECT user_type::text || ' ' || item_type::text FROM gpumf.models WHERE name = 'c_${u}_${i}'")"
+    no_trace "$label" "$out"
+    model_tables[$pfx:$c]=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = '${pfx}_${u}_${i}'")
+  done
+  out=$( { $pre; misc_body; } | as_role "$role")
+  survived "$who, synthetic and device_info" "$out"
+  preamble_ok "$who, synthetic and device_info" "$out"
+  for s in gpumf_synthetic gpumf_device_info; do
+    check "$who: $s as in a clean session" "$(section "$out" "$s" | grep -v 'hostile object executed')" "$(section "$clean_misc" "$s")"
+  done
+  no_trace "$who, synthetic and device_info" "$out"
+  # drop: each model and its tables go
+  out=$( { $pre; echo '\echo @@ drop'; for c in $combos; do echo "SELECT gpumf_drop_model('${pfx}_${c%%:*}_${c##*:}');"; done; } | as_role "$role")
+  survived "$who, drop" "$out"
+  check "$who: gpumf_drop_model returns true for each model" "$(section "$out" drop | grep -v 'hostile object executed' | tr '\n' ' ')" "t t t t t t t "
+  left=$(for c in $combos; do for t in ${model_tables[$pfx:$c]:-}; do q "SELECT to_regclass('$t')"; done; done | grep -v '^$' | tr '\n' ' ')
+  check "$who: the dropped models' tables are gone" "$left" ""
+  check "$who: the dropped models' catalog rows are gone" "$(q "SELECT count(*) FROM gpumf.models WHERE name LIKE '${pfx}\_%'")" "0"
+  no_trace "$who, drop" "$out"
+done
+
+check "no shadowing object ran in any session (trace sequence never called)" \
+  "$(q "SELECT is_called FROM public.hostile_trace_seq")" "f"
+
+# ---------------------------------------------------------------- the server
+check "the postmaster survived (same PID)" "${srv%% *}" "${srv0%% *}"
+check "no crash restart (same checkpointer; $crashes crash(es) seen)" "$srv" "$srv0"
+if [ -n "$log" ]; then
+  sig=$(tail -c +$((log_start + 1)) "$log" | grep -E 'terminated by signal|was terminated by exception' | head -3)
+  check "no backend terminated by a signal in the server log" "$sig" ""
+else
+  echo "# server log not found (set GPUMF_PGLOG): log check skipped"
+fi
+
+dropdb --if-exists "$DB" >/dev/null 2>&1
+for r in $ROLES; do psql -X -qAt -d postgres -c "DROP ROLE IF EXISTS $r" >/dev/null 2>&1; done
+echo "# hostile.sh: $(( $(date +%s) - t_start )) s"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

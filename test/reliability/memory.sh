@@ -1,0 +1,115 @@
+#!/bin/bash
+# Memory: one backend trains, serves, retrains and drops models for a while;
+# its memory must come back to the level of its first round.
+#
+#   bash test/reliability/memory.sh           # 5 rounds: 100 trainings, 10,000 recommendations
+#   bash test/reliability/memory.sh --fast    # 4 rounds of 10 models (CI)
+#   ROUNDS=10 MEM_TOLERANCE_MB=4 bash test/reliability/memory.sh
+#
+# One psql session (one backend) runs ROUNDS rounds over 20 models: 10
+# models keep their names and are retrained every round (the serving cache
+# replaces their versions); 10 get new names every round, are trained,
+# served and dropped at the end of the round (the serving cache must let
+# go of dropped models).  Each round: 20 trainings (gpumf_synthetic data,
+# 1000 users x 3000 items, 20000 rows, factors 32) and 100 recommendations
+# from each model (2000).  After each round the backend reports its memory:
+# RSS, Anonymous and Private_Dirty from /proc/self/smaps_rollup (read with
+# pg_read_file, so the server's user may differ from ours), the total of
+# pg_backend_memory_contexts, and on a GPU machine (gpumf.device = gpu) the
+# GPU memory nvidia-smi shows for the backend's PID.  The first-run level is
+# the end of round 2: by then every kind of work (first load, a replaced
+# version, a dropped model) has happened once, and caches that fill once
+# (relation and catalog caches, plans; +1.7 MB Anonymous and +1.1 MB of
+# contexts from round 1 to 2 on this machine when nothing leaks) are full.
+# Checks: from the end of round 2 to the end, Anonymous memory grows by at
+# most MEM_TOLERANCE_MB (default 2 MB; a dropped model's cached factors are
+# about 0.5 MB, so 10 leaked per round exceed it), the memory contexts by
+# at most 1 MB, and GPU memory by at most 16 MB.  Prints a table, "ok"/
+# "not ok" lines and "N passed, M failed".  Needs a superuser connection.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+DB=gpumf_memory
+DEV=${GPUMF_TEST_DEVICE:-cpu}
+fast=0; [ "${1:-}" = --fast ] && fast=1
+if [ $fast = 1 ]; then rounds=${ROUNDS:-4}; nmodels=10; else rounds=${ROUNDS:-5}; nmodels=20; fi
+tol=${MEM_TOLERANCE_MB:-2}
+[ "$rounds" -ge 3 ] || { echo "ROUNDS must be at least 3"; exit 2; }
+base=2                  # the first-run level: the end of round 2
+per=100                 # recommendations per model and round
+export PGOPTIONS="-c gpumf.device=$DEV -c gpumf.progress=off -c client_min_messages=warning"
+pass=0; fail=0; n=0
+ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
+q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+t0=$(date +%s)
+
+dropdb --if-exists "$DB" >/dev/null 2>&1; createdb "$DB" || { echo "0 passed, 1 failed"; exit 1; }
+q "CREATE EXTENSION gpumf" >/dev/null
+# one table per model slot, so that models differ
+for s in $(seq 1 $nmodels); do
+  echo "CREATE TABLE r$s AS SELECT user_id, item_id, value FROM gpumf_synthetic(1000, 3000, 20000, seed => $s);"
+done | psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
+gpu=0; [ "$DEV" = gpu ] && command -v nvidia-smi >/dev/null && gpu=1
+
+# the session's script
+{
+  echo "SELECT 'PID|' || pg_backend_pid();"
+  for r in $(seq 1 "$rounds"); do
+    half=$((nmodels / 2))
+    for s in $(seq 1 $nmodels); do
+      if [ "$s" -le "$half" ]; then m="keep$s"; else m="r${r}_drop$s"; fi
+      echo "SELECT 1 FROM gpumf_train('r$s', 'user_id', 'item_id', 'value', factors => 32, iterations => 2, model => '$m') \\g /dev/null"
+    done
+    for s in $(seq 1 $nmodels); do
+      if [ "$s" -le "$half" ]; then m="keep$s"; else m="r${r}_drop$s"; fi
+      echo "SELECT 'REC|' || count(*) FROM generate_series(1, $per) u, LATERAL gpumf_recommend('$m', u, 10);"
+    done
+    for s in $(seq $((half + 1)) $nmodels); do
+      echo "SELECT gpumf_drop_model('r${r}_drop$s') \\g /dev/null"
+    done
+    cat <<SQL
+SELECT concat_ws('|', 'MEM', $r,
+  (regexp_match(pg_read_file('/proc/self/smaps_rollup'), 'Rss:\s+(\d+)'))[1],
+  (regexp_match(pg_read_file('/proc/self/smaps_rollup'), 'Anonymous:\s+(\d+)'))[1],
+  (regexp_match(pg_read_file('/proc/self/smaps_rollup'), 'Private_Dirty:\s+(\d+)'))[1],
+  (SELECT sum(total_bytes) / 1024 FROM pg_backend_memory_contexts));
+SQL
+    [ $gpu = 1 ] && echo "\\! nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | sed 's/^/GPU|$r|/'"
+  done
+} >"$tmp/session.sql"
+
+psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -f "$tmp/session.sql" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc != 0 ]; then bad "the session ran to the end" "$(grep -v '^REC\|^MEM\|^PID\|^GPU' "$tmp/out" | head -5)"; else ok "the session ran to the end: $((rounds * nmodels)) trainings, $((rounds * nmodels * per)) recommendations"; fi
+recs=$(grep '^REC|' "$tmp/out" | cut -d'|' -f2 | sort -u | tr '\n' ' ')
+if [ "$recs" = "$((per * 10)) " ]; then ok "every call returned 10 items"; else bad "every call returned 10 items" "counts per model: $recs"; fi
+bpid=$(grep '^PID|' "$tmp/out" | cut -d'|' -f2)
+
+echo
+echo "| round | trainings | recommendations | RSS MB | Anonymous MB | Private_Dirty MB | memory contexts MB | GPU MB |"
+echo "|---|---|---|---|---|---|---|---|"
+mb() { awk "BEGIN { printf \"%.1f\", $1 / 1024 }"; }
+first=""; last=""
+while IFS='|' read -r _ r rss anon pdirty ctx; do
+  g=$(grep "^GPU|$r|$bpid," "$tmp/out" | cut -d, -f2 | tr -d ' ')
+  echo "| $r | $((r * nmodels)) | $((r * nmodels * per)) | $(mb "$rss") | $(mb "$anon") | $(mb "$pdirty") | $(mb "$ctx") | ${g:-n/a} |"
+  [ "$r" = $base ] && first="$anon $ctx ${g:-0}"
+  last="$anon $ctx ${g:-0}"
+done < <(grep '^MEM|' "$tmp/out")
+echo
+read -r a1 c1 g1 <<<"$first"; read -r a2 c2 g2 <<<"$last"
+da=$(awk "BEGIN { printf \"%.1f\", ($a2 - $a1) / 1024 }"); dc=$(awk "BEGIN { printf \"%.2f\", ($c2 - $c1) / 1024 }")
+echo "# growth from round $base to round $rounds: Anonymous $da MB, memory contexts $dc MB; $(( $(date +%s) - t0 )) s"
+if awk "BEGIN { exit !($da <= $tol) }"; then ok "anonymous memory back to its first-run level (round $base -> $rounds: +$da MB, tolerance $tol MB)"; else bad "anonymous memory back to its first-run level" "round $base -> $rounds: +$da MB (tolerance $tol MB)"; fi
+if awk "BEGIN { exit !($dc <= 1) }"; then ok "memory contexts back to their first-run level (round $base -> $rounds: +$dc MB, tolerance 1 MB)"; else bad "memory contexts back to their first-run level" "round $base -> $rounds: +$dc MB (tolerance 1 MB)"; fi
+if [ $gpu = 1 ]; then
+  if [ "$g1" = 0 ] && [ "$g2" = 0 ]; then
+    echo "# GPU memory: nvidia-smi shows no process with the backend's PID $bpid (another PID namespace?): not checked"
+  elif awk "BEGIN { exit !($g2 - $g1 <= 16) }"; then ok "GPU memory back to its first-run level ($g1 -> $g2 MB)"
+  else bad "GPU memory back to its first-run level" "$g1 -> $g2 MB"; fi
+fi
+
+dropdb "$DB"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
