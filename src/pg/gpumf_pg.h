@@ -360,6 +360,12 @@ extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
 /* stop sharing every version of the model (it was dropped or replaced) */
 extern void gpumf_served_forget(int64 model_id);
+/*
+ * When this transaction commits, have a background worker read the model's
+ * version into shared memory (gpumf.shared_models), so that no serving call
+ * has to.
+ */
+extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
 
 /* the snapshot serving reads the model's tables with in this call */
 extern Snapshot gpumf_served_snapshot(void);

@@ -25,8 +25,11 @@
  * the table: a new session's first call maps memory rather than reading and
  * quantizing the factors, and all sessions hold one copy.  A segment is
  * unpinned (and freed once the last backend detaches) when a backend sees a
- * newer version of its model, when its tables are gone, or when the model is
- * retrained, dropped or switched to a kept version.  Parallel workers (and
+ * newer version of its model, when its tables are gone, when the model is
+ * dropped, or when a retraining or a switch to a kept version commits.  The
+ * version such a transaction makes current is read into shared memory by a
+ * background worker as soon as it commits (see the end of this file), so
+ * that no serving call has to.  Parallel workers (and
  * a leader in parallel mode) attach to a listed version but never list one
  * (that needs a subtransaction).  Where sharing cannot be had (the registry
  * is full, no dynamic shared memory is left, a parallel worker finds no
@@ -43,14 +46,18 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
-#include "parser/parse_relation.h"
 #include "catalog/namespace.h"
+#include "executor/spi.h"
+#include "parser/parse_relation.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "funcapi.h"
@@ -270,6 +277,15 @@ entry_older(const SharedEntry *e, const void *arg)
 	const ModelVersion *mv = arg;
 
 	return e->model_id == mv->id && e->version < mv->version;
+}
+
+/* entries of the model with a version other than the one given */
+static bool
+entry_other_version(const SharedEntry *e, const void *arg)
+{
+	const ModelVersion *mv = arg;
+
+	return e->model_id == mv->id && e->version != mv->version;
 }
 
 /* entries whose item table is gone */
@@ -767,6 +783,9 @@ typedef struct PublishArgs
 	Relation	rel;
 	const SharedKey *key;
 	dsm_segment *seg;			/* out: listed and mapped */
+	double		t_create;		/* out: seconds creating the segment, */
+	double		t_scan;			/* reading the table into it, */
+	double		t_int8;			/* building the int8 copy */
 } PublishArgs;
 
 /*
@@ -786,11 +805,16 @@ publish_direct_in(void *p)
 	dsm_segment *seg;
 	char	   *base;
 
+	double		t0 = gm_now(),
+				t1,
+				t2;
+
 	check_registry_room();
 	segment_layout(&hdr, a->key, m, (int32) n, a->cat->has_bias, 0);
 	seg = dsm_create(hdr.total, 0);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
+	t1 = gm_now();
 	memset(&d, 0, sizeof(d));
 	d.cap = n;
 	d.fixed = true;
@@ -805,8 +829,12 @@ publish_direct_in(void *p)
 		dsm_detach(seg);		/* never pinned: freed */
 		return;
 	}
+	t2 = gm_now();
 	if (gm_qmat_build_in(d.Y, (int32) n, m->k, base + hdr.q_off, &Q, 0) != GM_OK)
 		elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", a->cat->name);
+	a->t_create = t1 - t0;
+	a->t_scan = t2 - t1;
+	a->t_int8 = gm_now() - t2;
 	if (list_segment(seg, a->key))
 		a->seg = seg;
 }
@@ -883,7 +911,7 @@ load_version(GpumfServed *m, const GpumfModel *cat)
 	Relation	rel = table_open(m->item_rel, NoLock);
 	SharedKey	key;
 	ModelVersion mv = {cat->id, cat->version};
-	PublishArgs pub = {m, cat, rel, &key, NULL};
+	PublishArgs pub = {m, cat, rel, &key, NULL, 0, 0, 0};
 	double		t0 = gm_now(),
 				t1;
 
@@ -922,8 +950,9 @@ load_version(GpumfServed *m, const GpumfModel *cat)
 			table_close(rel, NoLock);
 			use_segment(m, pub.seg);
 			forget_entries(entry_older, &mv);
-			elog(DEBUG1, "gpumf: model \"%s\" version %d read into shared memory in %.3f s",
-				 cat->name, cat->version, gm_now() - t0);
+			elog(DEBUG1, "gpumf: model \"%s\" version %d read into shared memory in %.3f s "
+				 "(segment created in %.3f s, table read in %.3f s, int8 copy in %.3f s)",
+				 cat->name, cat->version, gm_now() - t0, pub.t_create, pub.t_scan, pub.t_int8);
 			return;
 		}
 	}
@@ -1177,4 +1206,159 @@ gpumf_shared_models_list(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------- warming a new version */
+
+/*
+ * A training (or gpumf_use_version) makes a version current when its
+ * transaction commits.  Reading it into shared memory then is the first
+ * serving call's work unless someone does it first: at pre-commit the
+ * backend starts a dynamic background worker per such version, which waits
+ * for the transaction to end and, if it committed and the version is still
+ * current, serves the model once (gpumf_served_get: attach or read and
+ * list), then exits.  A worker that cannot be had (no free slot) changes
+ * nothing: the first call reads the version as before.
+ */
+typedef struct WarmRequest
+{
+	Oid			dbid;
+	Oid			userid;			/* the extension's owner, who can read every factor table */
+	TransactionId xid;			/* the transaction that makes the version current */
+	int64		model_id;
+	int32		version;
+} WarmRequest;
+
+static List *warm_pending = NIL;	/* WarmRequest *, in TopTransactionContext */
+static bool warm_callback_set = false;
+
+PGDLLEXPORT void gpumf_warm_main(Datum arg);
+
+static void
+warm_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT)
+	{
+		foreach(lc, warm_pending)
+		{
+			WarmRequest *r = lfirst(lc);
+			BackgroundWorker w;
+			BackgroundWorkerHandle *h;
+
+			memset(&w, 0, sizeof(w));
+			w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+			w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+			w.bgw_restart_time = BGW_NEVER_RESTART;
+			snprintf(w.bgw_library_name, BGW_MAXLEN, "gpumf");
+			snprintf(w.bgw_function_name, BGW_MAXLEN, "gpumf_warm_main");
+			snprintf(w.bgw_name, BGW_MAXLEN, "gpumf warm model " INT64_FORMAT " version %d",
+					 r->model_id, r->version);
+			snprintf(w.bgw_type, BGW_MAXLEN, "gpumf warm model");
+			StaticAssertStmt(sizeof(WarmRequest) <= BGW_EXTRALEN, "WarmRequest too large");
+			memcpy(w.bgw_extra, r, sizeof(WarmRequest));
+			if (!RegisterDynamicBackgroundWorker(&w, &h))
+				elog(DEBUG1, "gpumf: no background worker to warm model " INT64_FORMAT
+					 " version %d: its first call will read it", r->model_id, r->version);
+		}
+	}
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		warm_pending = NIL;		/* the list lived in TopTransactionContext */
+}
+
+void
+gpumf_served_warm_on_commit(int64 model_id, int32 version)
+{
+	WarmRequest *r;
+
+	if (!gpumf_shared_models || !IsUnderPostmaster || max_worker_processes < 1)
+		return;
+	if (!warm_callback_set)
+	{
+		RegisterXactCallback(warm_xact_callback, NULL);
+		warm_callback_set = true;
+	}
+	r = MemoryContextAllocZero(TopTransactionContext, sizeof(WarmRequest));
+	r->dbid = MyDatabaseId;
+	r->userid = gpumf_owner();
+	r->xid = GetTopTransactionId();
+	r->model_id = model_id;
+	r->version = version;
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+		warm_pending = lappend(warm_pending, r);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
+ * The worker: wait for the transaction, then serve the version once if it
+ * is current.  Errors end the worker (logged); nothing is left half done,
+ * since a segment is listed only when complete.
+ */
+void
+gpumf_warm_main(Datum arg)
+{
+	WarmRequest r;
+	char	   *name = NULL;
+	int32		current = -1;
+	double		t0;
+
+	memcpy(&r, MyBgworkerEntry->bgw_extra, sizeof(r));
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(r.dbid, r.userid, 0);
+	pgstat_report_appname("gpumf warm model");
+
+	/* the training's transaction ends right after it starts us */
+	StartTransactionCommand();
+	if (TransactionIdIsInProgress(r.xid))
+		XactLockTableWait(r.xid, NULL, NULL, XLTW_None);
+	CommitTransactionCommand();
+	if (!TransactionIdDidCommit(r.xid))
+		proc_exit(0);
+
+	t0 = gm_now();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() == SPI_OK_CONNECT)
+	{
+		GpumfGuard	g;
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(r.model_id)};
+
+		gpumf_guard_enter(&g, false);
+		if (SPI_execute_with_args("SELECT name, version FROM gpumf.models WHERE id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+			SPI_processed == 1)
+		{
+			bool		isnull;
+
+			name = MemoryContextStrdup(TopTransactionContext,
+									   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+			current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+												  &isnull));
+		}
+		gpumf_guard_exit(&g);
+		SPI_finish();
+	}
+	/* a later training or switch made another version current: its own worker warms it */
+	if (name && current == r.version)
+	{
+		ModelVersion mv = {r.model_id, r.version};
+		GpumfServed *m;
+
+		/* the versions this one replaced are no longer shared (readers keep their mapping) */
+		forget_entries(entry_other_version, &mv);
+		m = gpumf_served_get(name);
+
+		elog(DEBUG1, "gpumf: model \"%s\" version %d warmed in %.3f s (%s)", name, m->version,
+			 gm_now() - t0, m->seg ? "shared" : "not shared");
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	proc_exit(0);
 }

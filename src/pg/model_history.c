@@ -318,8 +318,8 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE || SPI_processed != 1)
 		elog(ERROR, "gpumf: switching model \"%s\" to version %d failed", model, version);
 	gpumf_guard_exit(&g);
-	/* the version that was current is no longer shared (its readers keep their mapping) */
-	gpumf_served_forget(cat.id);
+	/* once this commits: the version shared, the one that was current let go */
+	gpumf_served_warm_on_commit(cat.id, version);
 
 	result = gpumf_model_row_datum(model);
 	SPI_finish();

@@ -469,11 +469,13 @@ gpumf_train(PG_FUNCTION_ARGS)
 	row.store_seconds = t_store;
 	gpumf_model_write(&row, exists);
 	if (exists)
-	{
 		gpumf_store_retire(&old_tables);
-		/* the replaced version is no longer shared (its readers keep their mapping) */
-		gpumf_served_forget(row.m.id);
-	}
+	/*
+	 * Once this transaction commits, a background worker reads the new
+	 * version into shared memory and lets the replaced one go (its readers
+	 * keep their mapping).
+	 */
+	gpumf_served_warm_on_commit(row.m.id, row.m.version);
 	gpumf_store_drop_retired();
 
 	result = gpumf_model_row_datum(a.model);

@@ -169,9 +169,15 @@ SQL
 hold=$!
 sleep 0.5
 q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'm')" >/dev/null
-check "a retraining stops sharing the replaced version" "$(shared)" "none"
-q "SELECT 1 FROM gpumf_recommend('m', 5, 10)" >/dev/null
-check "the new version is shared once served" "$(shared)" "$((v+1))"
+# no call serves it: a background worker reads the new version into shared
+# memory once the training commits, and lets the replaced one go
+for i in $(seq 1 100); do s=$(shared); [ "$s" = "$((v+1))" ] && break; sleep 0.05; done
+check "a committed retraining: the new version shared before any call, the replaced one let go" "$s" "$((v+1))"
+out=$(dbg "SELECT count(*) FROM gpumf_recommend('m', 5, 10)")
+if grep -q "gpumf: model \"m\" version $((v+1)) attached" <<<"$out"; then ok "a session's first call after a retraining attaches"; else bad "a session's first call after a retraining attaches" "$out"; fi
+q "BEGIN; SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'm'); ROLLBACK" >/dev/null
+sleep 0.5
+check "a rolled-back retraining changes nothing shared" "$(shared) $(q "SELECT version FROM gpumf.models WHERE name = 'm'")" "$((v+1)) $((v+1))"
 wait $hold
 check "a snapshot that still sees the replaced version keeps serving it" "$(grep -v '^$' "$tmp/hold.out" | tr '\n' ' ')" "$old_recs $old_recs "
 q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null

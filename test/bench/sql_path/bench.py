@@ -17,8 +17,10 @@ and gpumf_synthetic(138493, 26744, 20000263) (20M rows, ML-20M shaped).
     rows into tables of the same shape created in one transaction, with the
     same primary keys built after: MB/s for both.
  4. Serving start-up: loading the library, a session's first gpumf_recommend
-    (reading the model into shared memory, attaching to it, reading it into
-    backend memory) and the steady state.
+    and the steady state: after a training (whose commit had a background
+    worker read the version into shared memory), in a session that reads its
+    own copy, and for a version nobody shared yet (read into shared memory by
+    the first session; the next attaches).
 
 Needs a server (source test/pgenv.sh, or .pgbundle/device-pg.sh on the GPU
 machine) with gpumf installed, run as a user whose server can write a
@@ -333,33 +335,52 @@ COMMIT;""" % (persist, ut, with_, persist, it, with_, uf, itf))
 # ------------------------------------------------------------------ 4. serving
 
 def bench_serving(kept):
-    print("### 4. Serving start-up: a new session's first gpumf_recommend (ms; n = 10, "
-          "random users; the model's version was never served before the first row)")
+    print("### 4. Serving start-up: a new session's first gpumf_recommend (ms; n = 10, a user "
+          "from the middle of the users table; steady: the mean over 200 users)")
     print()
     rows = []
     for (src, k, unlogged), res in kept.items():
         if unlogged or src != SOURCES[0]:
             continue
         model = res[-1]["model"]
-        nu = int(one("SELECT n_users FROM gpumf.models WHERE name = '%s'" % model))
-        mb = float(one("SELECT n_items::float8 * factors * 4 / 1e6 FROM gpumf.models "
-                       "WHERE name = '%s'" % model))
-        user = one("SELECT key FROM %s ORDER BY key OFFSET %d LIMIT 1"
-                   % (one("SELECT user_table FROM gpumf.models WHERE name = '%s'" % model), nu // 2))
+        cur, nu, mb, ut = q("SELECT version, n_users, n_items::float8 * factors * 4 / 1e6, user_table "
+                            "FROM gpumf.models WHERE name = '%s'" % model)[0]
+        user = one("SELECT key FROM %s ORDER BY key OFFSET %d LIMIT 1" % (ut, int(nu) // 2))
+        prev = q("SELECT version FROM gpumf_model_versions('%s') WHERE NOT current "
+                 "AND tables_exist ORDER BY version DESC LIMIT 1" % model)
         call = "SELECT count(*) FROM gpumf_recommend('%s', %s, 10);\n" % (model, user)
-        steady = ("SELECT count(*) FROM (SELECT u FROM generate_series(1, 200) u) s, "
-                  "LATERAL gpumf_recommend('%s', s.u, 10);\n" % model)
-        cases = [("first session: reads it into shared memory", ""),
-                 ("next session: attaches to it", ""),
-                 ("a session with gpumf.shared_models = off: reads it into backend memory",
-                  "-c gpumf.shared_models=off")]
-        for label, opts in cases:
-            p = Psql("LOAD 'gpumf';\n" + call + call + steady, opts)
-            load, first, second, st = p.times
-            rows.append([src, k, "%.0f" % mb, label, "%.1f" % (load * 1e3), "%.1f" % (first * 1e3),
-                         "%.2f" % (second * 1e3), "%.2f" % (st * 1e3 / 200)])
-    table(["source", "factors", "item factors MB", "case", "LOAD 'gpumf'", "first call",
-           "second call", "steady (mean of 200)"], rows)
+        steady = ("SELECT count(*) FROM (SELECT key FROM %s ORDER BY key LIMIT 200) s, "
+                  "LATERAL gpumf_recommend('%s', s.key, 10);\n" % (ut, model))
+
+        def session(label, opts=""):
+            p = Psql("SET client_min_messages = debug1;\nLOAD 'gpumf';\n" + call + call + steady,
+                     opts)
+            _, load, first, second, st = p.times
+            how = p.debug(r"gpumf: model \"[^\"]*\" version \d+ (attached|read into shared memory|"
+                          r"read in [0-9.]+ s, shared|read in [0-9.]+ s, quantized)")
+            how = ("?" if how is None else "attached" if how == "attached" else
+                   "read into backend memory" if how.endswith("quantized") else
+                   "read into shared memory")
+            rows.append([src, k, "%.0f" % float(mb), label, how, "%.1f" % (load * 1e3),
+                         "%.1f" % (first * 1e3), "%.2f" % (second * 1e3),
+                         "%.2f" % (st * 1e3 / 200)])
+
+        session("the first session after the training (the version was shared when its "
+                "training committed)")
+        session("the next session")
+        session("gpumf.shared_models = off: the session reads its own copy",
+                "-c gpumf.shared_models=off")
+        if prev:
+            # a version no background worker shared: the kept previous one, made
+            # current by a session with sharing off (no worker is started for it)
+            q("SELECT 1 FROM gpumf_use_version('%s', %s)" % (model, prev[0][0]),
+              "-c gpumf.shared_models=off")
+            session("cold: a version nobody shared yet (the first session reads it into "
+                    "shared memory)")
+            session("the next session")
+            q("SELECT 1 FROM gpumf_use_version('%s', %s)" % (model, cur))
+    table(["source", "factors", "item factors MB", "session", "model", "LOAD 'gpumf'",
+           "first call", "second call", "steady (mean of 200)"], rows)
     print("shared segments now: %s" % ", ".join(
         "model %s v%s %s MB" % (r[0], r[1], "%.0f" % (int(r[3]) / 1e6))
         for r in q("SELECT model_id, version, item_table, bytes FROM gpumf_shared_models() "
