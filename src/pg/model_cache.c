@@ -37,6 +37,9 @@
  */
 #include "gpumf_pg.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -630,6 +633,24 @@ segment_layout(SharedItems *h, const SharedKey *key, const GpumfServed *m, int32
 	h->total = off;
 }
 
+/*
+ * Create a segment of `bytes` and map all its pages now, in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14): faulting 100 MB in page by page as the
+ * arrays are written costs more than reading them.  Where the call is not
+ * known the pages are faulted in as they are written.
+ */
+static dsm_segment *
+segment_create(Size bytes)
+{
+	dsm_segment *seg = dsm_create(bytes, 0);
+
+#ifdef MADV_POPULATE_WRITE
+	(void) madvise((void *) TYPEALIGN_DOWN(sysconf(_SC_PAGESIZE), dsm_segment_address(seg)),
+				   bytes, MADV_POPULATE_WRITE);
+#endif
+	return seg;
+}
+
 /* Point m at the arrays of a mapped segment; item keys as Datums into it. */
 static void
 use_segment(GpumfServed *m, dsm_segment *seg)
@@ -811,7 +832,7 @@ publish_direct_in(void *p)
 
 	check_registry_room();
 	segment_layout(&hdr, a->key, m, (int32) n, a->cat->has_bias, 0);
-	seg = dsm_create(hdr.total, 0);
+	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
 	t1 = gm_now();
@@ -857,7 +878,7 @@ publish_copy_in(void *p)
 		for (int32 i = 0; i < n; i++)
 			text_bytes += INTALIGN(VARSIZE_ANY_EXHDR(DatumGetPointer(m->item_keys[i])) + VARHDRSZ);
 	segment_layout(&hdr, a->key, m, n, m->item_bias != NULL, text_bytes);
-	seg = dsm_create(hdr.total, 0);
+	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
 	memcpy(base + hdr.y_off, m->Y, sizeof(float) * (Size) n * m->k);
