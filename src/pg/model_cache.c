@@ -1234,12 +1234,14 @@ gpumf_shared_models_list(PG_FUNCTION_ARGS)
 /*
  * A training (or gpumf_use_version) makes a version current when its
  * transaction commits.  Reading it into shared memory then is the first
- * serving call's work unless someone does it first: at pre-commit the
- * backend starts a dynamic background worker per such version, which waits
- * for the transaction to end and, if it committed and the version is still
- * current, serves the model once (gpumf_served_get: attach or read and
- * list), then exits.  A worker that cannot be had (no free slot) changes
- * nothing: the first call reads the version as before.
+ * serving call's work unless someone does it first.  For a model that is
+ * being served (a version of it is listed), at pre-commit the backend starts
+ * a dynamic background worker, which waits for the transaction to end and,
+ * if it committed and the version is still current, lets the model's other
+ * versions go and serves the model once (gpumf_served_get: attach or read
+ * and list), then exits.  Models nobody serves are left alone (no shared
+ * memory is spent on them).  A worker that cannot be had (no free slot)
+ * changes nothing: the first call reads the version as before.
  */
 typedef struct WarmRequest
 {
@@ -1290,12 +1292,41 @@ warm_xact_callback(XactEvent event, void *arg)
 		warm_pending = NIL;		/* the list lived in TopTransactionContext */
 }
 
+/* Is a version of the model listed in the registry (someone serves it)? */
+typedef struct SharedQuery
+{
+	int64		model_id;
+	bool		found;
+} SharedQuery;
+
+static void
+model_is_shared_in(void *p)
+{
+	SharedQuery *a = p;
+	SharedRegistry *reg = registry_get();
+
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS && !a->found; i++)
+		a->found = reg->entry[i].dbid == MyDatabaseId && reg->entry[i].model_id == a->model_id;
+	SpinLockRelease(&reg->mutex);
+}
+
+static bool
+model_is_shared(int64 model_id)
+{
+	SharedQuery a = {model_id, false};
+
+	/* the registry may have to be made (an ERROR there is no reason to fail the caller) */
+	return try_quietly(model_is_shared_in, &a) && a.found;
+}
+
 void
 gpumf_served_warm_on_commit(int64 model_id, int32 version)
 {
 	WarmRequest *r;
 
-	if (!gpumf_shared_models || !IsUnderPostmaster || max_worker_processes < 1)
+	if (!gpumf_shared_models || !IsUnderPostmaster || max_worker_processes < 1 ||
+		!model_is_shared(model_id))
 		return;
 	if (!warm_callback_set)
 	{

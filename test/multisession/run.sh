@@ -181,8 +181,10 @@ check "a rolled-back retraining changes nothing shared" "$(shared) $(q "SELECT v
 wait $hold
 check "a snapshot that still sees the replaced version keeps serving it" "$(grep -v '^$' "$tmp/hold.out" | tr '\n' ' ')" "$old_recs $old_recs "
 q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null
-q "SELECT 1 FROM gpumf_recommend('dropme', 5, 10)" >/dev/null
 id=$(q "SELECT id FROM gpumf.models WHERE name = 'dropme'")
+sleep 0.5
+check "a model nobody serves takes no shared memory when trained" "$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "0"
+q "SELECT 1 FROM gpumf_recommend('dropme', 5, 10)" >/dev/null
 check "a dropped model's version is no longer shared" "$(q "SELECT gpumf_drop_model('dropme'); SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "$(printf 't\n0')"
 
 # 11. a cancel that lands while the factor tables are written stops within 1 s

@@ -17,10 +17,10 @@ and gpumf_synthetic(138493, 26744, 20000263) (20M rows, ML-20M shaped).
     rows into tables of the same shape created in one transaction, with the
     same primary keys built after: MB/s for both.
  4. Serving start-up: loading the library, a session's first gpumf_recommend
-    and the steady state: after a training (whose commit had a background
-    worker read the version into shared memory), in a session that reads its
-    own copy, and for a version nobody shared yet (read into shared memory by
-    the first session; the next attaches).
+    and the steady state: the first session after the trainings (it reads the
+    version into shared memory), the next (it attaches), one that reads its
+    own copy, and the first after a retraining of the served model (whose
+    commit had a background worker read the new version into shared memory).
 
 Needs a server (source test/pgenv.sh, or .pgbundle/device-pg.sh on the GPU
 machine) with gpumf installed, run as a user whose server can write a
@@ -183,7 +183,7 @@ def bench_read(W):
     rows = []
     for src in SOURCES:
         tbl, c = cols(src)
-        n = int(one("SELECT reltuples::bigint FROM pg_class WHERE relname = '%s'" % tbl))
+        n = int(one("SELECT count(*) FROM %s" % tbl))
         copy_sql = "COPY (SELECT %s FROM %s) TO '/dev/null' (FORMAT binary);\n" % (c, tbl)
         Psql(copy_sql)                                 # warm the cache
         copy = min(Psql(copy_sql * 2).times)
@@ -228,6 +228,8 @@ def train_session(src, k, unlogged, W):
                     "COMMIT;\n") % (tbl, "'%s'" % val if val else "NULL", k, ITERS, model)
     opts = "-c max_parallel_workers_per_gather=%d -c client_min_messages=debug1%s" % (
         W, " -c gpumf.unlogged_models=on" if unlogged else "")
+    # a fresh model each run: versions 1 .. REPEAT, never served (nothing shared)
+    q("SELECT gpumf_drop_model('%s', if_exists => true)" % model)
     p = Psql(one_training * REPEAT, opts)
     res = []
     stores = re.findall(STORE_RE, p.err)
@@ -343,16 +345,15 @@ def bench_serving(kept):
         if unlogged or src != SOURCES[0]:
             continue
         model = res[-1]["model"]
-        cur, nu, mb, ut = q("SELECT version, n_users, n_items::float8 * factors * 4 / 1e6, user_table "
-                            "FROM gpumf.models WHERE name = '%s'" % model)[0]
+        tbl, val, _ = TABLES[src]
+        nu, mb, ut = q("SELECT n_users, n_items::float8 * factors * 4 / 1e6, user_table "
+                       "FROM gpumf.models WHERE name = '%s'" % model)[0]
         user = one("SELECT key FROM %s ORDER BY key OFFSET %d LIMIT 1" % (ut, int(nu) // 2))
-        prev = q("SELECT version FROM gpumf_model_versions('%s') WHERE NOT current "
-                 "AND tables_exist ORDER BY version DESC LIMIT 1" % model)
         call = "SELECT count(*) FROM gpumf_recommend('%s', %s, 10);\n" % (model, user)
         steady = ("SELECT count(*) FROM (SELECT key FROM %s ORDER BY key LIMIT 200) s, "
                   "LATERAL gpumf_recommend('%s', s.key, 10);\n" % (ut, model))
 
-        def session(label, opts=""):
+        def session(label, opts="", note=""):
             p = Psql("SET client_min_messages = debug1;\nLOAD 'gpumf';\n" + call + call + steady,
                      opts)
             _, load, first, second, st = p.times
@@ -361,26 +362,34 @@ def bench_serving(kept):
             how = ("?" if how is None else "attached" if how == "attached" else
                    "read into backend memory" if how.endswith("quantized") else
                    "read into shared memory")
+            parts = p.debug(r"segment created in ([0-9.]+) s, table read in ([0-9.]+) s, "
+                            r"int8 copy in ([0-9.]+) s")
+            if parts and how == "read into shared memory":
+                note = "segment %.0f, table %.0f, int8 %.0f ms" % tuple(float(x) * 1e3 for x in parts)
             rows.append([src, k, "%.0f" % float(mb), label, how, "%.1f" % (load * 1e3),
                          "%.1f" % (first * 1e3), "%.2f" % (second * 1e3),
-                         "%.2f" % (st * 1e3 / 200)])
+                         "%.2f" % (st * 1e3 / 200), note])
 
-        session("the first session after the training (the version was shared when its "
-                "training committed)")
-        session("the next session")
-        session("gpumf.shared_models = off: the session reads its own copy",
-                "-c gpumf.shared_models=off")
-        if prev:
-            # a version no background worker shared: the kept previous one, made
-            # current by a session with sharing off (no worker is started for it)
-            q("SELECT 1 FROM gpumf_use_version('%s', %s)" % (model, prev[0][0]),
-              "-c gpumf.shared_models=off")
-            session("cold: a version nobody shared yet (the first session reads it into "
-                    "shared memory)")
-            session("the next session")
-            q("SELECT 1 FROM gpumf_use_version('%s', %s)" % (model, cur))
+        session("the first after the trainings (the model was never served)")
+        session("the next")
+        session("one with gpumf.shared_models = off (its own copy)", "-c gpumf.shared_models=off")
+        # a retraining of the model, now that it is served: when it commits a
+        # background worker reads the new version into shared memory
+        v = int(one("SELECT version FROM gpumf_train('%s', 'user_id', 'item_id', %s, factors => %d, "
+                    "iterations => %d, model => '%s')" % (tbl, "'%s'" % val if val else "NULL", k,
+                                                         ITERS, model)))
+        t0, shared = time.time(), None
+        while time.time() - t0 < 30:
+            if one("SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m "
+                   "ON m.id = s.model_id WHERE m.name = '%s' AND s.version = %d" % (model, v)) == "1":
+                shared = time.time() - t0
+                break
+            time.sleep(0.02)
+        session("the first after a retraining of the served model",
+                note="shared %s after the retraining returned" %
+                ("%.2f s" % shared if shared is not None else "not within 30 s"))
     table(["source", "factors", "item factors MB", "session", "model", "LOAD 'gpumf'",
-           "first call", "second call", "steady (mean of 200)"], rows)
+           "first call", "second call", "steady (mean of 200)", "note"], rows)
     print("shared segments now: %s" % ", ".join(
         "model %s v%s %s MB" % (r[0], r[1], "%.0f" % (int(r[3]) / 1e6))
         for r in q("SELECT model_id, version, item_table, bytes FROM gpumf_shared_models() "
