@@ -30,8 +30,8 @@ directory under $TMPDIR (for COPY TO/FROM files).  Settings by environment:
   WORKERS (parallel workers for count(*) and gpumf alike: the sources'
   parallel_workers option and max_parallel_workers_per_gather; default:
   cores - 1, at most max_worker_processes - 2)
-  GOWALLA=path/to/train.txt (default: /work/data/lightgcn/light_gcn_gowalla/
-  train.txt, else .bench-data/gowalla_train.txt in the repository)
+  GOWALLA=path/to/train.txt (default: .bench-data/gowalla_train.txt in the
+  repository)
   KEEP=1 (reuse the source tables)   BENCH_DB=gpumf_sqlpath
 """
 import os
@@ -52,8 +52,7 @@ KEEP = os.environ.get("KEEP", "") != ""
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 GOWALLA = os.environ.get("GOWALLA") or next(
-    (p for p in ["/work/data/lightgcn/light_gcn_gowalla/train.txt",
-                 os.path.join(REPO, ".bench-data", "gowalla_train.txt")] if os.path.exists(p)),
+    (p for p in [os.path.join(REPO, ".bench-data", "gowalla_train.txt")] if os.path.exists(p)),
     None)
 
 # source name -> (table, value column or None, description)
