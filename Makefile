@@ -14,7 +14,7 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
        src/core/score.o src/core/metrics.o src/core/rank_eval.o src/core/tune.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg upgrade \
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
           serving foldin parallel batch evaluate split history ials
 REGRESS_OPTS = --dbname=gpumf_regression
 
@@ -46,6 +46,9 @@ install: install-cuda
 install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
 endif
+
+# every object of the PostgreSQL layer sees its shared header and the core's
+$(filter src/pg/%.o,$(OBJS)): src/pg/gpumf_pg.h src/core/gm_core.h src/core/gm_algo.h src/core/gm_errors.h
 
 .PHONY: unit test
 unit:

@@ -479,6 +479,20 @@ AS 'MODULE_PATHNAME', 'gpumf_linreg_predict'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION gpumf_linreg_predict IS 'The fitted value of a gpumf_linreg fit at x: coef[1] + coef[2:] . x when coef has one more entry than x (the intercept first), coef . x when as many; NULL when an element is NULL.';
 
+-- Serving from shared memory (gpumf.shared_models): the model versions of
+-- this database whose item factors live in a shared segment.
+CREATE FUNCTION gpumf_shared_models(
+	OUT model_id bigint, OUT version integer, OUT item_table regclass, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'gpumf_shared_models_list'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 10;
+COMMENT ON FUNCTION gpumf_shared_models() IS 'Model versions of this database served from dynamic shared memory (one copy for all sessions), with the size of their segment.';
+
+-- The training's phases, one more: the time spent computing the loss after
+-- each iteration (a part of train_seconds).
+ALTER TABLE gpumf.models ADD COLUMN loss_seconds double precision;
+COMMENT ON COLUMN gpumf.models.loss_seconds IS 'of train_seconds, the time spent evaluating the loss after each iteration';
+
 -- Implicit ALS in the general form (Rendle et al. 2022): the unobserved
 -- weight alpha0 and frequency-scaled ridges regularization * (n + alpha0 m)^nu
 -- (alpha0 = 1, nu = 0 is the 2008 model), the solver (cg, block: iALS++'s

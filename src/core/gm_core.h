@@ -52,6 +52,7 @@ typedef struct gm_mf_result
 	gm_mf_metrics final;		/* after the last iteration run */
 	int			iterations_run; /* < iterations when tolerance or a held-out metric stopped it */
 	double		train_seconds;
+	double		loss_seconds;	/* of train_seconds: evaluating the loss after each iteration */
 	double		transfer_seconds;	/* setting up and copying back (host <-> device) */
 	char		device_name[128];
 } gm_mf_result;

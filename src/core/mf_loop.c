@@ -454,6 +454,7 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 				downloaded = 0;
 	double		t0,
 				t1,
+				t_eval,
 				budget,
 				since_poll = 0.0,
 				prev_loss = NAN;
@@ -522,7 +523,10 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 
 		if ((rc = iteration(ops, s->h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
 			goto fail;
-		if ((rc = ops->evaluate(s->h, &m, err, errlen)) != GM_OK)
+		t_eval = gm_now();
+		rc = ops->evaluate(s->h, &m, err, errlen);
+		res->loss_seconds += gm_now() - t_eval;
+		if (rc != GM_OK)
 			goto fail;
 		res->final = m;
 		res->iterations_run = it + 1;

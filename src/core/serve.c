@@ -79,8 +79,14 @@ gm_qmat_attach(void *mem, int32_t n, int k, gm_qmat *out)
 	return GM_OK;
 }
 
-/* One row's int8 copy, its scale and sums. */
-static void
+/*
+ * One row's int8 copy, its scale and sums: q = round(y * 127 / max|y|),
+ * rounding to nearest even as lrintf does.  Adding and subtracting
+ * 1.5 * 2^23 rounds a float of magnitude below 2^22 to an integer in the
+ * default rounding mode with no libm call, so the loops vectorise (a model
+ * version's copy is built once, but on the first call that serves it).
+ */
+GM_HOT static void
 quantize_row(const float *y, int k, int kpad, int8_t *q, float *scale, float *qabs,
 			 int32_t *qsum)
 {
@@ -89,16 +95,20 @@ quantize_row(const float *y, int k, int kpad, int8_t *q, float *scale, float *qa
 				abs = 0;
 
 	for (int f = 0; f < k; f++)
-		m = fmaxf(m, fabsf(y[f]));
+	{
+		float		a = fabsf(y[f]);
+
+		m = a > m ? a : m;
+	}
 	*scale = m / 127.0f;
 	for (int f = 0; f < k; f++)
 	{
-		long		v = m > 0 ? lrintf(y[f] * 127.0f / m) : 0;
+		int32_t		v = m > 0 ? (int32_t) ((y[f] * 127.0f / m + 12582912.0f) - 12582912.0f) : 0;
 
 		v = v > 127 ? 127 : v < -127 ? -127 : v;
 		q[f] = (int8_t) v;
-		sum += (int32_t) v;
-		abs += (int32_t) (v < 0 ? -v : v);
+		sum += v;
+		abs += v < 0 ? -v : v;
 	}
 	memset(q + k, 0, kpad - k);
 	*qsum = sum;

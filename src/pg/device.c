@@ -10,8 +10,12 @@
  */
 #include "gpumf_pg.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "funcapi.h"
 #include "access/htup_details.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(gpumf_device_info);
@@ -43,6 +47,74 @@ fallback_notice(const char *err, const char *doing)
 }
 
 /*
+ * Loading the CUDA module and asking the driver for a device takes a fresh
+ * backend a noticeable time (the driver's initialisation, a 95 MB module).
+ * gpumf_device_prefetch starts it on a thread of its own while the training
+ * reads its source; every call of gm_cuda_available here takes probe_lock,
+ * so the training's own call waits for that thread's answer instead of
+ * probing again.  The thread blocks every signal (they stay the backend's),
+ * calls nothing of PostgreSQL's, and the backend does not exit while it runs.
+ */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool prefetch_started = false;
+
+static int
+cuda_available(char *name, size_t namelen, char *err, size_t errlen)
+{
+	int			rc;
+
+	pthread_mutex_lock(&probe_lock);
+	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, errlen);
+	pthread_mutex_unlock(&probe_lock);
+	return rc;
+}
+
+static void *
+probe_thread(void *arg)
+{
+	char		name[128],
+				err[GM_ERRLEN];
+
+	pthread_mutex_lock(&probe_lock);
+	(void) gm_cuda_available((const char *) arg, name, sizeof(name), err, sizeof(err));
+	pthread_mutex_unlock(&probe_lock);
+	return NULL;
+}
+
+/* at exit: wait for a probe still running (no exit in the middle of a dlopen) */
+static void
+wait_for_probe(int code, Datum arg)
+{
+	pthread_mutex_lock(&probe_lock);
+	pthread_mutex_unlock(&probe_lock);
+}
+
+void
+gpumf_device_prefetch(void)
+{
+	pthread_t	t;
+	pthread_attr_t attr;
+	sigset_t	all,
+				old;
+	/* the path is computed here: the thread calls nothing of PostgreSQL's */
+	const char *path = gpumf_cuda_module_path();
+
+	if (prefetch_started || gpumf_device == GPUMF_DEVICE_CPU)
+		return;
+	prefetch_started = true;
+	before_shmem_exit(wait_for_probe, (Datum) 0);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);	/* the thread inherits the mask */
+	if (pthread_attr_init(&attr) == 0)
+	{
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		(void) pthread_create(&t, &attr, probe_thread, (void *) path);	/* else: probed later */
+		pthread_attr_destroy(&attr);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
  * The backend training should use now; *name gets the device's name when it
  * is the GPU.
  */
@@ -54,7 +126,7 @@ gpumf_training_backend(char *name, size_t namelen)
 
 	if (gpumf_device == GPUMF_DEVICE_CPU)
 		return GM_BACKEND_CPU;
-	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, sizeof(err));
+	rc = cuda_available(name, namelen, err, sizeof(err));
 	if (rc == GM_OK)
 		return GM_BACKEND_CUDA;
 	if (gpumf_device == GPUMF_DEVICE_GPU)
@@ -105,7 +177,7 @@ gpumf_device_info(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	if (gpumf_device != GPUMF_DEVICE_CPU)
-		rc = gm_cuda_available(gpumf_cuda_module_path(), name, sizeof(name), err, sizeof(err));
+		rc = cuda_available(name, sizeof(name), err, sizeof(err));
 	else
 		snprintf(err, sizeof(err), "gpumf.device is \"cpu\"");
 	if (rc == GM_OK)

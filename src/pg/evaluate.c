@@ -281,7 +281,6 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 	nulls[8] = isnan(rmse);
 	values[9] = Float8GetDatum(mae);
 	nulls[9] = isnan(mae);
-	values[10] = CStringGetTextDatum(backend == GM_BACKEND_CUDA ? "cuda" : "cpu");
 	values[11] = Float8GetDatum(gm_now() - t0);
 	for (int i = 3; i <= 7; i++)
 		nulls[i] = isnan(DatumGetFloat8(values[i]));
@@ -309,5 +308,7 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 								   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data))));
 	}
 	SPI_finish();
+	/* after SPI_finish, which frees what was allocated since SPI_connect */
+	values[10] = CStringGetTextDatum(backend == GM_BACKEND_CUDA ? "cuda" : "cpu");
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

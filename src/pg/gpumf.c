@@ -28,6 +28,9 @@ int			gpumf_device = GPUMF_DEVICE_AUTO;
 int			gpumf_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
+bool		gpumf_unlogged_models = false;
+int			gpumf_read_workers = -1;
+bool		gpumf_shared_models = true;
 int			gpumf_gpu_memory_limit_mb = -1;
 int			gpumf_keep_versions = 2;
 int			gpumf_spmv_choice = GM_SPMV_AUTO;
@@ -80,6 +83,21 @@ _PG_init(void)
 							"A training or a generator that would need more stops with an ERROR before allocating it.",
 							&gpumf_max_memory_mb, -1, -1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.unlogged_models",
+							 "Create the factor tables of new model versions UNLOGGED (no WAL).",
+							 "Faster to store, but after a crash (not a clean shutdown) PostgreSQL empties unlogged tables: such a model must be retrained before it serves again. Unlogged tables are not replicated to standbys.",
+							 &gpumf_unlogged_models, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.read_workers",
+							"Parallel workers that read a training's source table; -1 means as many as a parallel SELECT of it would get.",
+							"Used for plain tables and materialized views read with the caller's privileges and no row-level security; views and other sources are read through the executor. At most max_parallel_workers are started.",
+							&gpumf_read_workers, -1, -1, 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.shared_models",
+							 "Serve each model version from one copy in dynamic shared memory that every backend attaches to.",
+							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
+							 &gpumf_shared_models, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.keep_versions",
 							"Versions of each model kept, the current one included; a retraining retires the older ones.",
 							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",

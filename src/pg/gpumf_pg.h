@@ -53,6 +53,9 @@ extern int	gpumf_device;
 extern int	gpumf_threads;
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
+extern bool gpumf_unlogged_models;
+extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
+extern bool gpumf_shared_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
 
@@ -74,6 +77,8 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
+/* start looking for a GPU on a thread, while the caller does other work */
+extern void gpumf_device_prefetch(void);
 /*
  * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
  * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
@@ -157,9 +162,19 @@ typedef enum
 	GPUMF_VALUES_RATINGS
 } GpumfValuePolicy;
 
+/* dense integer keys -> key map index (-1: not seen), before the hash map */
+typedef struct KeyCache
+{
+	int32	   *idx;			/* malloc'ed */
+	int64		n;
+} KeyCache;
+
 typedef struct GpumfSource
 {
 	Oid			relid;
+	AttrNumber	uatt;			/* the columns' numbers in the relation */
+	AttrNumber	iatt;
+	AttrNumber	vatt;			/* InvalidAttrNumber: no value column */
 	char	   *relname;		/* schema-qualified, quoted */
 	char	   *ucol;
 	char	   *icol;
@@ -175,6 +190,8 @@ typedef struct GpumfSource
 	/* filled by gpumf_source_read; malloc'ed, freed with the memory context */
 	gm_keymap  *users;
 	gm_keymap  *items;
+	KeyCache	ucache;
+	KeyCache	icache;
 	int32	   *rows;
 	int32	   *cols;
 	float	   *vals;
@@ -186,6 +203,9 @@ typedef struct GpumfSource
 	double		vmin;
 	double		vmax;
 	double		vsum;
+	int			read_workers;	/* parallel workers that read it (0: read alone) */
+	/* a full COO batch: a parallel worker sends it; NULL: the arrays grow */
+	void		(*flush) (struct GpumfSource *src);
 	MemoryContextCallback cb;
 } GpumfSource;
 
@@ -262,6 +282,7 @@ typedef struct GpumfModelRow
 	double		build_seconds;
 	double		transfer_seconds;
 	double		train_seconds;
+	double		loss_seconds;	/* of train_seconds */
 	double		store_seconds;
 } GpumfModelRow;
 
@@ -352,6 +373,7 @@ typedef struct GpumfServed
 	AttrNumber	user_att_seen;
 	AttrNumber	user_att_bias;	/* InvalidAttrNumber: none */
 	FmgrInfo	key_eq;			/* equality of the user key type */
+	struct dsm_segment *seg;	/* Y, Q, biases and keys live here; NULL: in cxt */
 	struct GpumfServing *serving;	/* serving.c's, built on first use */
 } GpumfServed;
 
@@ -366,6 +388,15 @@ extern GpumfServed *gpumf_served_get(const char *name);
  */
 extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
+/* stop sharing every version of the model (it was dropped or replaced) */
+extern void gpumf_served_forget(int64 model_id);
+/*
+ * When this transaction commits, have a background worker read the model's
+ * version into shared memory (gpumf.shared_models), so that no serving call
+ * has to.
+ */
+extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
+
 /* the snapshot serving reads the model's tables with in this call */
 extern Snapshot gpumf_served_snapshot(void);
 

@@ -13,8 +13,32 @@
  * Entries whose tables were dropped (a dropped model, a replaced version
  * whose retired tables were dropped) are freed: a relcache invalidation
  * marks the cache for a sweep on the next call.
+ *
+ * Sharing (gpumf.shared_models): the first backend that loads a model
+ * version copies what serving reads of it (item factors, their int8 copy
+ * and scales, item biases and keys) into a dynamic shared memory segment,
+ * pins it, and lists its handle in a small registry that lives in the main
+ * shared memory segment (allocated on first use from the room PostgreSQL
+ * keeps for extensions, so gpumf needs no shared_preload_libraries).  Other
+ * backends find the version there, keyed by database, model id, version and
+ * the item table's OID and file node, and attach to it instead of reading
+ * the table: a new session's first call maps memory rather than reading and
+ * quantizing the factors, and all sessions hold one copy.  A segment is
+ * unpinned (and freed once the last backend detaches) when a backend sees a
+ * newer version of its model, when its tables are gone, when the model is
+ * dropped, or when a retraining or a switch to a kept version commits.  The
+ * version such a transaction makes current is read into shared memory by a
+ * background worker as soon as it commits (see the end of this file), so
+ * that no serving call has to.  Parallel workers (and
+ * a leader in parallel mode) attach to a listed version but never list one
+ * (that needs a subtransaction).  Where sharing cannot be had (the registry
+ * is full, no dynamic shared memory is left, a parallel worker finds no
+ * listed version), the backend serves from its own copy.
  */
 #include "gpumf_pg.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "access/genam.h"
 #include "access/heapam.h"
@@ -22,13 +46,24 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
-#include "parser/parse_relation.h"
 #include "catalog/namespace.h"
+#include "executor/spi.h"
+#include "parser/parse_relation.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "funcapi.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -41,11 +76,236 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/uuid.h"
 
 static HTAB *served = NULL;
 static bool sweep_pending = false;
 /* this call retried after its tables were dropped: read with the latest snapshot */
 static bool served_latest = false;
+
+/* ------------------------------------------------ the shared registry */
+
+#define REGISTRY_NAME		"gpumf shared models"
+#define REGISTRY_SLOTS		128
+#define SEGMENT_MAGIC		UINT64CONST(0x67706d667365676d)	/* "gpmfsegm" */
+
+/* A model version served from a shared segment; dbid InvalidOid: a free slot. */
+typedef struct SharedEntry
+{
+	Oid			dbid;
+	Oid			item_rel;
+	Oid			item_node;		/* the item table's relfilenode */
+	int32		version;
+	int64		model_id;
+	dsm_handle	handle;
+	Size		bytes;
+} SharedEntry;
+
+typedef struct SharedRegistry
+{
+	slock_t		mutex;
+	SharedEntry entry[REGISTRY_SLOTS];
+} SharedRegistry;
+
+/* The head of a shared segment; the arrays follow at the offsets given. */
+typedef struct SharedItems
+{
+	uint64		magic;
+	Oid			dbid;
+	Oid			item_rel;
+	Oid			item_node;
+	Oid			item_type;
+	int64		model_id;
+	int32		version;
+	int32		k;
+	int32		n;
+	bool		has_bias;
+	Size		y_off;			/* n x k floats */
+	Size		q_off;			/* the int8 copy: gm_qmat_size(n, k) bytes */
+	Size		bias_off;		/* n floats, or 0 */
+	Size		keys_off;		/* int keys: n int64; uuid: n x 16 bytes; text: n Size offsets */
+	Size		text_off;		/* text keys: the varlenas the offsets point at */
+	Size		total;
+} SharedItems;
+
+static SharedRegistry *registry = NULL;
+
+/* The registry, created by the first backend that asks (ERRORs when no room is left). */
+static SharedRegistry *
+registry_get(void)
+{
+	bool		found;
+
+	if (registry)
+		return registry;
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	registry = ShmemInitStruct(REGISTRY_NAME, sizeof(SharedRegistry), &found);
+	if (!found)
+	{
+		memset(registry, 0, sizeof(SharedRegistry));
+		SpinLockInit(&registry->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
+	return registry;
+}
+
+/*
+ * Run fn(arg) in a subtransaction: an ERROR it raises (no shared memory
+ * left, say) is logged at DEBUG1 and turns into false, leaving the caller's
+ * transaction as it was.  Not in parallel mode (no subtransactions there).
+ */
+static bool
+try_quietly(void (*fn) (void *), void *arg)
+{
+	MemoryContext mcx = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	if (IsInParallelMode() || !IsUnderPostmaster)
+		return false;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(mcx);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(mcx);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(DEBUG1, (errmsg("gpumf: serving from backend memory: %s", e->message)));
+		FreeErrorData(e);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(mcx);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/*
+ * Take the entries that `drop` selects out of the registry (under its lock)
+ * and unpin their segments; each is freed when its last backend detaches.
+ */
+typedef bool (*EntryFilter) (const SharedEntry *e, const void *arg);
+
+typedef struct ForgetArgs
+{
+	EntryFilter drop;
+	const void *arg;
+} ForgetArgs;
+
+static void
+forget_entries_in(void *p)
+{
+	ForgetArgs *a = p;
+	SharedRegistry *reg = registry_get();
+	SharedEntry mine[REGISTRY_SLOTS];
+	dsm_handle	gone[REGISTRY_SLOTS];
+	dsm_handle	removed[REGISTRY_SLOTS];
+	int			nmine = 0,
+				ngone = 0,
+				nremoved = 0;
+
+	/* the filter may look at the catalog: not under the spinlock */
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+		if (reg->entry[i].dbid == MyDatabaseId)
+			mine[nmine++] = reg->entry[i];
+	SpinLockRelease(&reg->mutex);
+	for (int i = 0; i < nmine; i++)
+		if (a->drop(&mine[i], a->arg))
+			gone[ngone++] = mine[i].handle;
+	if (ngone == 0)
+		return;
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		SharedEntry *e = &reg->entry[i];
+
+		if (e->dbid != MyDatabaseId)
+			continue;
+		for (int g = 0; g < ngone; g++)
+			if (e->handle == gone[g])
+			{
+				removed[nremoved++] = e->handle;
+				memset(e, 0, sizeof(*e));
+				break;
+			}
+	}
+	SpinLockRelease(&reg->mutex);
+
+	/*
+	 * A listed segment is pinned, and the backend that takes its entry out
+	 * unpins it (it is freed when its last backend detaches).  Entries
+	 * another backend took out meanwhile are that backend's to unpin.
+	 */
+	for (int g = 0; g < nremoved; g++)
+		dsm_unpin_segment(removed[g]);
+}
+
+/* Let go of the shared versions of this database that drop selects (errors only logged). */
+static void
+forget_entries(EntryFilter drop, const void *arg)
+{
+	ForgetArgs	a = {drop, arg};
+
+	if (registry == NULL && !gpumf_shared_models)
+		return;
+	(void) try_quietly(forget_entries_in, &a);
+}
+
+/* entries of model *arg (every version) */
+static bool
+entry_of_model(const SharedEntry *e, const void *arg)
+{
+	return e->model_id == *(const int64 *) arg;
+}
+
+/* entries of the model whose version is older than the one given */
+typedef struct ModelVersion
+{
+	int64		id;
+	int32		version;
+} ModelVersion;
+
+static bool
+entry_older(const SharedEntry *e, const void *arg)
+{
+	const ModelVersion *mv = arg;
+
+	return e->model_id == mv->id && e->version < mv->version;
+}
+
+/* entries of the model with a version other than the one given */
+static bool
+entry_other_version(const SharedEntry *e, const void *arg)
+{
+	const ModelVersion *mv = arg;
+
+	return e->model_id == mv->id && e->version != mv->version;
+}
+
+/* entries whose item table is gone */
+static bool
+entry_dropped(const SharedEntry *e, const void *arg)
+{
+	return !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->item_rel));
+}
+
+/* Stop sharing every version of a model: it was retrained or dropped. */
+void
+gpumf_served_forget(int64 model_id)
+{
+	forget_entries(entry_of_model, &model_id);
+}
+
+/* ------------------------------------------------------ cache entries */
 
 static void
 relcache_changed(Datum arg, Oid relid)
@@ -59,7 +319,11 @@ served_release(GpumfServed *m)
 	gpumf_serving_free(m);
 	if (m->cxt)
 		MemoryContextDelete(m->cxt);
-	gm_qmat_free(&m->Q);
+	if (m->seg)
+		dsm_detach(m->seg);		/* Y and Q live in the segment */
+	gm_qmat_free(&m->Q);		/* frees nothing: Q's memory was the context's or the segment's */
+	memset(&m->Q, 0, sizeof(m->Q));
+	m->seg = NULL;
 	m->cxt = NULL;
 	m->Y = NULL;
 	m->item_bias = NULL;
@@ -75,7 +339,10 @@ rel_exists(Oid relid)
 	return OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid));
 }
 
-/* Free the entries whose factor tables no longer exist. */
+/*
+ * Free the entries whose factor tables no longer exist, and unpin the
+ * shared segments of this database whose item tables are gone.
+ */
 static void
 sweep(void)
 {
@@ -91,6 +358,8 @@ sweep(void)
 		served_release(m);
 		hash_search(served, m->name, HASH_REMOVE, NULL);
 	}
+	if (registry)
+		forget_entries(entry_dropped, NULL);
 }
 
 static Oid
@@ -133,11 +402,44 @@ damaged(const char *table, const char *what)
 			 errmsg("gpumf: factor table %s is damaged: %s", table, what)));
 }
 
-/* Read the item factors, keys and biases of the model's current version. */
-static void
-load_items(GpumfServed *m, const GpumfModel *cat)
+/*
+ * Where scan_items puts what it reads: the arrays hold cap rows; private
+ * ones grow when a row's idx needs more, fixed ones (a shared segment) make
+ * scan_items return -1 instead.  Keys go to keys (Datums copied into the
+ * current memory context) or, fixed-size ones, to ikeys (int64) or ukeys
+ * (uuid bytes).
+ */
+typedef struct ItemArrays
 {
-	Relation	rel = table_open(m->item_rel, NoLock);
+	int64		cap;
+	bool		fixed;
+	float	   *Y;
+	float	   *bias;			/* NULL: no room for biases (implicit models) */
+	Datum	   *keys;
+	int64	   *ikeys;
+	char	   *ukeys;
+	bool		any_bias;		/* out: a row had a bias */
+} ItemArrays;
+
+/* repalloc an array of oldcap elements to newcap, the new ones zeroed */
+static void *
+grow_array(void *p, Size elem, int64 oldcap, int64 newcap)
+{
+	char	   *q = repalloc_huge(p, elem * newcap);
+
+	memset(q + elem * oldcap, 0, elem * (newcap - oldcap));
+	return q;
+}
+
+/*
+ * Read the item table's rows, each straight to its place (rows are stored
+ * in idx order); the number of rows, or -1 when fixed arrays are too small.
+ * ERRORs for a damaged table, and for an empty unlogged one (a crash
+ * emptied it).
+ */
+static int64
+scan_items(Relation rel, const GpumfModel *cat, GpumfServed *m, ItemArrays *d)
+{
 	TupleDesc	desc = RelationGetDescr(rel);
 	AttrNumber	a_idx = attnameAttNum(rel, "idx", false),
 				a_key = attnameAttNum(rel, "key", false),
@@ -148,94 +450,555 @@ load_items(GpumfServed *m, const GpumfModel *cat)
 	HeapTuple	tup;
 	int16		typlen;
 	bool		typbyval;
-	int64		n = 0;
+	int64		n = 0,
+				top = -1;
 	bool	   *filled;
-	MemoryContext old;
+	Datum	   *values = palloc(sizeof(Datum) * desc->natts);
+	bool	   *isnull = palloc(sizeof(bool) * desc->natts);
 
 	if (a_idx <= 0 || a_key <= 0 || a_fac <= 0)
 		damaged(cat->item_table, "a column is missing");
+	get_typlenbyval(m->item_type, &typlen, &typbyval);
+	filled = palloc0(sizeof(bool) * Max(d->cap, 1));
+	d->any_bias = false;
+
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		int32		i;
+		ArrayType  *arr;
+		Datum		key;
+
+		heap_deform_tuple(tup, desc, values, isnull);
+		if (isnull[a_idx - 1] || isnull[a_key - 1] || isnull[a_fac - 1])
+			damaged(cat->item_table, "a NULL index, key or factors");
+		i = DatumGetInt32(values[a_idx - 1]);
+		if (i < 0)
+			damaged(cat->item_table, "item indexes are not 0 .. n-1");
+		if (i >= d->cap)
+		{
+			int64		ncap = Max(d->cap * 2, (int64) i + 1);
+
+			if (d->fixed)
+			{
+				n = -1;
+				break;
+			}
+			d->Y = grow_array(d->Y, sizeof(float) * m->k, d->cap, ncap);
+			d->bias = grow_array(d->bias, sizeof(float), d->cap, ncap);
+			d->keys = grow_array(d->keys, sizeof(Datum), d->cap, ncap);
+			filled = grow_array(filled, sizeof(bool), d->cap, ncap);
+			d->cap = ncap;
+		}
+		if (filled[i])
+			damaged(cat->item_table, "item indexes are not 0 .. n-1");
+		filled[i] = true;
+		arr = DatumGetArrayTypeP(values[a_fac - 1]);
+		if (ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k || ARR_HASNULL(arr))
+			damaged(cat->item_table, "factors of the wrong length");
+		memcpy(d->Y + (size_t) i * m->k, ARR_DATA_PTR(arr), sizeof(float) * m->k);
+		if ((Pointer) arr != DatumGetPointer(values[a_fac - 1]))
+			pfree(arr);			/* detoasted (a short or toasted array) */
+		key = values[a_key - 1];
+		if (d->keys)
+			d->keys[i] = datumCopy(key, typbyval, typlen);
+		else if (d->ukeys)
+			memcpy(d->ukeys + (size_t) i * UUID_LEN, DatumGetUUIDP(key)->data, UUID_LEN);
+		else
+			d->ikeys[i] = m->item_type == INT2OID ? DatumGetInt16(key) :
+				m->item_type == INT4OID ? DatumGetInt32(key) : DatumGetInt64(key);
+		if (a_bias != InvalidAttrNumber && !isnull[a_bias - 1])
+		{
+			if (d->bias == NULL)
+				damaged(cat->item_table, "item biases in an implicit model");
+			d->bias[i] = DatumGetFloat4(values[a_bias - 1]);
+			d->any_bias = true;
+		}
+		else if (d->bias)
+			d->bias[i] = 0.0f;
+		n++;
+		top = Max(top, i);
+		if ((n & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	pfree(filled);
+	pfree(values);
+	pfree(isnull);
+	if (n < 0)
+		return -1;
+	/* distinct indexes, all below n: a permutation of 0 .. n-1 */
+	if (top != n - 1)
+		damaged(cat->item_table, "item indexes are not 0 .. n-1");
+	if (n == 0)
+	{
+		if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("model \"%s\" lost its factors in a crash", cat->name),
+					 errdetail("Its factor tables are unlogged (gpumf.unlogged_models was on when it was trained), and PostgreSQL empties unlogged tables when it recovers from a crash."),
+					 errhint("Train the model again.")));
+		damaged(cat->item_table, "it has no rows");
+	}
+	if (d->fixed && n != d->cap)
+		return -1;
+	return n;
+}
+
+/*
+ * The model's items in backend memory, sized by the table's row count
+ * (exact since its index was built: usually no array grows).
+ */
+static void
+load_private(GpumfServed *m, const GpumfModel *cat, Relation rel)
+{
+	MemoryContext old = MemoryContextSwitchTo(m->cxt);
+	ItemArrays	d;
+
+	memset(&d, 0, sizeof(d));
+	d.cap = rel->rd_rel->reltuples > 0 ? (int64) rel->rd_rel->reltuples : 1024;
+	d.cap = Min(d.cap, (int64) PG_INT32_MAX);
+	d.Y = MemoryContextAllocHuge(m->cxt, sizeof(float) * d.cap * m->k);
+	d.bias = MemoryContextAllocHuge(m->cxt, sizeof(float) * d.cap);
+	d.keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * d.cap);
+	m->n_items = (int32) scan_items(rel, cat, m, &d);
+	m->Y = d.Y;
+	m->item_keys = d.keys;
+	m->item_bias = d.any_bias ? d.bias : NULL;
+	if (!d.any_bias)
+		pfree(d.bias);
+	MemoryContextSwitchTo(old);
+}
+
+/* ------------------------------------------------------ shared segments */
+
+/* the key a version is shared under */
+typedef struct SharedKey
+{
+	Oid			item_rel;
+	Oid			item_node;
+	int64		model_id;
+	int32		version;
+} SharedKey;
+
+/* Is e the entry of this database's version key? */
+static bool
+entry_matches(const SharedEntry *e, const SharedKey *key)
+{
+	return e->dbid == MyDatabaseId && e->item_rel == key->item_rel &&
+		e->item_node == key->item_node && e->model_id == key->model_id &&
+		e->version == key->version;
+}
+
+/* The head and array offsets of a segment for n items. */
+static void
+segment_layout(SharedItems *h, const SharedKey *key, const GpumfServed *m, int32 n,
+			   bool bias, Size text_bytes)
+{
+	Size		off = MAXALIGN(sizeof(SharedItems));
+
+	memset(h, 0, sizeof(*h));
+	h->magic = SEGMENT_MAGIC;
+	h->dbid = MyDatabaseId;
+	h->item_rel = key->item_rel;
+	h->item_node = key->item_node;
+	h->item_type = m->item_type;
+	h->model_id = key->model_id;
+	h->version = key->version;
+	h->k = m->k;
+	h->n = n;
+	h->has_bias = bias;
+	/* 64-byte aligned arrays, as the scoring loops like them */
+	h->y_off = off = TYPEALIGN(64, off);
+	off += sizeof(float) * (Size) n * m->k;
+	h->q_off = off = TYPEALIGN(64, off);
+	off += gm_qmat_size(n, m->k);
+	if (bias)
+	{
+		h->bias_off = off = TYPEALIGN(64, off);
+		off += sizeof(float) * (Size) n;
+	}
+	h->keys_off = off = TYPEALIGN(64, off);
+	if (m->item_type == UUIDOID)
+		off += (Size) n * UUID_LEN;
+	else if (m->item_type == TEXTOID)
+	{
+		off += sizeof(Size) * (Size) n;
+		h->text_off = off = MAXALIGN(off);
+		off += text_bytes;
+	}
+	else
+		off += sizeof(int64) * (Size) n;
+	h->total = off;
+}
+
+/*
+ * Create a segment of `bytes` and map all its pages now, in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14): faulting 100 MB in page by page as the
+ * arrays are written costs more than reading them.  Where the call is not
+ * known the pages are faulted in as they are written.
+ */
+static dsm_segment *
+segment_create(Size bytes)
+{
+	dsm_segment *seg = dsm_create(bytes, 0);
+
+#ifdef MADV_POPULATE_WRITE
+	(void) madvise((void *) TYPEALIGN_DOWN(sysconf(_SC_PAGESIZE), dsm_segment_address(seg)),
+				   bytes, MADV_POPULATE_WRITE);
+#endif
+	return seg;
+}
+
+/* Point m at the arrays of a mapped segment; item keys as Datums into it. */
+static void
+use_segment(GpumfServed *m, dsm_segment *seg)
+{
+	char	   *base = dsm_segment_address(seg);
+	SharedItems *h = (SharedItems *) base;
+
+	m->seg = seg;
+	m->n_items = h->n;
+	m->Y = (float *) (base + h->y_off);
+	m->item_bias = h->has_bias ? (float *) (base + h->bias_off) : NULL;
+	if (gm_qmat_attach(base + h->q_off, h->n, h->k, &m->Q) != GM_OK)
+		elog(ERROR, "gpumf: a shared segment of model \"%s\" is damaged", m->name);
+	m->item_keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * Max(h->n, 1));
+	for (int32 i = 0; i < h->n; i++)
+	{
+		switch (h->item_type)
+		{
+			case INT2OID:
+				m->item_keys[i] = Int16GetDatum((int16) ((int64 *) (base + h->keys_off))[i]);
+				break;
+			case INT4OID:
+				m->item_keys[i] = Int32GetDatum((int32) ((int64 *) (base + h->keys_off))[i]);
+				break;
+			case INT8OID:
+				m->item_keys[i] = Int64GetDatum(((int64 *) (base + h->keys_off))[i]);
+				break;
+			case UUIDOID:
+				m->item_keys[i] = PointerGetDatum(base + h->keys_off + (Size) i * UUID_LEN);
+				break;
+			default:
+				m->item_keys[i] = PointerGetDatum(base + h->text_off +
+												  ((Size *) (base + h->keys_off))[i]);
+				break;
+		}
+	}
+}
+
+typedef struct AttachArgs
+{
+	GpumfServed *m;
+	const SharedKey *key;
+	bool		attached;
+} AttachArgs;
+
+/* Attach to the version's segment if the registry lists it. */
+static void
+attach_in(void *p)
+{
+	AttachArgs *a = p;
+	SharedRegistry *reg = registry_get();
+	dsm_handle	handle = DSM_HANDLE_INVALID;
+	dsm_segment *seg;
+	SharedItems *h;
+
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+		if (entry_matches(&reg->entry[i], a->key))
+		{
+			handle = reg->entry[i].handle;
+			break;
+		}
+	SpinLockRelease(&reg->mutex);
+	if (handle == DSM_HANDLE_INVALID)
+		return;
+	/* NULL: unpinned and freed since we looked */
+	if ((seg = dsm_attach(handle)) == NULL)
+		return;
+	h = dsm_segment_address(seg);
+	if (dsm_segment_map_length(seg) < sizeof(SharedItems) || h->magic != SEGMENT_MAGIC ||
+		h->dbid != MyDatabaseId || h->item_rel != a->key->item_rel ||
+		h->item_node != a->key->item_node || h->model_id != a->key->model_id ||
+		h->version != a->key->version || h->k != a->m->k ||
+		h->item_type != a->m->item_type || h->total > dsm_segment_map_length(seg))
+	{
+		dsm_detach(seg);
+		return;
+	}
+	dsm_pin_mapping(seg);
+	use_segment(a->m, seg);
+	a->attached = true;
+}
+
+/*
+ * Pin a filled segment and list it: true when listed (pinned, mapped for the
+ * backend's life).  Not listed (another backend listed the version
+ * meanwhile, or no slot is free): unpinned and detached, so freed.
+ */
+static bool
+list_segment(dsm_segment *seg, const SharedKey *key)
+{
+	SharedRegistry *reg = registry_get();
+	SharedItems *h = dsm_segment_address(seg);
+	int			slot = -1;
+
+	/* pinned before it is listed: a listed segment outlives its creator */
+	dsm_pin_segment(seg);
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		if (entry_matches(&reg->entry[i], key))
+		{
+			slot = -1;
+			break;
+		}
+		if (slot < 0 && reg->entry[i].dbid == InvalidOid)
+			slot = i;
+	}
+	if (slot >= 0)
+	{
+		SharedEntry *e = &reg->entry[slot];
+
+		e->dbid = MyDatabaseId;
+		e->item_rel = key->item_rel;
+		e->item_node = key->item_node;
+		e->model_id = key->model_id;
+		e->version = key->version;
+		e->handle = dsm_segment_handle(seg);
+		e->bytes = h->total;
+	}
+	SpinLockRelease(&reg->mutex);
+	if (slot < 0)
+	{
+		dsm_unpin_segment(dsm_segment_handle(seg));
+		dsm_detach(seg);
+		return false;
+	}
+	dsm_pin_mapping(seg);
+	return true;
+}
+
+/* a free slot now (one may still be gone when the segment is listed) */
+static void
+check_registry_room(void)
+{
+	SharedRegistry *reg = registry_get();
+	bool		room = false;
+
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS && !room; i++)
+		room = reg->entry[i].dbid == InvalidOid;
+	SpinLockRelease(&reg->mutex);
+	if (!room)
+		elog(ERROR, "the registry of shared models is full (%d versions)", REGISTRY_SLOTS);
+}
+
+typedef struct PublishArgs
+{
+	GpumfServed *m;
+	const GpumfModel *cat;
+	Relation	rel;
+	const SharedKey *key;
+	dsm_segment *seg;			/* out: listed and mapped */
+	double		t_create;		/* out: seconds creating the segment, */
+	double		t_scan;			/* reading the table into it, */
+	double		t_int8;			/* building the int8 copy */
+} PublishArgs;
+
+/*
+ * Read the items straight into a new segment sized by the table's row count
+ * (fixed-size keys), build the int8 copy there and list it.  PublishArgs.seg
+ * stays NULL when the count was off or the version could not be listed.
+ */
+static void
+publish_direct_in(void *p)
+{
+	PublishArgs *a = p;
+	GpumfServed *m = a->m;
+	int64		n = (int64) a->rel->rd_rel->reltuples;
+	SharedItems hdr;
+	ItemArrays	d;
+	gm_qmat		Q;
+	dsm_segment *seg;
+	char	   *base;
+
+	double		t0 = gm_now(),
+				t1,
+				t2;
+
+	check_registry_room();
+	segment_layout(&hdr, a->key, m, (int32) n, a->cat->has_bias, 0);
+	seg = segment_create(hdr.total);
+	base = dsm_segment_address(seg);
+	memcpy(base, &hdr, sizeof(hdr));
+	t1 = gm_now();
+	memset(&d, 0, sizeof(d));
+	d.cap = n;
+	d.fixed = true;
+	d.Y = (float *) (base + hdr.y_off);
+	d.bias = hdr.has_bias ? (float *) (base + hdr.bias_off) : NULL;
+	if (m->item_type == UUIDOID)
+		d.ukeys = base + hdr.keys_off;
+	else
+		d.ikeys = (int64 *) (base + hdr.keys_off);
+	if (scan_items(a->rel, a->cat, m, &d) != n)
+	{
+		dsm_detach(seg);		/* never pinned: freed */
+		return;
+	}
+	t2 = gm_now();
+	if (gm_qmat_build_in(d.Y, (int32) n, m->k, base + hdr.q_off, &Q, 0) != GM_OK)
+		elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", a->cat->name);
+	a->t_create = t1 - t0;
+	a->t_scan = t2 - t1;
+	a->t_int8 = gm_now() - t2;
+	if (list_segment(seg, a->key))
+		a->seg = seg;
+}
+
+/* Copy a version loaded into backend memory into a new segment and list it. */
+static void
+publish_copy_in(void *p)
+{
+	PublishArgs *a = p;
+	GpumfServed *m = a->m;
+	int32		n = m->n_items;
+	Size		text_bytes = 0;
+	SharedItems hdr;
+	gm_qmat		Q;
+	dsm_segment *seg;
+	char	   *base;
+
+	check_registry_room();
+	if (m->item_type == TEXTOID)
+		for (int32 i = 0; i < n; i++)
+			text_bytes += INTALIGN(VARSIZE_ANY_EXHDR(DatumGetPointer(m->item_keys[i])) + VARHDRSZ);
+	segment_layout(&hdr, a->key, m, n, m->item_bias != NULL, text_bytes);
+	seg = segment_create(hdr.total);
+	base = dsm_segment_address(seg);
+	memcpy(base, &hdr, sizeof(hdr));
+	memcpy(base + hdr.y_off, m->Y, sizeof(float) * (Size) n * m->k);
+	if (gm_qmat_build_in((float *) (base + hdr.y_off), n, m->k, base + hdr.q_off, &Q, 0) != GM_OK)
+		elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", a->cat->name);
+	if (m->item_bias)
+		memcpy(base + hdr.bias_off, m->item_bias, sizeof(float) * (Size) n);
+	if (m->item_type == TEXTOID)
+	{
+		Size		t = 0;
+
+		for (int32 i = 0; i < n; i++)
+		{
+			Pointer		v = DatumGetPointer(m->item_keys[i]);
+			Size		len = VARSIZE_ANY_EXHDR(v);
+
+			/* a 4-byte header, so that a Datum pointing here is a plain text */
+			((Size *) (base + hdr.keys_off))[i] = t;
+			SET_VARSIZE(base + hdr.text_off + t, len + VARHDRSZ);
+			memcpy(VARDATA(base + hdr.text_off + t), VARDATA_ANY(v), len);
+			t += INTALIGN(len + VARHDRSZ);
+		}
+	}
+	else if (m->item_type == UUIDOID)
+	{
+		for (int32 i = 0; i < n; i++)
+			memcpy(base + hdr.keys_off + (Size) i * UUID_LEN,
+				   DatumGetUUIDP(m->item_keys[i])->data, UUID_LEN);
+	}
+	else
+	{
+		for (int32 i = 0; i < n; i++)
+			((int64 *) (base + hdr.keys_off))[i] =
+				m->item_type == INT2OID ? DatumGetInt16(m->item_keys[i]) :
+				m->item_type == INT4OID ? DatumGetInt32(m->item_keys[i]) :
+				DatumGetInt64(m->item_keys[i]);
+	}
+	if (list_segment(seg, a->key))
+		a->seg = seg;
+}
+
+/*
+ * Load the model's current version: attach to its shared segment if one is
+ * listed; else read the table, into a new shared segment when sharing is on
+ * (straight into it when the keys have a fixed size), into backend memory
+ * otherwise.
+ */
+static void
+load_version(GpumfServed *m, const GpumfModel *cat)
+{
+	Relation	rel = table_open(m->item_rel, NoLock);
+	SharedKey	key;
+	ModelVersion mv = {cat->id, cat->version};
+	PublishArgs pub = {m, cat, rel, &key, NULL, 0, 0, 0};
+	double		t0 = gm_now(),
+				t1;
+
 	m->cxt = AllocSetContextCreate(TopMemoryContext, "gpumf served model",
 								   ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(m->cxt);
-	get_typlenbyval(m->item_type, &typlen, &typbyval);
-
-	/* one pass over the heap: collect the rows, then place each at its idx */
+	memset(&key, 0, sizeof(key));
+	key.item_rel = m->item_rel;
+	key.item_node = rel->rd_node.relNode;
+	key.model_id = cat->id;
+	key.version = cat->version;
+	if (gpumf_shared_models)
 	{
-		int64		cap = 1024;
-		float	   *Y = MemoryContextAllocHuge(m->cxt, sizeof(float) * cap * m->k);
-		float	   *bias = MemoryContextAllocHuge(m->cxt, sizeof(float) * cap);
-		Datum	   *keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * cap);
-		int32	   *idx = MemoryContextAllocHuge(m->cxt, sizeof(int32) * cap);
-		bool		any_bias = false;
+		AttachArgs	a = {m, &key, false};
 
-		scan = table_beginscan(rel, snap, 0, NULL);
-		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		/*
+		 * In parallel mode (a parallel plan's workers and leader) there are
+		 * no subtransactions: attach without one (its errors are rare: no
+		 * slot for another mapping), but never publish.
+		 */
+		if (IsInParallelMode())
+			attach_in(&a);
+		else
+			(void) try_quietly(attach_in, &a);
+		if (a.attached)
 		{
-			bool		isnull;
-			Datum		d;
-			ArrayType  *arr;
-
-			if (n == cap)
-			{
-				cap *= 2;
-				Y = repalloc_huge(Y, sizeof(float) * cap * m->k);
-				bias = repalloc_huge(bias, sizeof(float) * cap);
-				keys = repalloc_huge(keys, sizeof(Datum) * cap);
-				idx = repalloc_huge(idx, sizeof(int32) * cap);
-			}
-			idx[n] = DatumGetInt32(heap_getattr(tup, a_idx, desc, &isnull));
-			d = heap_getattr(tup, a_key, desc, &isnull);
-			keys[n] = datumCopy(d, typbyval, typlen);
-			arr = DatumGetArrayTypeP(heap_getattr(tup, a_fac, desc, &isnull));
-			if (ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k || ARR_HASNULL(arr))
-				damaged(cat->item_table, "factors of the wrong length");
-			memcpy(Y + n * m->k, ARR_DATA_PTR(arr), sizeof(float) * m->k);
-			bias[n] = 0.0f;
-			if (a_bias != InvalidAttrNumber)
-			{
-				d = heap_getattr(tup, a_bias, desc, &isnull);
-				if (!isnull)
-				{
-					bias[n] = DatumGetFloat4(d);
-					any_bias = true;
-				}
-			}
-			n++;
-			if ((n & 4095) == 0)
-				CHECK_FOR_INTERRUPTS();
+			table_close(rel, NoLock);
+			forget_entries(entry_older, &mv);
+			elog(DEBUG1, "gpumf: model \"%s\" version %d attached in %.3f s",
+				 cat->name, cat->version, gm_now() - t0);
+			return;
 		}
-		table_endscan(scan);
-
-		/* place row r at its idx: idx must be a permutation of 0 .. n-1 */
-		m->n_items = (int32) n;
-		m->Y = MemoryContextAllocHuge(m->cxt, sizeof(float) * Max(n, 1) * m->k);
-		m->item_keys = MemoryContextAllocHuge(m->cxt, sizeof(Datum) * Max(n, 1));
-		m->item_bias = any_bias ? MemoryContextAllocHuge(m->cxt, sizeof(float) * Max(n, 1)) : NULL;
-		filled = palloc0(sizeof(bool) * Max(n, 1));
-		for (int64 r = 0; r < n; r++)
+		if (m->item_type != TEXTOID && rel->rd_rel->reltuples >= 1 &&
+			(double) rel->rd_rel->reltuples <= (double) PG_INT32_MAX &&
+			try_quietly(publish_direct_in, &pub) && pub.seg)
 		{
-			int32		i = idx[r];
-
-			if (i < 0 || i >= n || filled[i])
-				damaged(cat->item_table, "item indexes are not 0 .. n-1");
-			filled[i] = true;
-			memcpy(m->Y + (size_t) i * m->k, Y + r * m->k, sizeof(float) * m->k);
-			m->item_keys[i] = keys[r];
-			if (m->item_bias)
-				m->item_bias[i] = bias[r];
+			table_close(rel, NoLock);
+			use_segment(m, pub.seg);
+			forget_entries(entry_older, &mv);
+			elog(DEBUG1, "gpumf: model \"%s\" version %d read into shared memory in %.3f s "
+				 "(segment created in %.3f s, table read in %.3f s, int8 copy in %.3f s)",
+				 cat->name, cat->version, gm_now() - t0, pub.t_create, pub.t_scan, pub.t_int8);
+			return;
 		}
-		pfree(filled);
-		pfree(Y);
-		pfree(bias);
-		pfree(idx);
-		pfree(keys);
 	}
-	MemoryContextSwitchTo(old);
-	UnregisterSnapshot(snap);
+	load_private(m, cat, rel);
 	table_close(rel, NoLock);
-	if (gm_qmat_build(m->Y, m->n_items, m->k, &m->Q) != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory loading model")));
-	m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) * gm_topk_dot_scratch(&m->Q));
+	t1 = gm_now();
+	if (gpumf_shared_models && pub.seg == NULL && try_quietly(publish_copy_in, &pub) && pub.seg)
+	{
+		/* serve from the segment; the backend's copy goes */
+		MemoryContextReset(m->cxt);
+		use_segment(m, pub.seg);
+		forget_entries(entry_older, &mv);
+		elog(DEBUG1, "gpumf: model \"%s\" version %d read in %.3f s, shared in %.3f s",
+			 cat->name, cat->version, t1 - t0, gm_now() - t1);
+		return;
+	}
+	{
+		/* the int8 copy in the version's context, 64-byte aligned, built by every core */
+		char	   *mem = MemoryContextAllocHuge(m->cxt, gm_qmat_size(m->n_items, m->k) + 64);
+
+		if (gm_qmat_build_in(m->Y, m->n_items, m->k, (void *) TYPEALIGN(64, mem), &m->Q, 0) != GM_OK)
+			elog(ERROR, "gpumf: cannot quantize the item factors of model \"%s\"", cat->name);
+	}
+	elog(DEBUG1, "gpumf: model \"%s\" version %d read in %.3f s, quantized in %.3f s",
+		 cat->name, cat->version, t1 - t0, gm_now() - t1);
 }
 
 /* The users table's unique index on key, and the key type's equality. */
@@ -308,6 +1071,8 @@ gpumf_served_get(const char *name)
 		ctl.entrysize = sizeof(GpumfServed);
 		served = hash_create("gpumf served models", 16, &ctl, HASH_ELEM | HASH_STRINGS);
 		CacheRegisterRelcacheCallback(relcache_changed, (Datum) 0);
+		/* a backend's first call looks for shared versions whose tables are gone */
+		sweep_pending = true;
 	}
 	if (sweep_pending)
 		sweep();
@@ -357,8 +1122,10 @@ gpumf_served_get(const char *name)
 			m->global_mean = cat.has_bias ? cat.global_mean : 0.0;
 			PG_TRY();
 			{
-				load_items(m, &cat);
+				load_version(m, &cat);
 				prepare_user_lookup(m, &cat);
+				m->scratch = MemoryContextAllocHuge(m->cxt, sizeof(float) *
+													gm_topk_dot_scratch(&m->Q));
 				gpumf_serving_reset(m, &cat);
 			}
 			PG_CATCH();
@@ -421,4 +1188,229 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 	index_close(idx, AccessShareLock);
 	table_close(rel, NoLock);
 	return found;
+}
+
+PG_FUNCTION_INFO_V1(gpumf_shared_models_list);
+
+/*
+ * gpumf_shared_models(): the model versions of this database served from
+ * shared memory, with the segment's size.
+ */
+Datum
+gpumf_shared_models_list(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SharedEntry mine[REGISTRY_SLOTS];
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	/* versions whose tables are gone (a DROP EXTENSION, say) are let go first */
+	forget_entries(entry_dropped, NULL);
+	(void) registry_get();
+	if (registry)
+	{
+		SpinLockAcquire(&registry->mutex);
+		for (int i = 0; i < REGISTRY_SLOTS; i++)
+			if (registry->entry[i].dbid == MyDatabaseId)
+				mine[n++] = registry->entry[i];
+		SpinLockRelease(&registry->mutex);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = Int64GetDatum(mine[i].model_id);
+		values[1] = Int32GetDatum(mine[i].version);
+		values[2] = ObjectIdGetDatum(mine[i].item_rel);
+		values[3] = Int64GetDatum((int64) mine[i].bytes);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* ------------------------------------------- warming a new version */
+
+/*
+ * A training (or gpumf_use_version) makes a version current when its
+ * transaction commits.  Reading it into shared memory then is the first
+ * serving call's work unless someone does it first.  For a model that is
+ * being served (a version of it is listed), at pre-commit the backend starts
+ * a dynamic background worker, which waits for the transaction to end and,
+ * if it committed and the version is still current, lets the model's other
+ * versions go and serves the model once (gpumf_served_get: attach or read
+ * and list), then exits.  Models nobody serves are left alone (no shared
+ * memory is spent on them).  A worker that cannot be had (no free slot)
+ * changes nothing: the first call reads the version as before.
+ */
+typedef struct WarmRequest
+{
+	Oid			dbid;
+	Oid			userid;			/* the extension's owner, who can read every factor table */
+	TransactionId xid;			/* the transaction that makes the version current */
+	int64		model_id;
+	int32		version;
+} WarmRequest;
+
+static List *warm_pending = NIL;	/* WarmRequest *, in TopTransactionContext */
+static bool warm_callback_set = false;
+
+PGDLLEXPORT void gpumf_warm_main(Datum arg);
+
+static void
+warm_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT)
+	{
+		foreach(lc, warm_pending)
+		{
+			WarmRequest *r = lfirst(lc);
+			BackgroundWorker w;
+			BackgroundWorkerHandle *h;
+
+			memset(&w, 0, sizeof(w));
+			w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+			w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+			w.bgw_restart_time = BGW_NEVER_RESTART;
+			snprintf(w.bgw_library_name, BGW_MAXLEN, "gpumf");
+			snprintf(w.bgw_function_name, BGW_MAXLEN, "gpumf_warm_main");
+			snprintf(w.bgw_name, BGW_MAXLEN, "gpumf warm model " INT64_FORMAT " version %d",
+					 r->model_id, r->version);
+			snprintf(w.bgw_type, BGW_MAXLEN, "gpumf warm model");
+			StaticAssertStmt(sizeof(WarmRequest) <= BGW_EXTRALEN, "WarmRequest too large");
+			memcpy(w.bgw_extra, r, sizeof(WarmRequest));
+			if (!RegisterDynamicBackgroundWorker(&w, &h))
+				elog(DEBUG1, "gpumf: no background worker to warm model " INT64_FORMAT
+					 " version %d: its first call will read it", r->model_id, r->version);
+		}
+	}
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		warm_pending = NIL;		/* the list lived in TopTransactionContext */
+}
+
+/* Is a version of the model listed in the registry (someone serves it)? */
+typedef struct SharedQuery
+{
+	int64		model_id;
+	bool		found;
+} SharedQuery;
+
+static void
+model_is_shared_in(void *p)
+{
+	SharedQuery *a = p;
+	SharedRegistry *reg = registry_get();
+
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS && !a->found; i++)
+		a->found = reg->entry[i].dbid == MyDatabaseId && reg->entry[i].model_id == a->model_id;
+	SpinLockRelease(&reg->mutex);
+}
+
+static bool
+model_is_shared(int64 model_id)
+{
+	SharedQuery a = {model_id, false};
+
+	/* the registry may have to be made (an ERROR there is no reason to fail the caller) */
+	return try_quietly(model_is_shared_in, &a) && a.found;
+}
+
+void
+gpumf_served_warm_on_commit(int64 model_id, int32 version)
+{
+	WarmRequest *r;
+
+	if (!gpumf_shared_models || !IsUnderPostmaster || max_worker_processes < 1 ||
+		!model_is_shared(model_id))
+		return;
+	if (!warm_callback_set)
+	{
+		RegisterXactCallback(warm_xact_callback, NULL);
+		warm_callback_set = true;
+	}
+	r = MemoryContextAllocZero(TopTransactionContext, sizeof(WarmRequest));
+	r->dbid = MyDatabaseId;
+	r->userid = gpumf_owner();
+	r->xid = GetTopTransactionId();
+	r->model_id = model_id;
+	r->version = version;
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+		warm_pending = lappend(warm_pending, r);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
+ * The worker: wait for the transaction, then serve the version once if it
+ * is current.  Errors end the worker (logged); nothing is left half done,
+ * since a segment is listed only when complete.
+ */
+void
+gpumf_warm_main(Datum arg)
+{
+	WarmRequest r;
+	char	   *name = NULL;
+	int32		current = -1;
+	double		t0;
+
+	memcpy(&r, MyBgworkerEntry->bgw_extra, sizeof(r));
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(r.dbid, r.userid, 0);
+	pgstat_report_appname("gpumf warm model");
+
+	/* the training's transaction ends right after it starts us */
+	StartTransactionCommand();
+	if (TransactionIdIsInProgress(r.xid))
+		XactLockTableWait(r.xid, NULL, NULL, XLTW_None);
+	CommitTransactionCommand();
+	if (!TransactionIdDidCommit(r.xid))
+		proc_exit(0);
+
+	t0 = gm_now();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() == SPI_OK_CONNECT)
+	{
+		GpumfGuard	g;
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(r.model_id)};
+
+		gpumf_guard_enter(&g, false);
+		if (SPI_execute_with_args("SELECT name, version FROM gpumf.models WHERE id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+			SPI_processed == 1)
+		{
+			bool		isnull;
+
+			name = MemoryContextStrdup(TopTransactionContext,
+									   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+			current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+												  &isnull));
+		}
+		gpumf_guard_exit(&g);
+		SPI_finish();
+	}
+	/* a later training or switch made another version current: its own worker warms it */
+	if (name && current == r.version)
+	{
+		ModelVersion mv = {r.model_id, r.version};
+		GpumfServed *m;
+
+		/* the versions this one replaced are no longer shared (readers keep their mapping) */
+		forget_entries(entry_other_version, &mv);
+		m = gpumf_served_get(name);
+
+		elog(DEBUG1, "gpumf: model \"%s\" version %d warmed in %.3f s (%s)", name, m->version,
+			 gm_now() - t0, m->seg ? "shared" : "not shared");
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	proc_exit(0);
 }

@@ -316,6 +316,7 @@ gpumf_model_write(const GpumfModelRow *row, bool exists)
 		CV("transfer_seconds", FLOAT8OID, Float8GetDatum(row->transfer_seconds)),
 		CV("train_seconds", FLOAT8OID, Float8GetDatum(row->train_seconds)),
 		CV("store_seconds", FLOAT8OID, Float8GetDatum(row->store_seconds)),
+		CV("loss_seconds", FLOAT8OID, Float8GetDatum(row->loss_seconds)),
 		CV("user_table", TEXTOID, CStringGetTextDatum(m->user_table)),
 		CV("item_table", TEXTOID, CStringGetTextDatum(m->item_table)),
 		CV("owner", REGROLEOID, ObjectIdGetDatum(m->owner)),

@@ -319,6 +319,8 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE || SPI_processed != 1)
 		elog(ERROR, "gpumf: switching model \"%s\" to version %d failed", model, version);
 	gpumf_guard_exit(&g);
+	/* once this commits: the version shared, the one that was current let go */
+	gpumf_served_warm_on_commit(cat.id, version);
 
 	SPI_finish();
 	/* after SPI_finish, which frees what was allocated since SPI_connect */

@@ -15,8 +15,10 @@
 #include "gpumf_pg.h"
 
 #include "access/heapam.h"
+#include "access/heaptoast.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
 #include "catalog/dependency.h"
@@ -25,6 +27,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -54,103 +57,206 @@ table_oid(const char *qname, bool missing_ok)
 							NoLock, missing_ok);
 }
 
-static Datum
-float_array(const float *v, int k)
-{
-	Datum	   *d = palloc(sizeof(Datum) * k);
+/*
+ * Rows a table_multi_insert takes at most (COPY buffers 1000 rows too), and
+ * the bytes of formed rows held before one.
+ */
+#define STORE_BATCH_ROWS	1000
+#define STORE_BATCH_BYTES	(2 * 1024 * 1024)
 
-	for (int i = 0; i < k; i++)
-		d[i] = Float4GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, k, FLOAT4OID, sizeof(float4),
-										   true, TYPALIGN_INT));
+/*
+ * A one-dimensional array of n fixed-width elements copied from data, built
+ * in *buf (grown as needed): the datum lives until the next call with the
+ * same buffer, long enough for heap_form_tuple to copy it.
+ */
+typedef struct ArrayBuf
+{
+	ArrayType  *a;
+	Size		size;
+} ArrayBuf;
+
+static Datum
+flat_array(ArrayBuf *buf, const void *data, int n, Oid elemtype, int elemsize)
+{
+	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + (Size) n * elemsize;
+	ArrayType  *a;
+
+	if (n == 0)
+		return PointerGetDatum(construct_empty_array(elemtype));
+	if (nbytes > buf->size)
+	{
+		Size		size = Max(nbytes, 2 * buf->size);
+
+		if (buf->a)
+			pfree(buf->a);
+		buf->a = MemoryContextAlloc(TopTransactionContext, size);
+		buf->size = size;
+	}
+	a = buf->a;
+	SET_VARSIZE(a, nbytes);
+	a->ndim = 1;
+	a->dataoffset = 0;
+	a->elemtype = elemtype;
+	ARR_DIMS(a)[0] = n;
+	ARR_LBOUND(a)[0] = 1;
+	memcpy(ARR_DATA_PTR(a), data, (Size) n * elemsize);
+	return PointerGetDatum(a);
 }
 
-static Datum
-int_array(const int32 *v, int64 n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+/* The values of row r of a factor table (arrays in buf[0], buf[1]). */
+typedef void (*RowFormer) (const GpumfStoreInput *in, int32 r, ArrayBuf *buf,
+						   Datum *values, bool *nulls);
 
-	for (int64 i = 0; i < n; i++)
-		d[i] = Int32GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, (int) n, INT4OID, sizeof(int32),
-										   true, TYPALIGN_INT));
-}
-
-/* The values of row r of a factor table. */
-typedef void (*RowFormer) (const GpumfStoreInput *in, int32 r, Datum *values, bool *nulls);
-
+/* users: key, factors, seen item indices (sorted), bias */
 static void
-user_row(const GpumfStoreInput *in, int32 u, Datum *values, bool *nulls)
+user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool *nulls)
 {
 	int64		b = in->R->indptr[u];
 
 	values[0] = gpumf_key_datum(in->users, in->ukind, in->utype, u);
-	values[1] = float_array(in->X + (size_t) u * in->k, in->k);
-	values[2] = int_array(in->R->indices + b, in->R->indptr[u + 1] - b);
+	values[1] = flat_array(&buf[0], in->X + (size_t) u * in->k, in->k, FLOAT4OID,
+						   sizeof(float4));
+	values[2] = flat_array(&buf[1], in->R->indices + b, (int) (in->R->indptr[u + 1] - b),
+						   INT4OID, sizeof(int32));
 	nulls[3] = in->user_bias == NULL;
 	values[3] = in->user_bias ? Float4GetDatum(in->user_bias[u]) : (Datum) 0;
 }
 
+/* items: idx, key, factors, bias */
 static void
-item_row(const GpumfStoreInput *in, int32 i, Datum *values, bool *nulls)
+item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool *nulls)
 {
 	values[0] = Int32GetDatum(i);
 	values[1] = gpumf_key_datum(in->items, in->ikind, in->itype, i);
-	values[2] = float_array(in->Y + (size_t) i * in->k, in->k);
+	values[2] = flat_array(&buf[0], in->Y + (size_t) i * in->k, in->k, FLOAT4OID,
+						   sizeof(float4));
 	nulls[3] = in->item_bias == NULL;
 	values[3] = in->item_bias ? Float4GetDatum(in->item_bias[i]) : (Datum) 0;
 }
 
-/* Fill a new factor table with heap inserts (indexes are built afterwards). */
+/*
+ * Fill a factor table created in this transaction, as COPY FREEZE does:
+ * rows formed in batches and written with table_multi_insert through a
+ * BulkInsertState (a ring of buffers, whole pages per WAL record), frozen
+ * (the table is new: no snapshot of this transaction can have seen it, and
+ * readers find it through the catalog row that commits with it), without
+ * looking at the free space map.  WAL is skipped by PostgreSQL itself when
+ * wal_level = minimal (a relation created in this transaction is synced at
+ * commit instead), and not written at all for unlogged tables.  Indexes are
+ * built afterwards.
+ */
 static void
 fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer form)
 {
 	Relation	rel = table_open(table_oid(qname, false), RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
 	BulkInsertState bis = GetBulkInsertState();
 	CommandId	cid = GetCurrentCommandId(true);
-	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpumf store",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(tmp);
+	int			options = TABLE_INSERT_SKIP_FSM | TABLE_INSERT_FROZEN;
+	TupleTableSlot *slots[STORE_BATCH_ROWS];
+	ArrayBuf	buf[2] = {{NULL, 0}, {NULL, 0}};
+	MemoryContext batch,
+				old;
+	int			n = 0;
+	Size		bytes = 0;
 
+	/* frozen rows are safe only in a table created by this (sub)transaction */
+	if (rel->rd_createSubid != GetCurrentSubTransactionId())
+		elog(ERROR, "gpumf: factor table %s was not created by this transaction", qname);
+	/*
+	 * One block that a reset keeps, large enough for a batch of rows in
+	 * palloc's power-of-two chunks: each batch reuses the memory of the last
+	 * (fresh blocks would be fresh pages from the kernel, faulted in again).
+	 */
+	batch = AllocSetContextCreate(CurrentMemoryContext, "gpumf store batch",
+								  4 * STORE_BATCH_BYTES, 4 * STORE_BATCH_BYTES,
+								  4 * STORE_BATCH_BYTES);
+	for (int s = 0; s < STORE_BATCH_ROWS; s++)
+		slots[s] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+	old = MemoryContextSwitchTo(batch);
 	for (int32 r = 0; r < nrows; r++)
 	{
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
+		HeapTuple	tup;
 
-		form(in, r, values, nulls);
-		heap_insert(rel, heap_form_tuple(RelationGetDescr(rel), values, nulls),
-					cid, 0, bis);
-		MemoryContextReset(tmp);
-		if ((r & 1023) == 0)
+		form(in, r, buf, values, nulls);
+		tup = heap_form_tuple(desc, values, nulls);
+		bytes += tup->t_len;
+		/* the slot owns the tuple: table_multi_insert takes it without a copy */
+		ExecStoreHeapTuple(tup, slots[n++], true);
+		if (n == STORE_BATCH_ROWS || bytes >= STORE_BATCH_BYTES || r == nrows - 1)
+		{
+			table_multi_insert(rel, slots, n, cid, options, bis);
+			for (int s = 0; s < n; s++)
+				ExecClearTuple(slots[s]);
+			MemoryContextReset(batch);
+			n = 0;
+			bytes = 0;
 			CHECK_FOR_INTERRUPTS();
+		}
 	}
 	MemoryContextSwitchTo(old);
-	MemoryContextDelete(tmp);
+	for (int s = 0; s < STORE_BATCH_ROWS; s++)
+		ExecDropSingleTupleTableSlot(slots[s]);
+	for (int b = 0; b < 2; b++)
+		if (buf[b].a)
+			pfree(buf[b].a);
+	MemoryContextDelete(batch);
 	FreeBulkInsertState(bis);
-	table_close(rel, RowExclusiveLock);
+	table_finish_bulk_insert(rel, options);
+	table_close(rel, NoLock);
 }
 
+/*
+ * Factor columns hold random floats: pglz cannot shrink them, so trying is
+ * wasted time on every row, and moving them out of line (TOAST) costs a
+ * second heap and an index insert per 2 kB.  They are stored PLAIN, inline
+ * in the row, and the table's toast_tuple_target is a whole page so that the
+ * toaster leaves rows alone until they would not fit (a row holds at most
+ * 1024 factors, 4 kB; keys and seen lists longer than the rest of the page
+ * still go to TOAST).  The layout stays "factors real[]", as serving, pg_dump
+ * and models of 0.1 have it.
+ */
+static void
+create_table(const char *qname, const char *columns)
+{
+	gpumf_spi_exec(psprintf("CREATE %sTABLE %s (%s) WITH (toast_tuple_target = %d)",
+							gpumf_unlogged_models ? "UNLOGGED " : "", qname, columns,
+							(int) TOAST_TUPLE_TARGET_MAIN), SPI_OK_UTILITY);
+	gpumf_spi_exec(psprintf("ALTER TABLE %s ALTER COLUMN factors SET STORAGE PLAIN", qname),
+				   SPI_OK_UTILITY);
+}
+
+/* Create, fill and index a version's two factor tables, as the extension's owner. */
 GpumfFactorTables
 gpumf_store_write(const GpumfStoreInput *in)
 {
 	GpumfFactorTables t = gpumf_store_names(in->id, in->version);
 	GpumfGuard	g;
+	double		t0 = gm_now(),
+				t1,
+				t2;
 
 	gpumf_guard_enter(&g, true);
 	/* key types by OID, printed schema-qualified (or as SQL keywords) */
-	gpumf_spi_exec(psprintf("CREATE TABLE %s (key %s NOT NULL, factors pg_catalog.float4[] NOT NULL, "
-							"seen pg_catalog.int4[] NOT NULL, bias pg_catalog.float4)",
-							t.users, format_type_be_qualified(in->utype)), SPI_OK_UTILITY);
-	gpumf_spi_exec(psprintf("CREATE TABLE %s (idx pg_catalog.int4 NOT NULL, key %s NOT NULL, "
-							"factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4)",
-							t.items, format_type_be_qualified(in->itype)), SPI_OK_UTILITY);
+	create_table(t.users, psprintf("key %s NOT NULL, factors pg_catalog.float4[] NOT NULL, "
+								   "seen pg_catalog.int4[] NOT NULL, bias pg_catalog.float4",
+								   format_type_be_qualified(in->utype)));
+	create_table(t.items, psprintf("idx pg_catalog.int4 NOT NULL, key %s NOT NULL, "
+								   "factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4",
+								   format_type_be_qualified(in->itype)));
+	t1 = gm_now();
 	fill_table(t.users, in, in->R->n_rows, user_row);
 	fill_table(t.items, in, in->R->n_cols, item_row);
 	CommandCounterIncrement();
+	t2 = gm_now();
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", t.users), SPI_OK_UTILITY);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (idx), ADD UNIQUE (key)", t.items),
 				   SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
+	elog(DEBUG1, "gpumf: factor tables created in %.3f s, filled in %.3f s, indexed in %.3f s",
+		 t1 - t0, t2 - t1, gm_now() - t2);
 	return t;
 }
 

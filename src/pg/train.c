@@ -491,7 +491,8 @@ gpumf_train_args(const TrainArgs *args)
 	if (exists)
 		gpumf_model_check_owner(&old, "retrain");
 
-	/* ---- read: the executor, as the caller */
+	/* ---- read, as the caller (the GPU is looked for meanwhile) */
+	gpumf_device_prefetch();
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
@@ -593,10 +594,17 @@ gpumf_train_args(const TrainArgs *args)
 	row.build_seconds = t_csr;
 	row.transfer_seconds = res.transfer_seconds;
 	row.train_seconds = res.train_seconds;
+	row.loss_seconds = res.loss_seconds;
 	row.store_seconds = t_store;
 	gpumf_model_write(&row, exists);
 	if (exists)
 		gpumf_store_retire(&old_tables);
+	/*
+	 * Once this transaction commits, a background worker reads the new
+	 * version into shared memory and lets the replaced one go (its readers
+	 * keep their mapping).
+	 */
+	gpumf_served_warm_on_commit(row.m.id, row.m.version);
 	gpumf_store_drop_retired();
 
 	SPI_finish();
@@ -643,6 +651,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	}
 	gpumf_model_check_owner(&m, "drop");
 	gpumf_model_delete(m.id);
+	gpumf_served_forget(m.id);
 	t.users = m.user_table;
 	t.items = m.item_table;
 	gpumf_store_drop(&t);

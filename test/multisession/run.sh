@@ -135,7 +135,90 @@ wait $rr1
 if grep -q "could not serialize access due to a concurrent training" <<<"$out"; then ok "REPEATABLE READ: the second training of a model fails with a serialization failure"; else bad "REPEATABLE READ: the second training of a model fails with a serialization failure" "$out"; fi
 check "REPEATABLE READ: the first training committed" "$(q "SELECT version FROM gpumf.models WHERE name = 'rrm'")" "1"
 
-# 9. model history: versions kept, switched under concurrent readers
+# 9. a large source is read by parallel workers, into the same model as one
+#    reader (both trained on the CPU, whose factors do not depend on the order)
+dbg() { PGOPTIONS="$PGOPTIONS -c client_min_messages=debug1" psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1" 2>&1; }
+out=$(dbg "SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'readpar')")
+if grep -qE "read public.big with a scan of its own, [1-9][0-9]* parallel workers" <<<"$out"; then ok "a large table is read by parallel workers"; else bad "a large table is read by parallel workers" "$(grep 'gpumf: read' <<<"$out")"; fi
+q "SET gpumf.device = cpu; SET gpumf.read_workers = 0; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'readone')" >/dev/null
+differ() {  # rows of one model's factor tables not in the other's, both ways
+  q "SELECT (SELECT count(*) FROM (SELECT * FROM $1 EXCEPT ALL SELECT * FROM $2) a) + (SELECT count(*) FROM (SELECT * FROM $2 EXCEPT ALL SELECT * FROM $1) b)"
+}
+tp=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'readpar'")
+to=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'readone'")
+check "parallel and single readers train the same model" "$(differ ${tp% *} ${to% *}) $(differ ${tp#* } ${to#* })" "0 0"
+q "SELECT gpumf_drop_model('readpar'), gpumf_drop_model('readone')" >/dev/null
+
+# 10. serving from shared memory: one session reads a version into a shared
+#     segment, another attaches to it; a retraining and a drop let it go
+shared() { q "SELECT coalesce(string_agg(s.version::text, ','), 'none') FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id WHERE m.name = 'm'"; }
+q "SELECT 1 FROM gpumf_recommend('m', 5, 10)" >/dev/null   # publish the current version
+v=$(q "SELECT version FROM gpumf.models WHERE name = 'm'")
+check "the first session shares the version it read" "$(shared)" "$v"
+out=$(dbg "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10)")
+if grep -q "gpumf: model \"m\" version $v attached" <<<"$out"; then ok "a second session attaches to the shared version"; else bad "a second session attaches to the shared version" "$out"; fi
+check "the attached session serves the same recommendations" "$(tail -1 <<<"$out")" "$(recs)"
+old_recs=$(recs)
+psql -X -qAt -d "$DB" >"$tmp/hold.out" 2>&1 <<SQL &
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10);
+SELECT pg_sleep(2);
+SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10);
+COMMIT;
+SQL
+hold=$!
+sleep 0.5
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'm')" >/dev/null
+# no call serves it: a background worker reads the new version into shared
+# memory once the training commits, and lets the replaced one go
+for i in $(seq 1 100); do s=$(shared); [ "$s" = "$((v+1))" ] && break; sleep 0.05; done
+check "a committed retraining: the new version shared before any call, the replaced one let go" "$s" "$((v+1))"
+out=$(dbg "SELECT count(*) FROM gpumf_recommend('m', 5, 10)")
+if grep -q "gpumf: model \"m\" version $((v+1)) attached" <<<"$out"; then ok "a session's first call after a retraining attaches"; else bad "a session's first call after a retraining attaches" "$out"; fi
+q "BEGIN; SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'm'); ROLLBACK" >/dev/null
+sleep 0.5
+check "a rolled-back retraining changes nothing shared" "$(shared) $(q "SELECT version FROM gpumf.models WHERE name = 'm'")" "$((v+1)) $((v+1))"
+wait $hold
+check "a snapshot that still sees the replaced version keeps serving it" "$(grep -v '^$' "$tmp/hold.out" | tr '\n' ' ')" "$old_recs $old_recs "
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null
+id=$(q "SELECT id FROM gpumf.models WHERE name = 'dropme'")
+sleep 0.5
+check "a model nobody serves takes no shared memory when trained" "$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "0"
+q "SELECT 1 FROM gpumf_recommend('dropme', 5, 10)" >/dev/null
+check "a dropped model's version is no longer shared" "$(q "SELECT gpumf_drop_model('dropme'); SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "$(printf 't\n0')"
+
+# 11. a cancel that lands while the factor tables are written stops within 1 s
+#     and leaves the model as it was (a million users: the store takes a while)
+q "CREATE TABLE wide AS SELECT u AS user_id, u % 1000 AS item_id FROM generate_series(1, 1000000) u"
+q "SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', factors => 4, iterations => 1, model => 'widem')" >/dev/null
+before=$(state widem)
+psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/s.out" 2>&1 <<SQL &
+SET application_name = 'gpumf_store_cancel';
+SELECT gpumf_train('wide', 'user_id', 'item_id', factors => 32, iterations => 1, model => 'widem');
+SQL
+spid=$!
+# the store has begun when the training holds a lock on a table nobody else can see yet
+store_seen=0
+for i in $(seq 1 3000); do
+  nl=$(q "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE a.application_name = 'gpumf_store_cancel' AND l.locktype = 'relation'
+            AND l.mode = 'AccessExclusiveLock' AND NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = l.relation)")
+  if [ "$nl" != 0 ]; then store_seen=1; break; fi
+  kill -0 $spid 2>/dev/null || break
+  sleep 0.01
+done
+t0=$(now)
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'gpumf_store_cancel'" >/dev/null
+wait $spid
+dt=$(awk "BEGIN { printf \"%.3f\", $(now) - $t0 }")
+check "the cancel was sent while the factor tables were being written" "$store_seen" "1"
+if grep -q "canceling statement due to user request" "$tmp/s.out"; then ok "cancel during the store: canceled"; else bad "cancel during the store: canceled" "$(cat "$tmp/s.out")"; fi
+if awk "BEGIN { exit !($dt < 1.0) }"; then ok "cancel during the store: stopped within 1 s (${dt}s)"; else bad "cancel during the store: stopped within 1 s" "${dt}s"; fi
+check "cancel during the store: model unchanged" "$(state widem)" "$before"
+q "SELECT gpumf_drop_model('widem')" >/dev/null
+q "DROP TABLE wide"
+
+# 12. model history: versions kept, switched under concurrent readers
 source "$(dirname "$0")/history.sh"
 
 # 6. models survive pg_dump / restore

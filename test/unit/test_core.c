@@ -27,6 +27,81 @@ rrating(void)
 
 /* A random COO with duplicates; rows in [0, n_rows) but some rows left empty. */
 /*
+ * gm_qmat_build_in: each row's scale is max|y| / 127, each q within half a
+ * step of y / scale, qsum and qabs their sums, the padding zero (checked in
+ * float64 on random rows, zero rows included); the result does not depend
+ * on the thread count (1 vs all, on matrices large enough to run in
+ * parallel) and equals gm_qmat_build's, byte for byte.
+ */
+static int
+test_qmat_threads(void)
+{
+	for (int trial = 0; trial < 6; trial++)
+	{
+		int			k = (int) rint_range(1, 300);
+		int32_t		n = trial < 3 ? (int32_t) rint_range(1, 50) : (int32_t) ((2 << 20) / k + 7);
+		float	   *Y = xmalloc(sizeof(float) * (size_t) n * k);
+		size_t		bytes = (gm_qmat_size(n, k) + 63) / 64 * 64;
+		void	   *m1 = aligned_alloc(64, bytes),
+				   *mn = aligned_alloc(64, bytes);
+		gm_qmat		Q1,
+					Qn,
+					Q;
+
+		for (int64_t i = 0; i < (int64_t) n * k; i++)
+			Y[i] = (float) ((runif() - 0.5) * pow(10.0, rint_range(-3, 3)));
+		memset(Y, 0, sizeof(float) * k);	/* a zero row */
+		memset(m1, 0x55, bytes);
+		memset(mn, 0x55, bytes);
+		CHECK(gm_qmat_build_in(Y, n, k, m1, &Q1, 1) == GM_OK, "build_in, 1 thread");
+		CHECK(gm_qmat_build_in(Y, n, k, mn, &Qn, 0) == GM_OK, "build_in, all threads");
+		CHECK(gm_qmat_build(Y, n, k, &Q) == GM_OK, "qmat build");
+		CHECK(memcmp(Q1.q, Qn.q, (size_t) n * Q1.kpad) == 0 &&
+			  memcmp(Q1.scale, Qn.scale, sizeof(float) * n) == 0 &&
+			  memcmp(Q1.qabs, Qn.qabs, sizeof(float) * n) == 0 &&
+			  memcmp(Q1.qsum, Qn.qsum, sizeof(int32_t) * n) == 0,
+			  "n %d k %d: 1 thread and all threads differ", n, k);
+		CHECK(Q.kpad == Q1.kpad && memcmp(Q1.q, Q.q, (size_t) n * Q1.kpad) == 0 &&
+			  memcmp(Q1.scale, Q.scale, sizeof(float) * n) == 0,
+			  "n %d k %d: gm_qmat_build_in and gm_qmat_build differ", n, k);
+		gm_qmat_free(&Q);
+		for (int32_t i = 0; i < n; i++)
+		{
+			const int8_t *q = Q1.q + (size_t) i * Q1.kpad;
+			double		m = 0,
+						abs = 0;
+			int64_t		sum = 0;
+
+			for (int f = 0; f < k; f++)
+				m = fmax(m, fabs((double) Y[(size_t) i * k + f]));
+			CHECK(fabs(Q1.scale[i] - m / 127.0) <= 1e-6 * m, "row %d: scale %g, expected %g",
+				  i, Q1.scale[i], m / 127.0);
+			for (int f = 0; f < k; f++)
+			{
+				double		want = m > 0 ? Y[(size_t) i * k + f] * 127.0 / m : 0.0;
+
+				CHECK(fabs(q[f] - want) <= 0.5 + 1e-4,
+					  "row %d col %d: q %d for %g", i, f, q[f], want);
+				sum += q[f];
+				abs += fabs((double) q[f]);
+			}
+			for (int f = k; f < Q1.kpad; f++)
+				CHECK(q[f] == 0, "row %d: padding %d is %d", i, f, q[f]);
+			CHECK(Q1.qsum[i] == sum, "row %d: qsum %d, expected %lld", i, Q1.qsum[i],
+				  (long long) sum);
+			CHECK(fabs(Q1.qabs[i] - Q1.scale[i] * abs) <= 1e-6 * Q1.scale[i] * abs,
+				  "row %d: qabs %g, expected %g", i, Q1.qabs[i], Q1.scale[i] * abs);
+		}
+		free(Y);
+		free(m1);
+		free(mn);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
+/*
  * gm_topk_dot (int8 first pass + exact rescoring) returns the float32 top n:
  * compared with a float64 reference, position by position, on random factors
  * with skip lists, duplicated items (exact ties) and n up to m.
@@ -3183,6 +3258,7 @@ static const gm_test tests[] = {
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},
+	{"qmat_build_in: int8 rows within half a step, any thread count", test_qmat_threads},
 	{"synth dataset", test_synth},
 	{"csr_nnz_bins vs a reference", test_nnz_bins},
 	{"mf_train tolerance stop", test_train_tolerance},
