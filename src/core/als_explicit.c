@@ -56,53 +56,6 @@ thread_num(void)
 #endif
 }
 
-/*
- * In place: the lower Cholesky factor L (A = L L^T) of the n x n matrix A
- * (row-major, lower triangle read), then x = A^-1 b.  Returns -1 when A is
- * not positive definite.
- */
-static int
-cholesky_solve(double *A, int n, double *b)
-{
-	for (int j = 0; j < n; j++)
-	{
-		double		d = A[(size_t) j * n + j];
-
-		for (int p = 0; p < j; p++)
-			d -= A[(size_t) j * n + p] * A[(size_t) j * n + p];
-		if (!(d > 0.0))
-			return -1;
-		d = sqrt(d);
-		A[(size_t) j * n + j] = d;
-		for (int i = j + 1; i < n; i++)
-		{
-			double		s = A[(size_t) i * n + j];
-
-			for (int p = 0; p < j; p++)
-				s -= A[(size_t) i * n + p] * A[(size_t) j * n + p];
-			A[(size_t) i * n + j] = s / d;
-		}
-	}
-	/* L y = b, then L^T x = y */
-	for (int i = 0; i < n; i++)
-	{
-		double		s = b[i];
-
-		for (int p = 0; p < i; p++)
-			s -= A[(size_t) i * n + p] * b[p];
-		b[i] = s / A[(size_t) i * n + i];
-	}
-	for (int i = n - 1; i >= 0; i--)
-	{
-		double		s = b[i];
-
-		for (int p = i + 1; p < n; p++)
-			s -= A[(size_t) p * n + i] * b[p];
-		b[i] = s / A[(size_t) i * n + i];
-	}
-	return 0;
-}
-
 GM_HOT int
 gm_als_explicit_solve_row(const int32_t *idx, const float *vals, int64_t n,
 						  const float *Y, int ldy, int k, int kk,
@@ -144,7 +97,7 @@ gm_als_explicit_solve_row(const int32_t *idx, const float *vals, int64_t n,
 		Ad[(size_t) a * kk + a] += reg;
 		bd[a] = b[a];
 	}
-	if (cholesky_solve(Ad, kk, bd) != 0)
+	if (gm_cholesky_solve(Ad, bd, kk) != 0)
 	{
 		memset(x, 0, sizeof(float) * kk);
 		return -1;

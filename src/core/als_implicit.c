@@ -295,56 +295,6 @@ cg_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 	}
 }
 
-/* a . b in double over n doubles */
-static inline double
-ddot(const double *a, const double *b, int n)
-{
-	double		s = 0.0;
-
-#pragma omp simd reduction(+:s)
-	for (int i = 0; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-/*
- * Solve M z = v in place (v becomes z) by Cholesky: M is n x n symmetric,
- * row-major with leading dimension n, of which the lower triangle is read
- * and overwritten by L.  Returns 0, or -1 (v untouched) when a pivot is not
- * positive and finite: M is not (numerically) positive definite.
- */
-static int
-cholesky_solve(double *M, double *v, int n)
-{
-	for (int j = 0; j < n; j++)
-	{
-		double	   *lj = M + (size_t) j * n;
-		double		d = lj[j] - ddot(lj, lj, j);
-
-		if (!(d > 0.0) || !isfinite(d))
-			return -1;
-		d = sqrt(d);
-		lj[j] = d;
-		for (int i = j + 1; i < n; i++)
-		{
-			double	   *li = M + (size_t) i * n;
-
-			li[j] = (li[j] - ddot(li, lj, j)) / d;
-		}
-	}
-	for (int i = 0; i < n; i++)		/* L y = v */
-		v[i] = (v[i] - ddot(M + (size_t) i * n, v, i)) / M[(size_t) i * n + i];
-	for (int i = n - 1; i >= 0; i--)	/* L^T z = y */
-	{
-		double		s = v[i];
-
-		for (int p = i + 1; p < n; p++)
-			s -= M[(size_t) p * n + i] * v[p];
-		v[i] = s / M[(size_t) i * n + i];
-	}
-	return 0;
-}
-
 /*
  * Accumulate w y y^T into the lower triangle of the n x n float matrix A
  * (leading dimension n) and t y into v.
@@ -442,7 +392,7 @@ exact_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 			w->M[(size_t) i * k + j] = A[(size_t) i * k + j];
 		w->v[i] = b[i];
 	}
-	if (cholesky_solve(w->M, w->v, k) == 0)
+	if (gm_cholesky_solve(w->M, w->v, k) == 0)
 		for (int i = 0; i < k; i++)
 			x[i] = (float) w->v[i];
 }
@@ -499,7 +449,7 @@ block_solve_row(const int32_t *idx, const float *conf, int64_t n, float *x,
 					w->M[(size_t) i * nb + j] = A[(size_t) i * nb + j];
 				w->v[i] = rv[i];
 			}
-			if (cholesky_solve(w->M, w->v, nb) != 0)
+			if (gm_cholesky_solve(w->M, w->v, nb) != 0)
 				continue;
 			for (int i = 0; i < nb; i++)
 			{

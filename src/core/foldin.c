@@ -16,6 +16,7 @@
  * Sums and the Cholesky factorisation run in double.
  */
 #include "gm_core.h"
+#include "gm_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,58 +86,6 @@ size_t
 gm_foldin_work(int k)
 {
 	return ((size_t) k + 1) * ((size_t) k + 3);
-}
-
-/* a . b over n doubles ("omp simd" vectorises the sum without -ffast-math) */
-static inline double
-ddot(const double *a, const double *b, int n)
-{
-	double		s = 0.0;
-
-#pragma omp simd reduction(+:s)
-	for (int i = 0; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-/*
- * Solve A w = b in place (A: n x n, lower triangle read, row-major; b: n)
- * by Cholesky.  -1 when A is not positive definite.
- */
-static int
-cholesky_solve(double *A, double *b, int n)
-{
-	for (int j = 0; j < n; j++)
-	{
-		double	   *rj = A + (size_t) j * n;
-		double		d = rj[j] - ddot(rj, rj, j);
-
-		if (!(d > 0.0) || !isfinite(d))
-			return -1;
-		d = sqrt(d);
-		rj[j] = d;
-		for (int i = j + 1; i < n; i++)
-		{
-			double	   *ri = A + (size_t) i * n;
-
-			ri[j] = (ri[j] - ddot(ri, rj, j)) / d;
-		}
-	}
-	for (int i = 0; i < n; i++)
-	{
-		const double *ri = A + (size_t) i * n;
-
-		b[i] = (b[i] - ddot(ri, b, i)) / ri[i];
-	}
-	for (int i = n - 1; i >= 0; i--)
-	{
-		double		s = b[i];
-
-		for (int p = i + 1; p < n; p++)
-			s -= A[(size_t) p * n + i] * b[p];
-		b[i] = s / A[(size_t) i * n + i];
-	}
-	return 0;
 }
 
 /*
@@ -315,7 +264,7 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 	}
 	for (int a = 0; a < kk; a++)
 		A[(size_t) a * kk + a] += ridge;
-	if (cholesky_solve(A, b, kk) != 0)
+	if (gm_cholesky_solve(A, b, kk) != 0)
 	{
 		snprintf(err, errlen, "fold-in: the least-squares system is not positive definite (regularization %g)",
 				 (double) p->regularization);

@@ -19,6 +19,12 @@
 /* The thread count a "threads" parameter means (<= 0: one per core). */
 int			gm_resolve_threads(int threads);
 
+/*
+ * Solve A x = b in place by Cholesky (A n x n, row-major, lower triangle
+ * read and overwritten by L; b becomes x).  -1 when A is not positive definite.
+ */
+int			gm_cholesky_solve(double *A, double *b, int n);
+
 /* splitmix64's output function: a small, well-mixed, seekable generator. */
 static inline uint64_t
 gm_mix64(uint64_t x)

@@ -5,6 +5,8 @@
 #include "gm_core.h"
 #include "gm_util.h"
 
+#include <math.h>
+
 #include <time.h>
 #include <unistd.h>
 
@@ -55,4 +57,54 @@ gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
 			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
 		}
 	}
+}
+
+/* a . b over n doubles ("omp simd" vectorises the sum without -ffast-math) */
+static inline double
+ddot(const double *a, const double *b, int n)
+{
+	double		s = 0.0;
+
+#pragma omp simd reduction(+:s)
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/*
+ * Solve A x = b in place (b becomes x) by Cholesky: A is n x n symmetric,
+ * row-major with leading dimension n, of which the lower triangle is read
+ * and overwritten by L (A = L L^T).  Returns 0, or -1 (b untouched) when a
+ * pivot is not positive and finite: A is not (numerically) positive definite.
+ */
+int
+gm_cholesky_solve(double *A, double *b, int n)
+{
+	for (int j = 0; j < n; j++)
+	{
+		double	   *lj = A + (size_t) j * n;
+		double		d = lj[j] - ddot(lj, lj, j);
+
+		if (!(d > 0.0) || !isfinite(d))
+			return -1;
+		d = sqrt(d);
+		lj[j] = d;
+		for (int i = j + 1; i < n; i++)
+		{
+			double	   *li = A + (size_t) i * n;
+
+			li[j] = (li[j] - ddot(li, lj, j)) / d;
+		}
+	}
+	for (int i = 0; i < n; i++)		/* L y = b */
+		b[i] = (b[i] - ddot(A + (size_t) i * n, b, i)) / A[(size_t) i * n + i];
+	for (int i = n - 1; i >= 0; i--)	/* L^T x = y */
+	{
+		double		s = b[i];
+
+		for (int p = i + 1; p < n; p++)
+			s -= A[(size_t) p * n + i] * b[p];
+		b[i] = s / A[(size_t) i * n + i];
+	}
+	return 0;
 }
