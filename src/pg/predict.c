@@ -345,26 +345,6 @@ typedef struct RmseReceiver
 	int64		rows;
 } RmseReceiver;
 
-static double
-numeric_value(Oid type, Datum d)
-{
-	switch (type)
-	{
-		case INT2OID:
-			return DatumGetInt16(d);
-		case INT4OID:
-			return DatumGetInt32(d);
-		case INT8OID:
-			return (double) DatumGetInt64(d);
-		case FLOAT4OID:
-			return DatumGetFloat4(d);
-		case FLOAT8OID:
-			return DatumGetFloat8(d);
-		default:
-			return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
-	}
-}
-
 static bool
 rmse_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -381,7 +361,7 @@ rmse_receive(TupleTableSlot *slot, DestReceiver *self)
 		r->nulls++;
 		return true;
 	}
-	v = numeric_value(r->vtype, slot->tts_values[2]);
+	v = gpumf_datum_double(r->vtype, slot->tts_values[2]);
 	if (isnan(v) || isinf(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -561,27 +561,6 @@ key_as_column(Datum key, Oid keytype, Oid coltype, Datum *out)
 	return false;
 }
 
-/* A value of a numeric column type as double. */
-static double
-value_of(Oid type, Datum d)
-{
-	switch (type)
-	{
-		case INT2OID:
-			return DatumGetInt16(d);
-		case INT4OID:
-			return DatumGetInt32(d);
-		case INT8OID:
-			return (double) DatumGetInt64(d);
-		case FLOAT4OID:
-			return DatumGetFloat4(d);
-		case FLOAT8OID:
-			return DatumGetFloat8(d);
-		default:
-			return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
-	}
-}
-
 /* A key as text for messages. */
 static char *
 key_text(Oid type, Datum d)
@@ -754,7 +733,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 
 			if (isnull)
 				continue;
-			v = value_of(vcoltype, d);
+			v = gpumf_datum_double(vcoltype, d);
 			if (isnan(v) || isinf(v) || fabs(v) > FLT_MAX || (implicit && v < 0))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
