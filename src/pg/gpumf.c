@@ -31,6 +31,7 @@ int			gpumf_max_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 int			gpumf_read_workers = -1;
 bool		gpumf_shared_models = true;
+bool		gpumf_warm_new_models = true;
 int			gpumf_gpu_memory_limit_mb = -1;
 int			gpumf_keep_versions = 2;
 int			gpumf_spmv_choice = GM_SPMV_AUTO;
@@ -97,6 +98,11 @@ _PG_init(void)
 							 "Serve each model version from one copy in dynamic shared memory that every backend attaches to.",
 							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
 							 &gpumf_shared_models, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.warm_new_models",
+							 "Read a model version into shared memory when its training commits, also for a model nobody serves yet.",
+							 "A background worker reads the committed version into shared memory, so that the first gpumf_recommend of every session attaches to it. Off: only versions of models already served are read at commit; a new model is read by its first call.",
+							 &gpumf_warm_new_models, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.keep_versions",
 							"Versions of each model kept, the current one included; a retraining retires the older ones.",

@@ -29,7 +29,8 @@
  * dropped, or when a retraining or a switch to a kept version commits.  The
  * version such a transaction makes current is read into shared memory by a
  * background worker as soon as it commits (see the end of this file), so
- * that no serving call has to.  Parallel workers (and
+ * that no serving call has to (for a model nobody serves yet too, unless
+ * gpumf.warm_new_models is off).  Parallel workers (and
  * a leader in parallel mode) attach to a listed version but never list one
  * (that needs a subtransaction).  Where sharing cannot be had (the registry
  * is full, no dynamic shared memory is left, a parallel worker finds no
@@ -1239,8 +1240,10 @@ gpumf_shared_models_list(PG_FUNCTION_ARGS)
  * a dynamic background worker, which waits for the transaction to end and,
  * if it committed and the version is still current, lets the model's other
  * versions go and serves the model once (gpumf_served_get: attach or read
- * and list), then exits.  Models nobody serves are left alone (no shared
- * memory is spent on them).  A worker that cannot be had (no free slot)
+ * and list), then exits.  With gpumf.warm_new_models (the default) every
+ * committed training is warmed, so that even a new model's first call in
+ * any session attaches; with it off, models nobody serves are left alone
+ * (no shared memory is spent on them).  A worker that cannot be had (no free slot)
  * changes nothing: the first call reads the version as before.
  */
 typedef struct WarmRequest
@@ -1326,7 +1329,7 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
 	WarmRequest *r;
 
 	if (!gpumf_shared_models || !IsUnderPostmaster || max_worker_processes < 1 ||
-		!model_is_shared(model_id))
+		(!gpumf_warm_new_models && !model_is_shared(model_id)))
 		return;
 	if (!warm_callback_set)
 	{

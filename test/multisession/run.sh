@@ -180,10 +180,20 @@ sleep 0.5
 check "a rolled-back retraining changes nothing shared" "$(shared) $(q "SELECT version FROM gpumf.models WHERE name = 'm'")" "$((v+1)) $((v+1))"
 wait $hold
 check "a snapshot that still sees the replaced version keeps serving it" "$(grep -v '^$' "$tmp/hold.out" | tr '\n' ' ')" "$old_recs $old_recs "
-q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null
+# a new model: read into shared memory when its training commits
+# (gpumf.warm_new_models, the default), so that a session's first call attaches
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'warmme')" >/dev/null
+id=$(q "SELECT id FROM gpumf.models WHERE name = 'warmme'")
+for i in $(seq 1 100); do s=$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id AND version = 1"); [ "$s" = 1 ] && break; sleep 0.05; done
+check "a new model's first version is shared once its training commits, before any call" "$s" "1"
+out=$(dbg "SELECT count(*) FROM gpumf_recommend('warmme', 5, 10)")
+if grep -q 'gpumf: model "warmme" version 1 attached' <<<"$out"; then ok "a session's first call on a new model attaches"; else bad "a session's first call on a new model attaches" "$out"; fi
+q "SELECT gpumf_drop_model('warmme')" >/dev/null
+# with gpumf.warm_new_models off, a model nobody serves takes no shared memory
+PGOPTIONS="$PGOPTIONS -c gpumf.warm_new_models=off" q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null
 id=$(q "SELECT id FROM gpumf.models WHERE name = 'dropme'")
 sleep 0.5
-check "a model nobody serves takes no shared memory when trained" "$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "0"
+check "gpumf.warm_new_models = off: a model nobody serves takes no shared memory when trained" "$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "0"
 q "SELECT 1 FROM gpumf_recommend('dropme', 5, 10)" >/dev/null
 check "a dropped model's version is no longer shared" "$(q "SELECT gpumf_drop_model('dropme'); SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "$(printf 't\n0')"
 

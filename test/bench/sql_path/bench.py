@@ -225,7 +225,11 @@ def train_session(src, k, unlogged, W):
                     "FROM gpumf_train('%s', 'user_id', 'item_id', %s, factors => %d, "
                     "iterations => %d, model => '%s');\n"
                     "COMMIT;\n") % (tbl, "'%s'" % val if val else "NULL", k, ITERS, model)
-    opts = "-c max_parallel_workers_per_gather=%d -c client_min_messages=debug1%s" % (
+    # gpumf.warm_new_models off: no background worker reads a version into
+    # shared memory while the next training is timed, and the model stays
+    # never served for the cold rows of section 4
+    opts = ("-c max_parallel_workers_per_gather=%d -c client_min_messages=debug1 "
+            "-c gpumf.warm_new_models=off%s") % (
         W, " -c gpumf.unlogged_models=on" if unlogged else "")
     # a fresh model each run: versions 1 .. REPEAT, never served (nothing shared)
     q("SELECT gpumf_drop_model('%s', if_exists => true)" % model)
@@ -369,7 +373,8 @@ def bench_serving(kept):
                          "%.1f" % (first * 1e3), "%.2f" % (second * 1e3),
                          "%.2f" % (st * 1e3 / 200), note])
 
-        session("the first after the trainings (the model was never served)")
+        session("the first after the trainings (the model was never served, nor warmed: "
+                "gpumf.warm_new_models = off during them)")
         session("the next")
         session("one with gpumf.shared_models = off (its own copy)", "-c gpumf.shared_models=off")
         # a retraining of the model, now that it is served: when it commits a
@@ -387,6 +392,29 @@ def bench_serving(kept):
         session("the first after a retraining of the served model",
                 note="shared %s after the retraining returned" %
                 ("%.2f s" % shared if shared is not None else "not within 30 s"))
+        # a new model (gpumf.warm_new_models on, the default): its training's
+        # commit has a background worker read it into shared memory too
+        fresh = model + "_new"
+        q("SELECT gpumf_drop_model('%s', if_exists => true)" % fresh)
+        one("SELECT version FROM gpumf_train('%s', 'user_id', 'item_id', %s, factors => %d, "
+            "iterations => %d, model => '%s')" % (tbl, "'%s'" % val if val else "NULL", k, ITERS,
+                                                 fresh))
+        t0, shared = time.time(), None
+        while time.time() - t0 < 30:
+            if one("SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m "
+                   "ON m.id = s.model_id WHERE m.name = '%s'" % fresh) == "1":
+                shared = time.time() - t0
+                break
+            time.sleep(0.02)
+        call_model = call
+        call = call.replace("'%s'" % model, "'%s'" % fresh)
+        steady_model = steady
+        steady = steady.replace("'%s'" % model, "'%s'" % fresh)
+        session("the first after a new model's training (gpumf.warm_new_models = on, the default)",
+                note="shared %s after the training returned" %
+                ("%.2f s" % shared if shared is not None else "not within 30 s"))
+        call, steady = call_model, steady_model
+        q("SELECT gpumf_drop_model('%s')" % fresh)
     table(["source", "factors", "item factors MB", "session", "model", "LOAD 'gpumf'",
            "first call", "second call", "steady (mean of 200)", "note"], rows)
     print("shared segments now: %s" % ", ".join(
