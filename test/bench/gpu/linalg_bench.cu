@@ -28,39 +28,11 @@
 #include <omp.h>
 #include <unistd.h>
 
-#define CK(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
-#define GM(call) \
-	do { \
-		int rc_ = (call); \
-		if (rc_ != 0) { \
-			fprintf(stderr, "%s failed (%d): %s (%s:%d)\n", #call, rc_, err, __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
+#include "bench_check.h"
 
-static char err[GM_ERRLEN];
-static int	failures = 0;
-static int	checks = 0;
 static uint64_t seed;
 static const gm_linalg_ops *ops;
 
-#define CHECK(cond, ...) \
-	do { \
-		bool ok_ = (cond); \
-		printf("  [%s] ", ok_ ? "ok" : "FAIL"); \
-		printf(__VA_ARGS__); \
-		printf("\n"); \
-		fflush(stdout); \
-		checks++; \
-		if (!ok_) failures++; \
-	} while (0)
 
 static double
 now()

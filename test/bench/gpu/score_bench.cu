@@ -28,44 +28,7 @@
 #include <omp.h>
 #endif
 
-#define CK(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
-#define CB(call) \
-	do { \
-		cublasStatus_t s_ = (call); \
-		if (s_ != CUBLAS_STATUS_SUCCESS) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cublasGetStatusString(s_), __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
-#define GM(call) \
-	do { \
-		int rc_ = (call); \
-		if (rc_ != 0) { \
-			fprintf(stderr, "%s failed (%d): %s (%s:%d)\n", #call, rc_, err, __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
-
-static char err[GM_ERRLEN];
-static int	failures = 0;
-static int	checks = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		printf("  [%s] ", (cond) ? "ok" : "FAIL"); \
-		printf(__VA_ARGS__); \
-		printf("\n"); \
-		fflush(stdout); \
-		checks++; \
-		if (!(cond)) failures++; \
-	} while (0)
+#include "bench_check.h"
 
 static uint64_t rng_state;
 
