@@ -14,7 +14,9 @@
  *    slots of the plan.
  *  - A pass adds its copy's pending rank-one terms while it reads the
  *    residual (and writes the sum back), and computes
- *        target[i] = sum_j res_ij cur_j / (lambda + sum_j cur_j^2).
+ *        target[i] = sum_j res_ij cur_j / (lambda n_i + sum_j cur_j^2),
+ *    n_i the row's number of ratings (the weighted lambda of explicit ALS;
+ *    read from the row pointers).
  *    The terms are packed first (ccd_pack): per row of the pass
  *    rp[i] = (c0, a1, a2, -), per gathered index cp[j] = (g0, g1, g2, cur),
  *    so one 16-byte gather per nonzero serves every term and the update:
@@ -29,7 +31,8 @@
  *    launch runs them all (mode 1); mode 2 launches each class on its own
  *    stream instead (as CuCCD did); mode 0 is the unbinned baseline, a warp
  *    per row in row order (gm_cuda_ccd_set_binning).
- *  - Loss and RMSE accumulate in float64.
+ *  - Loss and RMSE accumulate in float64; the penalty is the weighted one,
+ *    lambda sum_i n_i (|w_i|^2 + b_i^2) over both sides.
  */
 #include "explicit.cuh"
 #include "device_csr.cuh"
@@ -119,11 +122,14 @@ struct pass_args
 	int32_t		nrows;
 };
 
-/* The closed-form coordinate update num / (lambda + den), 0 for an empty row. */
+/*
+ * The closed-form coordinate update of row `row`: num / (lambda n_row + den)
+ * with n_row its number of entries (the weighted lambda), 0 for an empty row.
+ */
 __device__ __forceinline__ float
-ccd_update(double num, double den, float lambda)
+ccd_update(const pass_args &a, int32_t row, double num, double den)
 {
-	double		d = lambda + den;
+	double		d = (double) a.lambda * (double) (a.ptr[row + 1] - a.ptr[row]) + den;
 
 	return d > 0.0 ? (float) (num / d) : 0.0f;
 }
@@ -195,7 +201,7 @@ ccd_pass_plain(pass_args a)
 	num = group_sum<32>(num);
 	den = group_sum<32>(den);
 	if (lane == 0)
-		a.target[row] = ccd_update(num, den, a.lambda);
+		a.target[row] = ccd_update(a, row, num, den);
 }
 
 /* A task of t.z rows from binned position t.y, a group of G lanes per row. */
@@ -224,7 +230,7 @@ rows_task(const pass_args &a, int4 t)
 		num = group_sum<G>(num);
 		den = group_sum<G>(den);
 		if (row >= 0 && lane == 0)
-			a.target[row] = ccd_update(num, den, a.lambda);
+			a.target[row] = ccd_update(a, row, num, den);
 	}
 }
 
@@ -269,7 +275,7 @@ block_task(const pass_args &a, int4 t)
 			d += s_den[w];
 		}
 		if (t.w < 0)
-			a.target[t.y] = ccd_update(n, d, a.lambda);
+			a.target[t.y] = ccd_update(a, t.y, n, d);
 		else
 		{
 			unsigned	nch = (unsigned) ((re - rb + CCD_CHUNK - 1) / CCD_CHUNK);
@@ -282,7 +288,7 @@ block_task(const pass_args &a, int4 t)
 				volatile double *s = (volatile double *) &a.acc[t.w];
 
 				__threadfence();
-				a.target[t.y] = ccd_update(s[0], s[1], a.lambda);
+				a.target[t.y] = ccd_update(a, t.y, s[0], s[1]);
 				s[0] = 0.0;
 				s[1] = 0.0;
 				a.cnt[t.w] = 0;
@@ -414,16 +420,30 @@ ccd_eval_sse(pass_args a, int32_t n, double *out)
 	}
 }
 
-/* out[0] += sum of v^2 over n floats. */
+/*
+ * out[0] += sum_i n_i sum_f V[f * n + i]^2 over nvec feature-major vectors
+ * of n floats, n_i = ptr[i + 1] - ptr[i]: one side's weighted penalty.
+ */
 __global__ void
-ccd_sum_squares(const float *v, int64_t n, double *out)
+__launch_bounds__(CCD_THREADS)
+ccd_weighted_squares(const float *V, int32_t n, int nvec, const int64_t *ptr, double *out)
 {
 	__shared__ double s[CCD_WARPS];
 	double		acc = 0.0;
 
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-		acc += (double) v[i] * v[i];
+	{
+		double		sq = 0.0;
+
+		for (int f = 0; f < nvec; f++)
+		{
+			double		v = V[(int64_t) f * n + i];
+
+			sq += v * v;
+		}
+		acc += sq * (double) (ptr[i + 1] - ptr[i]);
+	}
 	acc = warp_sum_d(acc);
 	if ((threadIdx.x & 31) == 0)
 		s[threadIdx.x >> 5] = acc;
@@ -1045,8 +1065,8 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	GM_CHECK_LAUNCH();
 	for (int s = 0; s < 2; s++)
 	{
-		ccd_sum_squares<<<256, CCD_THREADS, 0, c->stream>>>(
-			c->vec[s], (int64_t) c->side[s].n * (c->k + c->biases), c->dsum + 1);
+		ccd_weighted_squares<<<256, CCD_THREADS, 0, c->stream>>>(
+			c->vec[s], c->side[s].n, c->k + c->biases, c->side[s].csr.indptr, c->dsum + 1);
 		GM_CHECK_LAUNCH();
 	}
 	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 2, cudaMemcpyDeviceToHost, c->stream));

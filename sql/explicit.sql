@@ -1,4 +1,4 @@
--- explicit models (ratings): CCD++ and weighted-lambda ALS, predictions, RMSE
+-- explicit models (ratings): CCD++ and ALS, both with weighted-lambda regularisation, predictions, RMSE
 SET gpumf.progress = off;
 -- planted rank-5 ratings with noise sigma 0.5; about 10% held out
 CREATE TABLE pr AS SELECT * FROM gpumf_synthetic_ratings(1000, 400, 80000, rank => 5, noise => 0.5, seed => 3);
@@ -10,7 +10,7 @@ CREATE VIEW pr_test AS SELECT user_id, item_id, rating FROM pr WHERE holdout;
 SELECT name, algorithm, params, iterations_run, train_rmse < 0.55 AS fits,
        round(global_mean::numeric, 1) AS mean, value_min < 1.5 AND value_max > 5 AS range_known
   FROM gpumf_train('pr_train', 'user_id', 'item_id', 'rating', factors => 5, iterations => 20,
-                   algorithm => 'ccd', model => 'ccd5', regularization => 3);
+                   algorithm => 'ccd', model => 'ccd5', regularization => 0.05);
 SELECT gpumf_rmse('ccd5', 'pr_test', 'user_id', 'item_id', 'rating') < 0.56 AS ccd_heldout_ok;
 SELECT name, algorithm, params, train_rmse < 0.55 AS fits
   FROM gpumf_train('pr_train', 'user_id', 'item_id', 'rating', factors => 5, iterations => 20,

@@ -3,7 +3,11 @@
  * CPU (OpenMP), the table gm_cpu_ccd_ops.
  *
  * Objective (gm_explicit.h): sum_(i,j) (r_ij - mu - b_i - c_j - w_i.h_j)^2
- * + lambda (|W|^2 + |H|^2 + |b|^2 + |c|^2); without biases, plain CCD++.
+ * + lambda (sum_i n_i (|w_i|^2 + b_i^2) + sum_j n_j (|h_j|^2 + c_j^2)),
+ * n_i and n_j the rows' numbers of ratings: the weighted lambda of explicit
+ * ALS (als_explicit.c), so that one regularization means the same for both;
+ * without biases, CCD++ with that penalty.  Every coordinate update of row
+ * i therefore uses lambda n_i where plain CCD++ has lambda.
  * The order of work is gm_ccd_plan.h's (shared with cuda/ccd.cu): entries
  * (user biases, item biases, features 0 .. k-1) in turn, a CSR pass per
  * user-side update and a CSC pass per item-side update, each applying the
@@ -269,8 +273,9 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 
 /*
  * One pass over rows [b, e) of A: add the packed terms to the residual (when
- * write), then the closed-form update
- *     target[i] = sum_j res_ij cur_j / (lambda + sum_j cur_j^2).
+ * write), then the closed-form update with the weighted lambda
+ *     target[i] = sum_j res_ij cur_j / (lambda n_i + sum_j cur_j^2),
+ * n_i the row's number of entries (an empty row gets 0).
  */
 GM_HOT static void
 ccd_rows(const gm_csr *A, float *res, const float *rp, const float *cp,
@@ -282,7 +287,7 @@ ccd_rows(const gm_csr *A, float *res, const float *rp, const float *cp,
 	{
 		const int32_t *idx = A->indices;
 		double		num = 0.0,
-					den = lambda;
+					den = (double) lambda * (double) (A->indptr[i + 1] - A->indptr[i]);
 
 		if (write)
 		{
@@ -355,16 +360,26 @@ ccd_sync(void *h, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Sum of v[i]^2 in float64. */
+/*
+ * sum_i n_i sum_f V[f * n + i]^2 in float64 over nvec feature-major vectors
+ * of n entries, n_i = indptr[i + 1] - indptr[i]: the weighted penalty of one
+ * side.
+ */
 static double
-sum_squares(const float *v, size_t n, int nt)
+weighted_squares(const float *V, int32_t n, int nvec, const int64_t *indptr, int nt)
 {
 	double		s = 0.0;
 
 #pragma omp parallel for reduction(+:s) schedule(static) num_threads(nt) \
-	if (n > GM_CCD_PAR_MIN)
-	for (size_t i = 0; i < n; i++)
-		s += (double) v[i] * v[i];
+	if ((int64_t) n * nvec > GM_CCD_PAR_MIN)
+	for (int32_t i = 0; i < n; i++)
+	{
+		double		sq = 0.0;
+
+		for (int f = 0; f < nvec; f++)
+			sq += (double) V[(size_t) f * n + i] * V[(size_t) f * n + i];
+		s += sq * (double) (indptr[i + 1] - indptr[i]);
+	}
 	return s;
 }
 
@@ -404,8 +419,8 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 			sse += r * r;
 		}
 	}
-	pen = sum_squares(c->vec[0], (size_t) c->n[0] * (c->k + c->biases), c->threads) +
-		sum_squares(c->vec[1], (size_t) c->n[1] * (c->k + c->biases), c->threads);
+	pen = weighted_squares(c->vec[0], c->n[0], c->k + c->biases, c->A[0]->indptr, c->threads) +
+		weighted_squares(c->vec[1], c->n[1], c->k + c->biases, c->A[1]->indptr, c->threads);
 	m->loss = (sse + c->lambda * pen) / (double) (c->nnz > 0 ? c->nnz : 1);
 	m->rmse = sqrt(sse / (double) (c->nnz > 0 ? c->nnz : 1));
 	return GM_OK;

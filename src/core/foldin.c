@@ -11,7 +11,7 @@
  *   als_explicit and ccd (ratings), z_e = (y_e, 1) and w = (x, b) with
  *   biases, z_e = y_e and w = x without:
  *       (sum_e z_e z_e^T + lambda_u I) w = sum_e (v_e - mu - c_e) z_e,
- *       lambda_u = reg n (als_explicit: weighted lambda) or reg (ccd)
+ *       lambda_u = reg n (the weighted lambda both trainers use)
  *
  * Sums and the Cholesky factorisation run in double.
  */
@@ -237,8 +237,7 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		double	   *w = calloc(n > 0 ? n : 1, sizeof(double));
 		int			blas;
 
-		ridge = p->algorithm == GM_ALG_ALS_EXPLICIT ?
-			(double) p->regularization * n : (double) p->regularization;
+		ridge = (double) p->regularization * n;
 
 		if (w == NULL)
 		{

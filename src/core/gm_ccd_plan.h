@@ -8,10 +8,12 @@
  * are on, then the k features (u_t, v_t).  CCD++ (Yu et al. 2012) visits the
  * entries in turn.  For entry e, with the residual  R^e = R - mu - (every
  * entry but e), it minimises
- *     sum (R^e_ij - u[i] v[j])^2 + lambda (|u|^2 + |v|^2)
- * over u with v fixed (a pass over the rows of R^e, CSR), then over v with u
- * fixed (a pass over its columns, CSC), inner_iterations times:
- *     u[i] = sum_j R^e_ij v[j] / (lambda + sum_j v[j]^2).
+ *     sum (R^e_ij - u[i] v[j])^2 + lambda (sum_i n_i u[i]^2 + sum_j n_j v[j]^2)
+ * (n_i, n_j the rows' and columns' numbers of ratings: the weighted lambda
+ * of explicit ALS) over u with v fixed (a pass over the rows of R^e, CSR),
+ * then over v with u fixed (a pass over its columns, CSC), inner_iterations
+ * times:
+ *     u[i] = sum_j R^e_ij v[j] / (lambda n_i + sum_j v[j]^2).
  * A bias entry has one side fixed at ones, so it takes one pass (the other
  * is skipped).  R^e is kept twice, in CSR and in CSC order, so that both
  * passes read it contiguously.

@@ -8,12 +8,13 @@
  * biases are on) and report, after each iteration,
  *     rmse = sqrt(sum_(i,j) e_ij^2 / nnz)        on the training ratings,
  *     loss = (sum e_ij^2 + penalty) / nnz        e = r - prediction,
- * where the penalty is each algorithm's own:
- *     ccd:           lambda (|W|^2 + |H|^2 + |b|^2 + |c|^2)
- *     als_explicit:  lambda (sum_i n_i (|w_i|^2 + b_i^2)
- *                          + sum_j n_j (|h_j|^2 + c_j^2))   (weighted lambda)
- * with n_i, n_j the numbers of ratings of user i and item j.  mu is fixed
- * (the mean rating, set by the caller) and not penalised.
+ * where the penalty, the same for both, is the weighted lambda of Zhou et
+ * al. 2008:
+ *     lambda (sum_i n_i (|w_i|^2 + b_i^2) + sum_j n_j (|h_j|^2 + c_j^2))
+ * with n_i, n_j the numbers of ratings of user i and item j (so one
+ * regularization means the same for both, and CCD++'s coordinate updates
+ * use lambda n_i where plain CCD++ has lambda).  mu is fixed (the mean
+ * rating, set by the caller) and not penalised.
  */
 #ifndef GM_EXPLICIT_H
 #define GM_EXPLICIT_H

@@ -84,8 +84,18 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	if (gm_algorithm_from_name(cat->algorithm, &alg) != GM_OK)
 		alg = GM_ALG_COUNT;		/* unknown: fold-in refuses it */
 	sv->foldin.algorithm = alg;
-	sv->foldin.regularization = (float) param_number(cat->params, "regularization",
-													 alg == GM_ALG_ALS_IMPLICIT ? 0.01 : 0.05);
+	/*
+	 * The trainer's regularization (the algorithm's default when params lack
+	 * it); als_explicit and ccd both weigh it by the user's number of ratings
+	 * (gm_foldin), as they did in training.
+	 */
+	{
+		gm_mf_params dp;
+
+		gm_mf_params_defaults(&dp, alg == GM_ALG_COUNT ? GM_ALG_ALS_IMPLICIT : alg);
+		sv->foldin.regularization = (float) param_number(cat->params, "regularization",
+														 dp.regularization);
+	}
 	sv->foldin.alpha = (float) param_number(cat->params, "alpha", 1.0);
 	sv->foldin.alpha0 = (float) param_number(cat->params, "alpha0", 1.0);
 	sv->foldin.nu = (float) param_number(cat->params, "nu", 0.0);

@@ -85,8 +85,8 @@ given(FunctionCallInfo fcinfo, int argno, const char *name, const char *algorith
 				 errhint("%s", strcmp(algorithm, "als") == 0 ?
 						 "Algorithm \"als\" takes factors, iterations, regularization, alpha, alpha0, nu, solver, cg_steps (solver cg), block_size (solver block), holdout, metric, tolerance and seed." :
 						 strcmp(algorithm, "ccd") == 0 ?
-						 "Algorithm \"ccd\" takes factors, iterations, regularization, inner_iterations, biases, tolerance and seed." :
-						 "Algorithm \"als_explicit\" takes factors, iterations, regularization, biases, tolerance and seed.")));
+						 "Algorithm \"ccd\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for als_explicit), inner_iterations, biases, tolerance and seed." :
+						 "Algorithm \"als_explicit\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for ccd), biases, tolerance and seed.")));
 	return true;
 }
 

@@ -5,10 +5,13 @@
 # the held-out RMSE.  Needs a server with gpumf installed (test/pgenv.sh, or
 # .pgbundle/device-pg.sh on the GPU machine).  Prints a markdown table.
 #   DEVICE=gpu|cpu  FACTORS="40 100"  ALGOS="ccd als_explicit"  ITERS=10  ROWS=20000263  USERS  ITEMS
+#   REGS="0.05"  (regularization, the default; several values train each in turn.  Both
+#   algorithms weigh it by each row's number of ratings, so one value serves both.)
 set -u
 set -o pipefail
 DEVICE=${DEVICE:-gpu}; FACTORS=${FACTORS:-40 100}; ALGOS=${ALGOS:-ccd als_explicit}
 ITERS=${ITERS:-10}; ROWS=${ROWS:-20000263}; USERS=${USERS:-138493}; ITEMS=${ITEMS:-26744}
+REGS=${REGS:-0.05}
 DB=gpumf_sql_explicit
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 dropdb --if-exists "$DB" >/dev/null 2>&1; createdb "$DB" || exit 1
@@ -19,11 +22,11 @@ q "CREATE TABLE train AS SELECT user_id, item_id, rating FROM ratings WHERE NOT 
 q "CREATE TABLE test AS SELECT user_id, item_id, rating FROM ratings WHERE holdout"
 q "VACUUM ANALYZE train" >/dev/null
 echo "generated $(q "SELECT count(*) FROM train") training and $(q "SELECT count(*) FROM test") held-out ratings in $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}") s" >&2
-echo "| algorithm | factors | backend / device | read s | CSR s | transfer s | train s | ms / iteration | store s | total s | train RMSE | held-out RMSE |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| algorithm | factors | regularization | backend / device | read s | CSR s | transfer s | train s | ms / iteration | store s | total s | train RMSE | held-out RMSE |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for a in $ALGOS; do
   for k in $FACTORS; do
-    reg=$([ "$a" = ccd ] && echo 0.8 || echo 0.058)
+   for reg in $REGS; do
     # one untimed training first: the backend's CUDA start-up stays out of the table
     q "SET gpumf.device = $DEVICE; SET gpumf.progress = off; SELECT 1 FROM gpumf_train('train', 'user_id', 'item_id', 'rating', factors => $k, iterations => 1, algorithm => '$a', regularization => $reg, model => 'warm')" >/dev/null 2>&1
     row=$(q "SET gpumf.device = $DEVICE; SET gpumf.progress = off;
@@ -35,7 +38,8 @@ for a in $ALGOS; do
              round(gpumf_rmse(name, 'test', 'user_id', 'item_id', 'rating')::numeric, 4)
         FROM gpumf_train('train', 'user_id', 'item_id', 'rating', factors => $k, iterations => $ITERS,
                          algorithm => '$a', regularization => $reg, model => '${a}_$k')" 2>&1 | tail -1)
-    echo "| $a | $k | $(echo "$row" | sed 's/|/ | /g') |"
+    echo "| $a | $k | $reg | $(echo "$row" | sed 's/|/ | /g') |"
+   done
   done
 done
 dropdb "$DB"

@@ -220,7 +220,10 @@ model_sse(const gm_csr *R, const float *X, const float *Y, int k,
  * Dense float64 CCD++ in the textbook order: per outer iteration the user
  * biases, the item biases (when on), then for each feature t:
  *   Rhat = E + u_t v_t^T;  inner times: u = ..., v = ...;  E = Rhat - u v^T.
- * W, H row-major (n x k), b, c, E dense n_u x n_i with mask M.
+ * W, H row-major (n x k), b, c, E dense n_u x n_i with mask M.  The
+ * regularization is weighted like explicit ALS's: every update of user u
+ * (item i) uses lambda n_u (lambda n_i), its number of ratings, and the
+ * penalty is lambda (sum_u n_u (|w_u|^2 + b_u^2) + sum_i n_i (...)).
  */
 typedef struct ccd_ref
 {
@@ -233,6 +236,8 @@ typedef struct ccd_ref
 			   *c,
 			   *E;
 	uint8_t    *M;
+	double	   *nu_cnt,			/* ratings of each user */
+			   *ni_cnt;			/* and of each item */
 } ccd_ref;
 
 static void
@@ -249,6 +254,8 @@ ccd_ref_init(ccd_ref *r, const problem *pr, int biases)
 	r->c = xcalloc(r->ni, sizeof(double));
 	r->E = xcalloc((size_t) r->nu * r->ni, sizeof(double));
 	r->M = xcalloc((size_t) r->nu * r->ni, 1);
+	r->nu_cnt = xcalloc(r->nu, sizeof(double));
+	r->ni_cnt = xcalloc(r->ni, sizeof(double));
 	for (int64_t e = 0; e < (int64_t) r->nu * r->k; e++)
 		r->W[e] = pr->X[e];
 	for (int64_t e = 0; e < (int64_t) r->ni * r->k; e++)
@@ -270,6 +277,8 @@ ccd_ref_init(ccd_ref *r, const problem *pr, int biases)
 				p += r->W[u * r->k + f] * r->H[i * r->k + f];
 			r->E[(size_t) u * r->ni + i] = R->data[e] - p;
 			r->M[(size_t) u * r->ni + i] = 1;
+			r->nu_cnt[u] += 1.0;
+			r->ni_cnt[i] += 1.0;
 		}
 }
 
@@ -282,6 +291,8 @@ ccd_ref_free(ccd_ref *r)
 	free(r->c);
 	free(r->E);
 	free(r->M);
+	free(r->nu_cnt);
+	free(r->ni_cnt);
 }
 
 static void
@@ -296,7 +307,7 @@ ccd_ref_iteration(ccd_ref *r, double lambda, int inner, int biases)
 		for (int32_t u = 0; u < nu; u++)
 		{
 			double		num = 0.0,
-						den = lambda,
+						den = lambda * r->nu_cnt[u],
 						nb;
 
 			for (int32_t i = 0; i < ni; i++)
@@ -314,7 +325,7 @@ ccd_ref_iteration(ccd_ref *r, double lambda, int inner, int biases)
 		for (int32_t i = 0; i < ni; i++)
 		{
 			double		num = 0.0,
-						den = lambda,
+						den = lambda * r->ni_cnt[i],
 						nc;
 
 			for (int32_t u = 0; u < nu; u++)
@@ -342,7 +353,7 @@ ccd_ref_iteration(ccd_ref *r, double lambda, int inner, int biases)
 			for (int32_t u = 0; u < nu; u++)
 			{
 				double		num = 0.0,
-							den = lambda;
+							den = lambda * r->nu_cnt[u];
 
 				for (int32_t i = 0; i < ni; i++)
 					if (r->M[(size_t) u * ni + i])
@@ -355,7 +366,7 @@ ccd_ref_iteration(ccd_ref *r, double lambda, int inner, int biases)
 			for (int32_t i = 0; i < ni; i++)
 			{
 				double		num = 0.0,
-							den = lambda;
+							den = lambda * r->ni_cnt[i];
 
 				for (int32_t u = 0; u < nu; u++)
 					if (r->M[(size_t) u * ni + i])
@@ -383,14 +394,22 @@ ccd_ref_loss(const ccd_ref *r, double lambda, int64_t nnz, double *loss, double 
 	for (size_t e = 0; e < (size_t) r->nu * r->ni; e++)
 		if (r->M[e])
 			sse += r->E[e] * r->E[e];
-	for (int64_t e = 0; e < (int64_t) r->nu * r->k; e++)
-		pen += r->W[e] * r->W[e];
-	for (int64_t e = 0; e < (int64_t) r->ni * r->k; e++)
-		pen += r->H[e] * r->H[e];
 	for (int32_t u = 0; u < r->nu; u++)
-		pen += r->b[u] * r->b[u];
+	{
+		double		sq = r->b[u] * r->b[u];
+
+		for (int f = 0; f < r->k; f++)
+			sq += r->W[(size_t) u * r->k + f] * r->W[(size_t) u * r->k + f];
+		pen += r->nu_cnt[u] * sq;
+	}
 	for (int32_t i = 0; i < r->ni; i++)
-		pen += r->c[i] * r->c[i];
+	{
+		double		sq = r->c[i] * r->c[i];
+
+		for (int f = 0; f < r->k; f++)
+			sq += r->H[(size_t) i * r->k + f] * r->H[(size_t) i * r->k + f];
+		pen += r->ni_cnt[i] * sq;
+	}
 	*loss = (sse + lambda * pen) / nnz;
 	*rmse = sqrt(sse / nnz);
 }
@@ -455,7 +474,8 @@ fail:
 /*
  * One CCD++ rank-one update (the first entry's sweeps) against its closed
  * form in float64, from random factors: with biases off, sweep 0 is
- *   u_i = sum_j (e_ij + u_i v_j) v_j / (lambda + sum_j v_j^2)   (feature 0)
+ *   u_i = sum_j (e_ij + u_i v_j) v_j / (lambda n_i + sum_j v_j^2)   (feature 0)
+ * (n_i the ratings of row i: the weighted lambda)
  * and sweep 1 the same for v with the new u; with biases on, sweeps 0 and 1
  * are the user and item bias updates and 2, 3 the feature's.  Every other
  * coordinate must stay as it was.
@@ -503,7 +523,7 @@ test_ccd_rank_one(void)
 			for (int32_t u = 0; u < nu; u++)
 			{
 				double		num = 0.0,
-							den = lambda;
+							den = lambda * ref.nu_cnt[u];
 
 				for (int32_t i = 0; i < ni; i++)
 					if (ref.M[(size_t) u * ni + i])
@@ -511,12 +531,12 @@ test_ccd_rank_one(void)
 						num += ref.E[(size_t) u * ni + i] * ref.H[i * k];
 						den += ref.H[i * k] * ref.H[i * k];
 					}
-				ref.W[u * k] = num / den;
+				ref.W[u * k] = den > 0 ? num / den : 0.0;
 			}
 			for (int32_t i = 0; i < ni; i++)
 			{
 				double		num = 0.0,
-							den = lambda;
+							den = lambda * ref.ni_cnt[i];
 
 				for (int32_t u = 0; u < nu; u++)
 					if (ref.M[(size_t) u * ni + i])
@@ -524,7 +544,7 @@ test_ccd_rank_one(void)
 						num += ref.E[(size_t) u * ni + i] * ref.W[u * k];
 						den += ref.W[u * k] * ref.W[u * k];
 					}
-				ref.H[i * k] = num / den;
+				ref.H[i * k] = den > 0 ? num / den : 0.0;
 			}
 		}
 
@@ -1323,16 +1343,9 @@ test_planted(void)
 			p.factors = 5;
 			p.biases = biases;
 			p.inner_iterations = 1;
-			if (alg == 0)
-			{
-				p.iterations = 25;
-				p.regularization = 0.5f;
-			}
-			else
-			{
-				p.iterations = 15;
-				p.regularization = 0.004f;
-			}
+			/* one (weighted) lambda for both: about sigma^2 / var(w) / n_u */
+			p.regularization = 0.004f;
+			p.iterations = alg == 0 ? 25 : 15;
 			planted_problem(pl, &pr, 5, seed);
 			d = problem_data(&pr, biases);
 			if (gm_mf_train(&p, &d, NULL, &res, err, sizeof(err)) != GM_OK)

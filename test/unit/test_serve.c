@@ -643,8 +643,8 @@ fail:
 }
 
 /*
- * Explicit fold-in (als_explicit: lambda n_u; ccd: lambda) with and without
- * biases equals the float64 solution of
+ * Explicit fold-in (als_explicit and ccd alike: lambda_u = lambda n_u) with
+ * and without biases equals the float64 solution of
  *     min sum_e (v_e - mu - c_e - x.y_e - b)^2 + lambda_u (|x|^2 + b^2).
  */
 static int
@@ -683,7 +683,7 @@ test_foldin_explicit(void)
 		for (int32_t i = 0; i < m; i++)
 			cb[i] = (float) (runif() - 0.5);
 		n = random_entries(m, want, idx, vals, 1);
-		ridge = p.algorithm == GM_ALG_ALS_EXPLICIT ? p.regularization * (double) n : p.regularization;
+		ridge = p.regularization * (double) n;
 		for (int32_t e = 0; e < n; e++)
 		{
 			const float *y = Y + (size_t) idx[e] * k;
@@ -963,12 +963,17 @@ fail:
 	return 1;
 }
 
-/* one user's CCD++ objective at (x, b) against Y, c, mu */
+/*
+ * One user's term of the CCD++ objective at (x, b) against Y, c, mu: its
+ * squared errors + lambda n_u (|x|^2 + b^2), n_u its number of ratings (the
+ * weighted lambda).
+ */
 static double
 ccd_objective(const gm_csr *R, int32_t u, const float *Y, const float *c, double mu,
 			  int k, double lambda, const float *x, double b, int biases)
 {
-	double		obj = 0.0;
+	double		obj = 0.0,
+				n_u;
 
 	for (int64_t e = R->indptr[u]; e < R->indptr[u + 1]; e++)
 	{
@@ -978,9 +983,10 @@ ccd_objective(const gm_csr *R, int32_t u, const float *Y, const float *c, double
 			pred += (double) x[f] * Y[(size_t) R->indices[e] * k + f];
 		obj += (R->data[e] - pred) * (R->data[e] - pred);
 	}
+	n_u = (double) (R->indptr[u + 1] - R->indptr[u]);
 	for (int f = 0; f < k; f++)
-		obj += lambda * x[f] * x[f];
-	return obj + lambda * b * b;
+		obj += lambda * n_u * x[f] * x[f];
+	return obj + lambda * n_u * b * b;
 }
 
 /*
