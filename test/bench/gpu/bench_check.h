@@ -1,6 +1,6 @@
 /*
  * bench_check.h: the checks shared by the GPU check-and-benchmark programs
- * (gpu_als_bench, score_bench, linalg_bench): a CUDA, cuBLAS or gpumf call
+ * (gpu_als_bench, score_bench, linalg_bench, mf_explicit_bench): a CUDA, cuBLAS or gpumf call
  * that fails ends the program with its error; CHECK prints "[ok]" or
  * "[FAIL]" with a message and counts the outcome for the closing
  * "N passed, M failed" line.
@@ -41,7 +41,7 @@
 		} \
 	} while (0)
 
-static char err[GM_ERRLEN];
+[[maybe_unused]] static char err[GM_ERRLEN];
 static int	failures = 0;
 static int	checks = 0;		/* for the closing "N passed, M failed" line */
 

@@ -48,27 +48,7 @@ extern "C"
 	void		gm_cuda_als_explicit_set_solver(int solver);
 }
 
-#define CK(call) \
-	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
-
-static int	failures = 0;
-static int	checks = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		printf("  [%s] ", (cond) ? "ok" : "FAIL"); \
-		printf(__VA_ARGS__); \
-		printf("\n"); \
-		fflush(stdout); \
-		checks++; \
-		if (!(cond)) failures++; \
-	} while (0)
+#include "bench_check.h"
 
 /* ------------------------------------------------------------ data */
 
