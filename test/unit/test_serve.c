@@ -102,6 +102,7 @@ test_topk_among(void)
 		float	   *Y = xmalloc(sizeof(float) * (size_t) m * k);
 		float	   *x = xmalloc(sizeof(float) * k);
 		float	   *ref = xmalloc(sizeof(float) * m);
+		double	   *absdot = xmalloc(sizeof(double) * m);
 		int32_t    *only = xmalloc(sizeof(int32_t) * m);
 		int32_t    *skip = xmalloc(sizeof(int32_t) * m);
 		int32_t    *oi = xmalloc(sizeof(int32_t) * (n + 1)),
@@ -155,11 +156,16 @@ test_topk_among(void)
 			nonly = random_subset(m, runif(), only);
 		for (int32_t i = 0; i < m; i++)
 		{
-			double		d = 0;
+			double		d = 0,
+						a = 0;
 
 			for (int f = 0; f < k; f++)
+			{
 				d += (double) x[f] * Y[(size_t) i * k + f];
+				a += fabs((double) x[f] * Y[(size_t) i * k + f]);
+			}
 			ref[i] = (float) d;
+			absdot[i] = a;
 		}
 		/* the reference over the candidates: others get NaN (never rank) */
 		for (int32_t i = 0; i < m; i++)
@@ -184,7 +190,13 @@ test_topk_among(void)
 				  "%s: %d rescored for %d results", isas[a], rescored, got);
 			for (int r = 0; r < got; r++)
 			{
-				double		tol = 1e-5 * (1.0 + fabs(rs[r])) * scale;
+				/*
+				 * a float32 dot product of k terms, summed in any order, is
+				 * within k u sum|x_f y_f| of the exact one (u = 2^-24), and
+				 * the reference is the exact one rounded to float
+				 */
+				double		tol = (double) k * 0x1p-24 * 1.01 * fmax(absdot[oi[r]], absdot[ri[r]]) +
+					0x1p-23 * fabs(rs[r]);
 
 				CHECK(fabs(os[r] - rs[r]) <= tol,
 					  "%s m %d k %d n %d: position %d score %.9g, reference %.9g (item %d vs %d)",
@@ -202,6 +214,7 @@ test_topk_among(void)
 		free(Y);
 		free(x);
 		free(ref);
+		free(absdot);
 		free(refonly);
 		free(only);
 		free(skip);
