@@ -524,7 +524,7 @@ CREATE FUNCTION gpumf_train(
 RETURNS gpumf.models
 AS 'MODULE_PATHNAME', 'gpumf_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback: observed pairs weigh 1 + alpha * value, unobserved ones alpha0; ridges regularization * (n + alpha0 * m)^nu; solver cg, block or exact; holdout => f stops early on a held-out metric), als_explicit or ccd (ratings, with biases); replaces the model of the same name atomically and returns its catalog row.';
+COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback: observed pairs weigh 1 + alpha * value, unobserved ones alpha0; ridges regularization * (n + alpha0 * m)^nu; solver cg, block or exact; holdout => f stops early on a held-out metric), als_explicit or ccd (ratings, with biases; both weigh regularization by each user''s and item''s number of ratings); replaces the model of the same name atomically and returns its catalog row.';
 
 -- gpumf_tune: a hyper-parameter search for als on a held-out split made
 -- inside the function; one row per trial.
@@ -564,8 +564,3 @@ RETURNS SETOF gpumf.tune_trial
 AS 'MODULE_PATHNAME', 'gpumf_tune'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gpumf_tune IS 'Search factors, alpha0, the ridge, nu and the iteration count of als on holdout of each user''s rows (held out inside, seeded): budget trainings (method local: a Latin hypercube then moves around the best; bayes: Gaussian-process expected improvement; random), each stopped early on metric (recall@K, ndcg@K, precision@K over all items, training items excluded); a NOTICE and a row per trial; with model, the best setting is trained on all rows and stored under that name.  Ranges: alpha0 {0.001, 1} and the ridge of an average user {0.001, 1000} on log scales, nu {0, 1}.';
-
--- Explicit models: ccd weighs regularization by each user's and item's number
--- of ratings (lambda n_u, lambda n_i), as als_explicit does, so one value
--- means the same for both; fold-in uses the same weighted ridge.
-COMMENT ON FUNCTION gpumf_train IS 'Train a model on a table or view, read with the caller''s privileges: algorithm als (implicit feedback: observed pairs weigh 1 + alpha * value, unobserved ones alpha0; ridges regularization * (n + alpha0 * m)^nu; solver cg, block or exact; holdout => f stops early on a held-out metric), als_explicit or ccd (ratings, with biases; both weigh regularization by each user''s and item''s number of ratings); replaces the model of the same name atomically and returns its catalog row.';
