@@ -356,9 +356,10 @@ def bench_serving(kept):
         steady = ("SELECT count(*) FROM (SELECT key FROM %s ORDER BY key LIMIT 200) s, "
                   "LATERAL gpumf_recommend('%s', s.key, 10);\n" % (ut, model))
 
-        def session(label, opts="", note=""):
-            p = Psql("SET client_min_messages = debug1;\nLOAD 'gpumf';\n" + call + call + steady,
-                     opts)
+        def session(label, opts="", note="", of=model):
+            c, st_sql = (call, steady) if of == model else (
+                call.replace("'%s'" % model, "'%s'" % of), steady.replace("'%s'" % model, "'%s'" % of))
+            p = Psql("SET client_min_messages = debug1;\nLOAD 'gpumf';\n" + c + c + st_sql, opts)
             _, load, first, second, st = p.times
             how = p.debug(r"gpumf: model \"[^\"]*\" version \d+ (attached|read into shared memory|"
                           r"read in [0-9.]+ s, shared|read in [0-9.]+ s, quantized)")
@@ -406,14 +407,9 @@ def bench_serving(kept):
                 shared = time.time() - t0
                 break
             time.sleep(0.02)
-        call_model = call
-        call = call.replace("'%s'" % model, "'%s'" % fresh)
-        steady_model = steady
-        steady = steady.replace("'%s'" % model, "'%s'" % fresh)
         session("the first after a new model's training (gpumf.warm_new_models = on, the default)",
                 note="shared %s after the training returned" %
-                ("%.2f s" % shared if shared is not None else "not within 30 s"))
-        call, steady = call_model, steady_model
+                ("%.2f s" % shared if shared is not None else "not within 30 s"), of=fresh)
         q("SELECT gpumf_drop_model('%s')" % fresh)
     table(["source", "factors", "item factors MB", "session", "model", "LOAD 'gpumf'",
            "first call", "second call", "steady (mean of 200)", "note"], rows)
