@@ -1243,8 +1243,8 @@ gpumf_shared_models_list(PG_FUNCTION_ARGS)
  * and list), then exits.  With gpumf.warm_new_models (the default) every
  * committed training is warmed, so that even a new model's first call in
  * any session attaches; with it off, models nobody serves are left alone
- * (no shared memory is spent on them).  A worker that cannot be had (no free slot)
- * changes nothing: the first call reads the version as before.
+ * (no shared memory is spent on them).  A worker that cannot be had (no
+ * free slot) changes nothing: the first call reads the version as before.
  */
 typedef struct WarmRequest
 {
