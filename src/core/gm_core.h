@@ -150,6 +150,16 @@ int			gm_mf_train(const gm_mf_params *p, gm_mf_data *d,
 						const gm_callbacks *cb, gm_mf_result *res,
 						char *err, size_t errlen);
 
+/*
+ * Warm p->backend up for trainings like p: one iteration of p's algorithm,
+ * solver and factors on a small built-in problem (96 x 320), so that a
+ * backend's one-time costs (on a GPU: the context, the lazily loaded
+ * kernels, the BLAS library's set-up) are paid here, on a thread of the
+ * caller's choice, while the real problem is still being read.  Touches no
+ * global state but the backend's; the result is thrown away.
+ */
+int			gm_mf_warmup(const gm_mf_params *p, char *err, size_t errlen);
+
 /* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
 int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
 							 const gm_callbacks *cb, gm_mf_eval *ev,

@@ -610,3 +610,93 @@ gm_mf_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb,
 {
 	return gm_mf_train_eval(p, d, cb, NULL, res, err, errlen);
 }
+
+/*
+ * Warm the backend up for p (see gm_core.h): one iteration on a small
+ * problem whose rows range from 1 to all of the columns, so that the
+ * launches of every row-length class, the solver's kernels for p's factors
+ * and the BLAS handles are loaded and created once.
+ */
+int
+gm_mf_warmup(const gm_mf_params *p0, char *err, size_t errlen)
+{
+	enum
+	{
+		WU_ROWS = 96,
+		WU_COLS = 320
+	};
+	gm_mf_params p = *p0;
+	gm_csr		R,
+				Rt;
+	gm_mf_data	d;
+	gm_mf_result res;
+	int64_t		nnz = 0;
+	int			rc = GM_ENOMEM;
+
+	if (err && errlen)
+		err[0] = '\0';
+	memset(&R, 0, sizeof(R));
+	memset(&Rt, 0, sizeof(Rt));
+	memset(&d, 0, sizeof(d));
+	p.iterations = 1;
+	p.tolerance = 0;
+	p.threads = 1;
+	R.n_rows = WU_ROWS;
+	R.n_cols = WU_COLS;
+	R.indptr = malloc(sizeof(int64_t) * (WU_ROWS + 1));
+	R.indices = malloc(sizeof(int32_t) * WU_ROWS * WU_COLS);
+	R.data = malloc(sizeof(float) * WU_ROWS * WU_COLS);
+	if (!R.indptr || !R.indices || !R.data)
+		goto done;
+	R.indptr[0] = 0;
+	for (int r = 0; r < WU_ROWS; r++)
+	{
+		/* lengths 1 .. 8, then 40 .. 300, then whole rows */
+		int			len = r < 48 ? 1 + r % 8 : r < 80 ? 40 + (r - 48) * 8 : WU_COLS;
+
+		for (int c = 0; c < len; c++)
+		{
+			R.indices[nnz] = (c * 7 + r) % WU_COLS;
+			R.data[nnz] = (float) (1 + (r + c) % 5);
+			nnz++;
+		}
+		/* columns sorted within the row: (c * 7 + r) mod 320 is a permutation of len of them */
+		for (int64_t i = R.indptr[r] + 1; i < nnz; i++)
+			for (int64_t j = i; j > R.indptr[r] && R.indices[j - 1] > R.indices[j]; j--)
+			{
+				int32_t		tc = R.indices[j];
+				float		tv = R.data[j];
+
+				R.indices[j] = R.indices[j - 1];
+				R.data[j] = R.data[j - 1];
+				R.indices[j - 1] = tc;
+				R.data[j - 1] = tv;
+			}
+		R.indptr[r + 1] = nnz;
+	}
+	R.nnz = nnz;
+	if ((rc = gm_csr_transpose(&R, &Rt, err, errlen)) != GM_OK)
+		goto done;
+	rc = GM_ENOMEM;
+	d.R = &R;
+	d.Rt = &Rt;
+	d.X = malloc(sizeof(float) * (size_t) WU_ROWS * p.factors);
+	d.Y = malloc(sizeof(float) * (size_t) WU_COLS * p.factors);
+	d.user_bias = malloc(sizeof(float) * WU_ROWS);
+	d.item_bias = malloc(sizeof(float) * WU_COLS);
+	if (!d.X || !d.Y || !d.user_bias || !d.item_bias)
+		goto done;
+	rc = gm_mf_train(&p, &d, NULL, &res, err, errlen);
+done:
+	if (rc == GM_ENOMEM && err && errlen && err[0] == '\0')
+		snprintf(err, errlen, "out of memory for the warm-up");
+	free(d.X);
+	free(d.Y);
+	free(d.user_bias);
+	free(d.item_bias);
+	gm_csr_free(&Rt);
+	free(R.indptr);
+	free(R.indices);
+	free(R.data);
+	return rc;
+}

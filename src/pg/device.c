@@ -48,15 +48,32 @@ fallback_notice(const char *err, const char *doing)
 
 /*
  * Loading the CUDA module and asking the driver for a device takes a fresh
- * backend a noticeable time (the driver's initialisation, a 95 MB module).
- * gpumf_device_prefetch starts it on a thread of its own while the training
- * reads its source; every call of gm_cuda_available here takes probe_lock,
- * so the training's own call waits for that thread's answer instead of
- * probing again.  The thread blocks every signal (they stay the backend's),
- * calls nothing of PostgreSQL's, and the backend does not exit while it runs.
+ * backend a noticeable time (the driver's initialisation, a 95 MB module),
+ * and so does a process's first training on the GPU (the context, kernels
+ * loaded at their first launch, cuBLAS's set-up).  gpumf_device_prefetch
+ * starts both on a thread of their own while the training reads its source:
+ * the probe, then a warm-up training of the same algorithm, solver and
+ * factors on a small problem (gm_mf_warmup; once per such combination in a
+ * process).  Every call of gm_cuda_available here takes probe_lock, which
+ * the thread holds throughout, so the training's own call waits for the
+ * thread instead of competing with it.  The thread blocks every signal
+ * (they stay the backend's), calls nothing of PostgreSQL's (its parameters
+ * are a malloc'd copy), and the backend does not exit while it runs.
  */
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool prefetch_started = false;
+static bool exit_hook = false;
+static bool warmed_any = false;
+static gm_mf_params warmed;		/* the last combination warmed up */
+static double probe_seconds = 0;	/* the thread's last probe and warm-up */
+static double warm_seconds = 0;
+static int	warm_rc = GM_OK;
+
+typedef struct PrefetchArg
+{
+	const char *path;
+	bool		warm;
+	gm_mf_params p;
+} PrefetchArg;
 
 static int
 cuda_available(char *name, size_t namelen, char *err, size_t errlen)
@@ -72,12 +89,27 @@ cuda_available(char *name, size_t namelen, char *err, size_t errlen)
 static void *
 probe_thread(void *arg)
 {
+	PrefetchArg *a = (PrefetchArg *) arg;
 	char		name[128],
 				err[GM_ERRLEN];
 
+	double		t0,
+				t1;
+
 	pthread_mutex_lock(&probe_lock);
-	(void) gm_cuda_available((const char *) arg, name, sizeof(name), err, sizeof(err));
+	t0 = gm_now();
+	warm_seconds = 0;
+	warm_rc = GM_OK;
+	if (gm_cuda_available(a->path, name, sizeof(name), err, sizeof(err)) == GM_OK && a->warm)
+	{
+		t1 = gm_now();
+		/* the training reports its own errors */
+		warm_rc = gm_mf_warmup(&a->p, err, sizeof(err));
+		warm_seconds = gm_now() - t1;
+	}
+	probe_seconds = gm_now() - t0 - warm_seconds;
 	pthread_mutex_unlock(&probe_lock);
+	free(a);
 	return NULL;
 }
 
@@ -89,26 +121,54 @@ wait_for_probe(int code, Datum arg)
 	pthread_mutex_unlock(&probe_lock);
 }
 
+/* Do p and q train with the same kernels (the same warm-up)? */
+static bool
+same_kernels(const gm_mf_params *p, const gm_mf_params *q)
+{
+	return p->algorithm == q->algorithm && p->factors == q->factors &&
+		p->solver == q->solver && gm_block_size(p) == gm_block_size(q) &&
+		gm_use_tf32(p) == gm_use_tf32(q) && p->biases == q->biases;
+}
+
 void
-gpumf_device_prefetch(void)
+gpumf_device_prefetch(const gm_mf_params *p)
 {
 	pthread_t	t;
 	pthread_attr_t attr;
 	sigset_t	all,
 				old;
-	/* the path is computed here: the thread calls nothing of PostgreSQL's */
-	const char *path = gpumf_cuda_module_path();
+	PrefetchArg *a;
+	bool		warm = p != NULL && !(warmed_any && same_kernels(p, &warmed));
 
-	if (prefetch_started || gpumf_device == GPUMF_DEVICE_CPU)
+	if (gpumf_device == GPUMF_DEVICE_CPU || (exit_hook && !warm))
 		return;
-	prefetch_started = true;
-	before_shmem_exit(wait_for_probe, (Datum) 0);
+	a = malloc(sizeof(PrefetchArg));
+	if (a == NULL)
+		return;					/* probed (and not warmed) by the training itself */
+	/* the path is computed here: the thread calls nothing of PostgreSQL's */
+	a->path = gpumf_cuda_module_path();
+	a->warm = warm;
+	if (warm)
+	{
+		a->p = *p;
+		a->p.backend = GM_BACKEND_CUDA;
+		warmed = a->p;
+		warmed_any = true;
+	}
+	if (!exit_hook)
+	{
+		before_shmem_exit(wait_for_probe, (Datum) 0);
+		exit_hook = true;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);	/* the thread inherits the mask */
-	if (pthread_attr_init(&attr) == 0)
+	if (pthread_attr_init(&attr) != 0)
+		free(a);
+	else
 	{
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		(void) pthread_create(&t, &attr, probe_thread, (void *) path);	/* else: probed later */
+		if (pthread_create(&t, &attr, probe_thread, (void *) a) != 0)
+			free(a);			/* probed later */
 		pthread_attr_destroy(&attr);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -124,9 +184,15 @@ gpumf_training_backend(char *name, size_t namelen)
 	char		err[GM_ERRLEN];
 	int			rc;
 
+	double		t0;
+
 	if (gpumf_device == GPUMF_DEVICE_CPU)
 		return GM_BACKEND_CPU;
+	t0 = gm_now();
 	rc = cuda_available(name, namelen, err, sizeof(err));
+	if (warmed_any)
+		elog(DEBUG1, "gpumf: waited %.3f s for the GPU (last probe %.3f s, warm-up %.3f s, rc %d)",
+			 gm_now() - t0, probe_seconds, warm_seconds, warm_rc);
 	if (rc == GM_OK)
 		return GM_BACKEND_CUDA;
 	if (gpumf_device == GPUMF_DEVICE_GPU)

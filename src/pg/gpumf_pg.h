@@ -79,7 +79,7 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 /* start looking for a GPU on a thread, while the caller does other work */
-extern void gpumf_device_prefetch(void);
+extern void gpumf_device_prefetch(const gm_mf_params *p);
 /*
  * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
  * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).

@@ -492,7 +492,7 @@ gpumf_train_args(const TrainArgs *args)
 		gpumf_model_check_owner(&old, "retrain");
 
 	/* ---- read, as the caller (the GPU is looked for meanwhile) */
-	gpumf_device_prefetch();
+	gpumf_device_prefetch(&a.p);
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);

@@ -3243,6 +3243,47 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_mf_warmup builds a valid problem and trains it for every algorithm and
+ * solver (on the CPU here; on a GPU it loads the kernels the same training
+ * uses), factors above the problem's rows and columns included.
+ */
+static int
+test_warmup(void)
+{
+	char		err[GM_ERRLEN];
+	const int	factors[3] = {8, 64, 512};
+
+	for (int a = 0; a < GM_ALG_COUNT; a++)
+		for (int s = 0; s < (a == GM_ALG_ALS_IMPLICIT ? GM_SOLVER_COUNT : 1); s++)
+			for (int f = 0; f < 3; f++)
+			{
+				gm_mf_params p;
+
+				gm_mf_params_defaults(&p, (gm_algorithm) a);
+				p.backend = GM_BACKEND_CPU;
+				p.factors = factors[f];
+				p.solver = (gm_solver) s;
+				p.iterations = 50;	/* the warm-up trains one */
+				CHECK(gm_mf_warmup(&p, err, sizeof(err)) == GM_OK,
+					  "%s, solver %d, factors %d: %s", gm_algorithm_name(p.algorithm), s,
+					  p.factors, err);
+			}
+	/* a bad parameter fails the warm-up as it would fail the training */
+	{
+		gm_mf_params p;
+
+		gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+		p.backend = GM_BACKEND_CPU;
+		p.factors = 0;
+		CHECK(gm_mf_warmup(&p, err, sizeof(err)) != GM_OK && err[0] != '\0',
+			  "factors 0 warmed up");
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 /* ------------------------------------------------------------ main */
 
 static const gm_test tests[] = {
@@ -3272,6 +3313,7 @@ static const gm_test tests[] = {
 	{"holdout split", test_split},
 	{"mf_train_eval: held-out early stopping, keep_best", test_train_eval},
 	{"session trainings equal fresh ones", test_session},
+	{"mf_warmup trains its small problem for every algorithm and solver", test_warmup},
 };
 
 int
