@@ -815,17 +815,6 @@ als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Nothing to finish after a sweep. */
-static int
-als_end_sweep(void *h, int s, char *err, size_t errlen)
-{
-	(void) h;
-	(void) s;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
 /* Wait for the queued work; report asynchronous errors. */
 static int
 als_sync(void *h, char *err, size_t errlen)
@@ -889,7 +878,7 @@ extern "C" const gm_algo_ops gm_cuda_als_explicit_ops = {
 	als_n_sweeps,
 	als_begin_sweep,
 	als_run,
-	als_end_sweep,
+	NULL,						/* end_sweep: nothing to finish */
 	als_sync,
 	als_evaluate,
 	als_download,

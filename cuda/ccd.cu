@@ -1013,17 +1013,6 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Nothing to finish after a pass. */
-static int
-ccd_end_sweep(void *h, int s, char *err, size_t errlen)
-{
-	(void) h;
-	(void) s;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
 /* Wait for the queued work; report asynchronous errors. */
 static int
 ccd_sync(void *h, char *err, size_t errlen)
@@ -1123,7 +1112,7 @@ extern "C" const gm_algo_ops gm_cuda_ccd_ops = {
 	ccd_n_sweeps,
 	ccd_begin_sweep,
 	ccd_run,
-	ccd_end_sweep,
+	NULL,						/* end_sweep: nothing to finish */
 	ccd_sync,
 	ccd_evaluate,
 	ccd_download,

@@ -259,27 +259,6 @@ als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Nothing to finish after a sweep. */
-static int
-als_end_sweep(void *h, int s, char *err, size_t errlen)
-{
-	(void) h;
-	(void) s;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
-/* Nothing queued on the CPU. */
-static int
-als_sync(void *h, char *err, size_t errlen)
-{
-	(void) h;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
 /* Loss and training RMSE (gm_explicit.h) of the current model. */
 static int
 als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
@@ -359,8 +338,8 @@ const gm_algo_ops gm_cpu_als_explicit_ops = {
 	als_n_sweeps,
 	als_begin_sweep,
 	als_run,
-	als_end_sweep,
-	als_sync,
+	NULL,						/* end_sweep: nothing to finish */
+	NULL,						/* sync: nothing queued on the CPU */
 	als_evaluate,
 	als_download,
 	als_destroy,

@@ -882,24 +882,6 @@ als_run(void *h, int side, int32_t begin, int32_t end, char *err, size_t errlen)
 	return rc;
 }
 
-/* Nothing to finish or wait for: the CPU works synchronously. */
-static int
-als_nothing(void *h, char *err, size_t errlen)
-{
-	(void) h;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
-/* Nothing to finish at a sweep's end. */
-static int
-als_end_sweep(void *h, int side, char *err, size_t errlen)
-{
-	(void) side;
-	return als_nothing(h, err, errlen);
-}
-
 /* The loss (the file's comment); implicit feedback has no RMSE. */
 static int
 als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
@@ -938,8 +920,7 @@ const gm_algo_ops gm_cpu_als_implicit_ops = {
 	.n_sweeps = als_n_sweeps,
 	.begin_sweep = als_begin_sweep,
 	.run = als_run,
-	.end_sweep = als_end_sweep,
-	.sync = als_nothing,
+	/* end_sweep, sync: none (the CPU works synchronously) */
 	.evaluate = als_evaluate,
 	.download = als_download,
 	.destroy = als_destroy,

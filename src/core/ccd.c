@@ -339,27 +339,6 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Nothing to finish after a pass. */
-static int
-ccd_end_sweep(void *h, int s, char *err, size_t errlen)
-{
-	(void) h;
-	(void) s;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
-/* Nothing queued on the CPU. */
-static int
-ccd_sync(void *h, char *err, size_t errlen)
-{
-	(void) h;
-	(void) err;
-	(void) errlen;
-	return GM_OK;
-}
-
 /*
  * sum_i n_i sum_f V[f * n + i]^2 in float64 over nvec feature-major vectors
  * of n entries, n_i = indptr[i + 1] - indptr[i]: the weighted penalty of one
@@ -460,8 +439,8 @@ const gm_algo_ops gm_cpu_ccd_ops = {
 	ccd_n_sweeps,
 	ccd_begin_sweep,
 	ccd_run,
-	ccd_end_sweep,
-	ccd_sync,
+	NULL,						/* end_sweep: nothing to finish */
+	NULL,						/* sync: nothing queued on the CPU */
 	ccd_evaluate,
 	ccd_download,
 	ccd_destroy,

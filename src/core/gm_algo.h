@@ -204,8 +204,9 @@ typedef struct gm_algo_ops
 	int			(*n_sweeps) (void *h);
 	int			(*begin_sweep) (void *h, int s, gm_sweep *sw, char *err, size_t errlen);
 	int			(*run) (void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen);
+	/* optional (NULL: nothing to finish) */
 	int			(*end_sweep) (void *h, int s, char *err, size_t errlen);
-	/* wait for queued work; reports asynchronous errors */
+	/* wait for queued work; reports asynchronous errors (NULL: nothing is queued) */
 	int			(*sync) (void *h, char *err, size_t errlen);
 	int			(*evaluate) (void *h, gm_mf_metrics *m, char *err, size_t errlen);
 	/* copy the model (factors, biases) back into d's arrays */

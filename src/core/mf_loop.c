@@ -262,7 +262,7 @@ static int
 sync_and_poll(const gm_algo_ops *ops, void *h, const gm_callbacks *cb,
 			  char *err, size_t errlen)
 {
-	int			rc = ops->sync(h, err, errlen);
+	int			rc = ops->sync ? ops->sync(h, err, errlen) : GM_OK;
 
 	if (rc != GM_OK)
 		return rc;
@@ -305,7 +305,7 @@ iteration(const gm_algo_ops *ops, void *h, int n_sweeps, double budget,
 					return rc;
 			}
 		}
-		if ((rc = ops->end_sweep(h, s, err, errlen)) != GM_OK)
+		if (ops->end_sweep && (rc = ops->end_sweep(h, s, err, errlen)) != GM_OK)
 			return rc;
 	}
 	*since_poll = 0.0;

@@ -180,10 +180,10 @@ drive(const gm_algo_ops *ops, gm_mf_data *d, const gm_mf_params *p,
 					goto out;
 				}
 			}
-			if ((rc = ops->end_sweep(h, s, err, GM_ERRLEN)) != GM_OK)
+			if (ops->end_sweep && (rc = ops->end_sweep(h, s, err, GM_ERRLEN)) != GM_OK)
 				goto out;
 		}
-		if ((rc = ops->sync(h, err, GM_ERRLEN)) != GM_OK)
+		if (ops->sync && (rc = ops->sync(h, err, GM_ERRLEN)) != GM_OK)
 			goto out;
 		if (hist && (rc = ops->evaluate(h, &hist[it], err, GM_ERRLEN)) != GM_OK)
 			goto out;
@@ -556,7 +556,6 @@ test_ccd_rank_one(void)
 
 			CHECK(gm_cpu_ccd_ops.begin_sweep(h, s, &sw, err, sizeof(err)) == GM_OK, "%s", err);
 			CHECK(gm_cpu_ccd_ops.run(h, s, 0, sw.n_rows, err, sizeof(err)) == GM_OK, "%s", err);
-			CHECK(gm_cpu_ccd_ops.end_sweep(h, s, err, sizeof(err)) == GM_OK, "%s", err);
 		}
 		CHECK(gm_cpu_ccd_ops.download(h, &d, err, sizeof(err)) == GM_OK, "%s", err);
 		gm_cpu_ccd_ops.destroy(h);
@@ -846,7 +845,6 @@ test_als_iterations(void)
 					CHECK(gm_cpu_als_explicit_ops.run(h, s, b, e, err, sizeof(err)) == GM_OK, "%s", err);
 					b = e;
 				}
-				CHECK(gm_cpu_als_explicit_ops.end_sweep(h, s, err, sizeof(err)) == GM_OK, "%s", err);
 				CHECK(gm_cpu_als_explicit_ops.download(h, &d, err, sizeof(err)) == GM_OK, "%s", err);
 				for (int32_t r = 0; r < A->n_rows; r++)
 				{

@@ -406,7 +406,8 @@ ga_iteration(gpu_als *g)
 
 		GM(g->ops->begin_sweep(g->h, s, &sw, err, sizeof(err)));
 		GM(g->ops->run(g->h, s, 0, sw.n_rows, err, sizeof(err)));
-		GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
+		if (g->ops->end_sweep)
+			GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
 	}
 }
 
@@ -422,7 +423,8 @@ ga_side(gpu_als *g, int side)
 
 		GM(g->ops->begin_sweep(g->h, s, &sw, err, sizeof(err)));
 		GM(g->ops->run(g->h, s, 0, sw.n_rows, err, sizeof(err)));
-		GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
+		if (g->ops->end_sweep)
+			GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
 	}
 }
 
@@ -467,7 +469,8 @@ ga_run(gpu_als *g, int side, int32_t b, int32_t e)
 static void
 ga_sync(gpu_als *g)
 {
-	GM(g->ops->sync(g->h, err, sizeof(err)));
+	if (g->ops->sync)
+		GM(g->ops->sync(g->h, err, sizeof(err)));
 }
 
 static double

@@ -383,11 +383,11 @@ train_sliced(gm_algorithm alg, const dataset *ds, int k, int iterations, float l
 				if (e > sw.n_rows)
 					e = sw.n_rows;
 				r->rc = ops->run(h, s, b, e, r->err, sizeof(r->err));
-				if (r->rc == GM_OK)
+				if (r->rc == GM_OK && ops->sync)
 					r->rc = ops->sync(h, r->err, sizeof(r->err));
 				b = e;
 			}
-			if (r->rc == GM_OK)
+			if (r->rc == GM_OK && ops->end_sweep)
 				r->rc = ops->end_sweep(h, s, r->err, sizeof(r->err));
 		}
 		if (r->rc == GM_OK)
