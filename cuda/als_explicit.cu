@@ -660,24 +660,8 @@ als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 
 	(void) cb;
 	*h = NULL;
-	if (p->factors < 1 || !(p->regularization > 0) || d->R == NULL || d->Rt == NULL ||
-		d->R->n_rows != d->Rt->n_cols || d->R->n_cols != d->Rt->n_rows ||
-		d->R->nnz != d->Rt->nnz)
-	{
-		snprintf(err, errlen, "als_explicit: invalid parameters or data (regularization must be positive)");
+	if (gm_explicit_check("als_explicit", p, d, 0, err, errlen) != GM_OK)
 		return GM_EINVAL;
-	}
-	if (p->factors > ALS_MAXK)
-	{
-		snprintf(err, errlen, "als_explicit on the GPU supports at most %d factors, not %d",
-				 ALS_MAXK, p->factors);
-		return GM_ENOTSUP;
-	}
-	if (p->biases && (d->user_bias == NULL || d->item_bias == NULL))
-	{
-		snprintf(err, errlen, "als_explicit: biases are on but the bias arrays are missing");
-		return GM_EINVAL;
-	}
 	c = (als_gpu *) calloc(1, sizeof(als_gpu));
 	if (c == NULL)
 	{

@@ -794,18 +794,8 @@ ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 
 	(void) cb;
 	*h = NULL;
-	if (p->factors < 1 || !(p->regularization >= 0) || d->R == NULL || d->Rt == NULL ||
-		d->R->n_rows != d->Rt->n_cols || d->R->n_cols != d->Rt->n_rows ||
-		d->R->nnz != d->Rt->nnz)
-	{
-		snprintf(err, errlen, "ccd: invalid parameters or data");
+	if (gm_explicit_check("ccd", p, d, 1, err, errlen) != GM_OK)
 		return GM_EINVAL;
-	}
-	if (p->biases && (d->user_bias == NULL || d->item_bias == NULL))
-	{
-		snprintf(err, errlen, "ccd: biases are on but the bias arrays are missing");
-		return GM_EINVAL;
-	}
 	c = (ccd_gpu *) calloc(1, sizeof(ccd_gpu));
 	if (c == NULL)
 	{

@@ -7,6 +7,7 @@
 #define GM_EXPLICIT_CUH
 
 #include "common.cuh"
+#include "gm_explicit.h"		/* gm_explicit_check */
 
 /* sum of v over the warp; every lane gets it */
 __device__ __forceinline__ double

@@ -21,9 +21,38 @@
 
 #include "gm_core.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * What every explicit model's create checks, on either backend: factors,
+ * the regularization (positive, or non-negative when zero_reg_ok), R and Rt
+ * a matrix and its transpose, the bias arrays when biases are on.  GM_OK,
+ * or GM_EINVAL with err naming the algorithm (name) and the problem.
+ */
+static inline int
+gm_explicit_check(const char *name, const gm_mf_params *p, const gm_mf_data *d,
+				  int zero_reg_ok, char *err, size_t errlen)
+{
+	if (p->factors < 1 || !(zero_reg_ok ? p->regularization >= 0 : p->regularization > 0) ||
+		d->R == NULL || d->Rt == NULL ||
+		d->R->n_rows != d->Rt->n_cols || d->R->n_cols != d->Rt->n_rows ||
+		d->R->nnz != d->Rt->nnz)
+	{
+		snprintf(err, errlen, "%s: invalid parameters or data%s", name,
+				 zero_reg_ok ? "" : " (regularization must be positive)");
+		return GM_EINVAL;
+	}
+	if (p->biases && (d->user_bias == NULL || d->item_bias == NULL))
+	{
+		snprintf(err, errlen, "%s: biases are on but the bias arrays are missing", name);
+		return GM_EINVAL;
+	}
+	return GM_OK;
+}
 
 /* The CPU tables (the CUDA ones live in cuda/ccd.cu and cuda/als_explicit.cu). */
 extern const gm_algo_ops gm_cpu_ccd_ops;
