@@ -5,8 +5,9 @@
 #   3. the multi-session tests (test/multisession/run.sh)
 #   4. the README's pg_cron recipe (test/cron/run.sh; runs in the background
 #      from the start, since pg_cron starts jobs once a minute)
-#   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU-vs-CPU comparisons
-#      of test/bench/gpu (--quick: correctness only), ALS and batch scoring
+#   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU checks of
+#      test/bench/gpu (--quick: correctness only): implicit ALS, batch
+#      scoring, the explicit models, the linear algebra
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
 #      (make -C test/unit check-sanitize)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
@@ -70,14 +71,14 @@ line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
 if [ -n "$line" ]; then tally multisession "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally multisession 0 1; fi
 
 if [ "$DEV" = gpu ]; then
-  echo "== GPU vs CPU comparisons"
-  out=$(bash test/bench/gpu/run.sh --quick 2>&1); echo "$out" | tail -30
-  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
-  if [ -n "$line" ]; then tally gpu "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu 0 1; fi
+  echo "== GPU vs CPU comparisons (implicit ALS)"
+  suite gpu bash test/bench/gpu/run.sh --quick
   echo "== GPU batch scorer vs CPU and a float64 reference"
-  out=$(bash test/bench/gpu/score_run.sh --quick 2>&1); echo "$out" | tail -20
-  line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
-  if [ -n "$line" ]; then tally gpu-score "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)"; else tally gpu-score 0 1; fi
+  suite gpu-score bash test/bench/gpu/score_run.sh --quick
+  echo "== GPU explicit models (CCD++, explicit ALS) vs float64 references and the CPU"
+  suite gpu-explicit bash test/bench/gpu/run_explicit.sh --quick
+  echo "== GPU linear algebra (SpMV, PCG, OLS) vs float64 references and cuSPARSE"
+  suite gpu-linalg bash test/bench/gpu/linalg_run.sh --quick
 fi
 
 echo "== pg_cron recipe"
