@@ -662,6 +662,12 @@ als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	*h = NULL;
 	if (gm_explicit_check("als_explicit", p, d, 0, err, errlen) != GM_OK)
 		return GM_EINVAL;
+	if (p->factors > ALS_MAXK)
+	{
+		snprintf(err, errlen, "als_explicit on the GPU supports at most %d factors, not %d",
+				 ALS_MAXK, p->factors);
+		return GM_ENOTSUP;
+	}
 	c = (als_gpu *) calloc(1, sizeof(als_gpu));
 	if (c == NULL)
 	{
