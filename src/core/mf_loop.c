@@ -651,27 +651,16 @@ gm_mf_warmup(const gm_mf_params *p0, char *err, size_t errlen)
 	R.indptr[0] = 0;
 	for (int r = 0; r < WU_ROWS; r++)
 	{
-		/* lengths 1 .. 8, then 40 .. 300, then whole rows */
+		/* lengths 1 .. 8, then 40 .. 288, then whole rows */
 		int			len = r < 48 ? 1 + r % 8 : r < 80 ? 40 + (r - 48) * 8 : WU_COLS;
 
+		/* len columns spread over the row, ascending and distinct (len <= WU_COLS) */
 		for (int c = 0; c < len; c++)
 		{
-			R.indices[nnz] = (c * 7 + r) % WU_COLS;
+			R.indices[nnz] = (int32_t) ((int64_t) c * WU_COLS / len);
 			R.data[nnz] = (float) (1 + (r + c) % 5);
 			nnz++;
 		}
-		/* columns sorted within the row: (c * 7 + r) mod 320 is a permutation of len of them */
-		for (int64_t i = R.indptr[r] + 1; i < nnz; i++)
-			for (int64_t j = i; j > R.indptr[r] && R.indices[j - 1] > R.indices[j]; j--)
-			{
-				int32_t		tc = R.indices[j];
-				float		tv = R.data[j];
-
-				R.indices[j] = R.indices[j - 1];
-				R.data[j] = R.data[j - 1];
-				R.indices[j - 1] = tc;
-				R.data[j - 1] = tv;
-			}
 		R.indptr[r + 1] = nnz;
 	}
 	R.nnz = nnz;
