@@ -15,22 +15,17 @@
 
 #include "../../../src/core/gm_errors.h"
 
-#define CK(call) \
+/* a library call returning status type T, success ok, described by str(status) */
+#define BENCH_CALL(T, ok, str, call) \
 	do { \
-		cudaError_t e_ = (call); \
-		if (e_ != cudaSuccess) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+		T s_ = (call); \
+		if (s_ != (ok)) { \
+			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, str(s_), __FILE__, __LINE__); \
 			exit(2); \
 		} \
 	} while (0)
-#define CB(call) \
-	do { \
-		cublasStatus_t s_ = (call); \
-		if (s_ != CUBLAS_STATUS_SUCCESS) { \
-			fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cublasGetStatusString(s_), __FILE__, __LINE__); \
-			exit(2); \
-		} \
-	} while (0)
+#define CK(call) BENCH_CALL(cudaError_t, cudaSuccess, cudaGetErrorString, call)
+#define CB(call) BENCH_CALL(cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasGetStatusString, call)
 /* a gpumf call: 0 or an error code with its message in err */
 #define GM(call) \
 	do { \
