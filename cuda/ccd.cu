@@ -31,6 +31,24 @@
  *    launch runs them all (mode 1); mode 2 launches each class on its own
  *    stream instead (as CuCCD did); mode 0 is the unbinned baseline, a warp
  *    per row in row order (gm_cuda_ccd_set_binning).
+ *  - One copy (mode 3, the default when the item side's sums fit in a
+ *    block's shared memory, 8 bytes an item; mode 1 otherwise): the
+ *    residual is kept only in CSR order, and the item-side pass becomes a
+ *    scatter over it (ccd_scatter).  The update of item j needs
+ *    sum_i R_ij u_i and sum_i u_i^2 over its column; the scatter streams the
+ *    CSR in storage order (coalesced, no gather: u_i is the row's, from L1),
+ *    adds both into shared-memory sums of every item with float atomics,
+ *    then into the block's row of a partial-sum buffer; ccd_scatter_finish
+ *    adds the rows in float64 and solves.  Per feature the residual is read
+ *    twice and written once (20 bytes a rating instead of 24), the random
+ *    16-byte gathers of user packs that bound the CSC pass are gone, and
+ *    the CSC copy (8 bytes a rating of device memory) is never made.  Terms
+ *    queued by an item-side step (the item bias's) are applied by its
+ *    scatter, which then writes; `ahead` counts them so that the next CSR
+ *    pass does not add them again.
+ *  - Narrow packs (load_pack): a binned pass that adds the usual two
+ *    feature terms gathers 8 bytes a column instead of 16, one that adds
+ *    none 4, so more of the gathered side stays in L1.
  *  - Loss and RMSE accumulate in float64; the penalty is the weighted one,
  *    lambda sum_i n_i (|w_i|^2 + b_i^2) over both sides.
  */
@@ -51,14 +69,20 @@
 #define CCD_KIND_BLOCK	6		/* task kinds 0 .. 5: log2 of the lanes per row */
 #define CCD_CLASSES		12		/* row classes by ceil(log2(nnz)): 0 .. 10, block */
 #define CCD_STREAMS		4
+#define CCD_SCATTER_THREADS	1024	/* the scatter's blocks: one resident per SM */
+#define CCD_BINNED_ONE_COPY	3
 
-static int g_binning = 1;
+static int g_binning = CCD_BINNED_ONE_COPY;
 
-/* The work layout of later trainings: 0 none, 1 binned (default), 2 a stream per class. */
+/*
+ * The work layout of later trainings: 0 none, 1 binned, 2 a stream per
+ * class, 3 binned with one copy of the residual (default; mode 1 where the
+ * item side's sums do not fit in shared memory).
+ */
 extern "C" void
 gm_cuda_ccd_set_binning(int mode)
 {
-	g_binning = mode < 0 || mode > 2 ? 1 : mode;
+	g_binning = mode < 0 || mode > 3 ? CCD_BINNED_ONE_COPY : mode;
 }
 
 typedef struct ccd_side
@@ -89,6 +113,16 @@ typedef struct ccd_gpu
 	double		mu;
 	int64_t		nnz;
 	int			binning;
+	int			one_copy;		/* the item-side passes scatter over the CSR copy */
+	int			ahead;			/* one copy: terms at the head of the CSR's pending
+								 * list that a scatter has already applied */
+	int			n_apply;		/* terms the current sweep's pass adds */
+	int			pw;				/* its gathered pack's width (load_pack) */
+	float2	   *partial;		/* one copy: scatter sums, scatter_blocks x n_items */
+	int32_t    *crow;			/* one copy: the row of every CCD_FLAT_CHUNK-th
+								 * nonzero of the CSR */
+	int			scatter_blocks;
+	size_t		scatter_smem;
 	ccd_side	side[2];
 	float	   *vec[2];			/* (k + 1 + GM_CCD_SLOTS) x n[s] */
 	double	   *dsum;			/* 4 accumulators */
@@ -135,14 +169,38 @@ ccd_update(const pass_args &a, int32_t row, double num, double den)
 }
 
 /*
+ * The gathered pack of column j as (g0, g1, g2, cur), stored PW floats
+ * wide: 4 the general (g0, g1, g2, cur); 2 (g1, cur) when there is no g0
+ * term and the second general term's vector is cur's (a feature entry's
+ * first pass: the previous entry out, this one in), half the bytes, so
+ * that more of the gathered side stays in L1; 1 (cur) for a pass that adds
+ * no terms.
+ */
+template <int PW>
+__device__ __forceinline__ float4
+load_pack(const pass_args &a, int32_t j)
+{
+	if (PW == 4)
+		return __ldg(a.cp + j);
+	if (PW == 2)
+	{
+		const float2 t = __ldg((const float2 *) a.cp + j);
+
+		return make_float4(0.0f, t.x, t.y, t.y);
+	}
+	return make_float4(0.0f, 0.0f, 0.0f, __ldg((const float *) a.cp + j));
+}
+
+/*
  * Lane `lane` of a group of G lanes runs over nonzeros b + lane, b + lane +
  * G, ... < e: adds the packed terms (WRITE) and accumulates
  * num += res * cur, den += cur^2.  Four nonzeros in flight per lane, the
  * last round predicated (a row's tail costs one memory round trip, not up
  * to three); the residual and the indices are read once, so they stream
  * past the caches (__ldcs, __stcs) and leave L2 to the gathered packs.
+ * PW is the gathered pack's width (load_pack).
  */
-template <int G, bool WRITE>
+template <int G, bool WRITE, int PW>
 __device__ __forceinline__ void
 row_sums(const pass_args &a, int64_t b, int64_t e, int lane, float4 rp,
 		 float &num, float &den)
@@ -163,7 +221,7 @@ row_sums(const pass_args &a, int64_t b, int64_t e, int lane, float4 rp,
 #pragma unroll
 		for (int u = 0; u < 4; u++)
 			if (x + u * G < e)
-				g[u] = __ldg(a.cp + j[u]);
+				g[u] = load_pack<PW>(a, j[u]);
 #pragma unroll
 		for (int u = 0; u < 4; u++)
 			if (x + u * G < e)
@@ -196,7 +254,7 @@ ccd_pass_plain(pass_args a)
 	if (r >= a.nrows)
 		return;					/* the whole warp */
 	row = a.row0 + (int32_t) r;
-	row_sums<32, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
+	row_sums<32, WRITE, 4>(a, a.ptr[row], a.ptr[row + 1], lane,
 						WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
 	num = group_sum<32>(num);
 	den = group_sum<32>(den);
@@ -205,7 +263,7 @@ ccd_pass_plain(pass_args a)
 }
 
 /* A task of t.z rows from binned position t.y, a group of G lanes per row. */
-template <int G, bool WRITE>
+template <int G, bool WRITE, int PW>
 __device__ __forceinline__ void
 rows_task(const pass_args &a, int4 t)
 {
@@ -224,7 +282,7 @@ rows_task(const pass_args &a, int4 t)
 		if (r < t.z)
 		{
 			row = a.perm[t.y + r];
-			row_sums<G, WRITE>(a, a.ptr[row], a.ptr[row + 1], lane,
+			row_sums<G, WRITE, PW>(a, a.ptr[row], a.ptr[row + 1], lane,
 							   WRITE ? a.rp[row] : make_float4(0, 0, 0, 0), num, den);
 		}
 		num = group_sum<G>(num);
@@ -239,7 +297,7 @@ rows_task(const pass_args &a, int4 t)
  * one chunk and is updated here; else slot t.w collects the chunks' sums
  * and the last chunk to finish updates the row and clears the slot.
  */
-template <bool WRITE>
+template <bool WRITE, int PW>
 __device__ __forceinline__ void
 block_task(const pass_args &a, int4 t)
 {
@@ -254,7 +312,7 @@ block_task(const pass_args &a, int4 t)
 	float		num = 0.0f,
 				den = 0.0f;
 
-	row_sums<CCD_THREADS, WRITE>(a, b, e, threadIdx.x,
+	row_sums<CCD_THREADS, WRITE, PW>(a, b, e, threadIdx.x,
 								 WRITE ? a.rp[t.y] : make_float4(0, 0, 0, 0), num, den);
 	num = group_sum<32>(num);
 	den = group_sum<32>(den);
@@ -298,7 +356,7 @@ block_task(const pass_args &a, int4 t)
 }
 
 /* Binned: one block per task, tasks task0 .. task0 + gridDim.x. */
-template <bool WRITE>
+template <bool WRITE, int PW>
 __global__ void
 __launch_bounds__(CCD_THREADS)
 ccd_pass_binned(pass_args a)
@@ -308,26 +366,200 @@ ccd_pass_binned(pass_args a)
 	switch (t.x)
 	{
 		case 0:
-			rows_task<1, WRITE>(a, t);
+			rows_task<1, WRITE, PW>(a, t);
 			break;
 		case 1:
-			rows_task<2, WRITE>(a, t);
+			rows_task<2, WRITE, PW>(a, t);
 			break;
 		case 2:
-			rows_task<4, WRITE>(a, t);
+			rows_task<4, WRITE, PW>(a, t);
 			break;
 		case 3:
-			rows_task<8, WRITE>(a, t);
+			rows_task<8, WRITE, PW>(a, t);
 			break;
 		case 4:
-			rows_task<16, WRITE>(a, t);
+			rows_task<16, WRITE, PW>(a, t);
 			break;
 		case 5:
-			rows_task<32, WRITE>(a, t);
+			rows_task<32, WRITE, PW>(a, t);
 			break;
 		default:
-			block_task<WRITE>(a, t);
+			block_task<WRITE, PW>(a, t);
 			break;
+	}
+}
+
+/*
+ * One copy: the item-side pass as a scatter over the CSR copy, nonzeros
+ * [x0, x1) in storage order (rows [r0, r1)).  A warp takes CCD_FLAT_CHUNK
+ * consecutive nonzeros at a time, lane l those at l, l + 32, ... (every
+ * load coalesced; the next chunk's loads are issued before this chunk's
+ * sums), and finds each one's row among the rows crow[c] .. crow[c + 1]
+ * that chunk c spans (crow: the row of nonzero c * CCD_FLAT_CHUNK):
+ * usually the previous one's row, else a binary search over the row
+ * pointers (L1).  With WRITE the row's packed terms (rp) are added and the
+ * value written back; then num[j] += v u_i and den[j] += u_i^2 (u_i = rp.w)
+ * in shared memory, two arrays of n_items floats (a float a bank: float
+ * atomics conflict less than on interleaved pairs, and a compare-and-swap
+ * loop over both sums at once measured 5x slower), and at the end into
+ * the block's row of `partial` (launches of one sweep run in order, so
+ * that read-modify-write needs no atomics).
+ */
+#define CCD_FLAT_PER_LANE	4
+#define CCD_FLAT_CHUNK	(32 * CCD_FLAT_PER_LANE)
+
+template <bool WRITE>
+__global__ void
+__launch_bounds__(CCD_SCATTER_THREADS)
+ccd_scatter(pass_args a, int64_t x0, int64_t x1, int32_t r0, int32_t r1,
+			const int32_t *crow, int32_t n_items, float2 *partial)
+{
+	extern __shared__ float s_sum[];
+	constexpr int WARPS = CCD_SCATTER_THREADS / 32;
+	float	   *s_num = s_sum,
+			   *s_den = s_sum + n_items;
+	const int	lane = threadIdx.x & 31;
+	const int64_t stride = (int64_t) gridDim.x * WARPS;
+	int64_t		c = x0 / CCD_FLAT_CHUNK + (int64_t) blockIdx.x * WARPS + (threadIdx.x >> 5);
+	int32_t		jn[CCD_FLAT_PER_LANE];
+	float		rn[CCD_FLAT_PER_LANE];
+	float2	   *mine = partial + (size_t) blockIdx.x * n_items;
+
+	for (int32_t j = threadIdx.x; j < 2 * n_items; j += CCD_SCATTER_THREADS)
+		s_sum[j] = 0.0f;
+	__syncthreads();
+
+#pragma unroll
+	for (int u = 0; u < CCD_FLAT_PER_LANE; u++)
+	{
+		const int64_t x = c * CCD_FLAT_CHUNK + u * 32 + lane;
+
+		if (x >= x0 && x < x1)
+		{
+			jn[u] = __ldcs(a.idx + x);
+			rn[u] = __ldcs(a.res + x);
+		}
+	}
+	for (; c * CCD_FLAT_CHUNK < x1; c += stride)
+	{
+		const int64_t base = c * CCD_FLAT_CHUNK,
+					next = (c + stride) * CCD_FLAT_CHUNK;
+		const int32_t hi = min(crow[c + 1], r1 - 1);
+		int32_t		row = max(crow[c], r0);
+		int32_t		j[CCD_FLAT_PER_LANE];
+		float		r[CCD_FLAT_PER_LANE];
+
+#pragma unroll
+		for (int u = 0; u < CCD_FLAT_PER_LANE; u++)
+		{
+			const int64_t x = next + u * 32 + lane;
+
+			j[u] = jn[u];
+			r[u] = rn[u];
+			if (x < x1)
+			{
+				jn[u] = __ldcs(a.idx + x);
+				rn[u] = __ldcs(a.res + x);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < CCD_FLAT_PER_LANE; u++)
+		{
+			const int64_t x = base + u * 32 + lane;
+
+			if (x >= x0 && x < x1)
+			{
+				float4		rp;
+
+				if (a.ptr[row + 1] <= x)
+				{
+					/* the last row in (row, hi] that starts at or before x */
+					int32_t		lo = row + 1,
+								up = hi;
+
+					while (lo < up)
+					{
+						int32_t		mid = lo + (up - lo + 1) / 2;
+
+						if (a.ptr[mid] <= x)
+							lo = mid;
+						else
+							up = mid - 1;
+					}
+					row = lo;
+				}
+				rp = a.rp[row];
+				if (WRITE)
+				{
+					const float4 g = __ldg(a.cp + j[u]);
+
+					r[u] += rp.x + g.x + rp.y * g.y + rp.z * g.z;
+					__stcs(a.res + x, r[u]);
+				}
+				atomicAdd(s_num + j[u], r[u] * rp.w);
+				atomicAdd(s_den + j[u], rp.w * rp.w);
+			}
+		}
+	}
+	__syncthreads();
+	for (int32_t j = threadIdx.x; j < n_items; j += CCD_SCATTER_THREADS)
+	{
+		const float n = s_num[j],
+					d = s_den[j];
+
+		if (n != 0.0f || d != 0.0f)
+		{
+			float2		p = mine[j];
+
+			p.x += n;
+			p.y += d;
+			mine[j] = p;
+		}
+	}
+}
+
+/*
+ * The end of a scatter sweep: target[j] = the blocks' numerators summed /
+ * (lambda n_j + their denominators summed), in float64 as ccd_update.  A
+ * block takes 32 items, its 8 warps a share of the partial rows each
+ * (coalesced), then adds the warps' sums.  The caller clears `partial`.
+ */
+__global__ void
+__launch_bounds__(256)
+ccd_scatter_finish(const float2 *partial, int nblocks, int32_t n_items, const int64_t *cptr,
+				   float lambda, float *target)
+{
+	__shared__ double s_num[8][32],
+				s_den[8][32];
+	const int	lane = threadIdx.x & 31,
+				warp = threadIdx.x >> 5;
+	const int32_t j = (int32_t) blockIdx.x * 32 + lane;
+	double		num = 0.0,
+				den = 0.0;
+
+	if (j < n_items)
+#pragma unroll 4
+		for (int b = warp; b < nblocks; b += 8)
+		{
+			const float2 p = partial[(size_t) b * n_items + j];
+
+			num += p.x;
+			den += p.y;
+		}
+	s_num[warp][lane] = num;
+	s_den[warp][lane] = den;
+	__syncthreads();
+	if (warp == 0 && j < n_items)
+	{
+		double		d;
+
+		for (int w = 1; w < 8; w++)
+		{
+			num += s_num[w][lane];
+			den += s_den[w][lane];
+		}
+		d = (double) lambda * (double) (cptr[j + 1] - cptr[j]) + den;
+		target[j] = d > 0.0 ? (float) (num / d) : 0.0f;
 	}
 }
 
@@ -348,9 +580,12 @@ struct pack_args
 	float		g0s[GM_CCD_MAX_TERMS];
 	const float *geng[GM_CCD_MAX_GENERAL];
 	const float *cur;			/* NULL: ones */
+	int			w_on;			/* rp.w = w[i] (NULL: ones), the scatter's weight */
+	const float *w;
+	int			pw;				/* cp's width (load_pack): 4, 2 or 1 floats */
 };
 
-/* rp[i] = (c0, a1, a2, 0) for the pass's rows, cp[j] = (g0, g1, g2, cur). */
+/* rp[i] = (c0, a1, a2, 0 or w) for the pass's rows, cp[j] = (g0, g1, g2, cur). */
 __global__ void
 ccd_pack(pack_args p)
 {
@@ -365,9 +600,13 @@ ccd_pack(pack_args p)
 		p.rp[i] = make_float4(c0,
 							  p.n_gen > 0 ? p.gens[0] * p.genf[0][i] : 0.0f,
 							  p.n_gen > 1 ? p.gens[1] * p.genf[1][i] : 0.0f,
-							  0.0f);
+							  p.w_on ? (p.w ? p.w[i] : 1.0f) : 0.0f);
 	}
-	if (i < p.n_gath)
+	if (i < p.n_gath && p.pw == 2)
+		((float2 *) p.cp)[i] = make_float2(p.geng[0][i], p.geng[1][i]);
+	else if (i < p.n_gath && p.pw == 1)
+		((float *) p.cp)[i] = p.cur ? p.cur[i] : 1.0f;
+	else if (i < p.n_gath)
 	{
 		float		g0 = 0.0f;
 
@@ -687,6 +926,8 @@ ccd_destroy(void *h)
 		gm_dev_free(c->tmpb[s]);
 	}
 	gm_dev_free(c->dsum);
+	gm_dev_free(c->partial);
+	gm_dev_free(c->crow);
 	if (c->have_bin_streams)
 	{
 		for (int q = 0; q < CCD_STREAMS; q++)
@@ -700,6 +941,81 @@ ccd_destroy(void *h)
 		cudaStreamDestroy(c->stream);
 	(void) cudaGetLastError();
 	free(c);
+}
+
+/*
+ * Decide the one-copy layout (mode 3 and the item side's sums fit in a
+ * block's shared memory) and size its launch: as many resident blocks as
+ * the shared memory allows, one partial-sum row each.
+ */
+static int
+scatter_setup(ccd_gpu *c, char *err, size_t errlen)
+{
+	int			dev,
+				optin,
+				sms,
+				per_sm = 0;
+	int32_t		n_items = c->side[1].n;
+
+	c->one_copy = 0;
+	if (c->binning != CCD_BINNED_ONE_COPY)
+		return GM_OK;
+	c->binning = 1;				/* the CSR passes run binned */
+	GM_CHECK(cudaGetDevice(&dev));
+	GM_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	GM_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+	c->scatter_smem = 2 * sizeof(float) * (size_t) (n_items > 0 ? n_items : 1);
+	if (c->scatter_smem > (size_t) optin)
+		return GM_OK;			/* two copies */
+	GM_CHECK(cudaFuncSetAttribute(ccd_scatter<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+								  (int) c->scatter_smem));
+	GM_CHECK(cudaFuncSetAttribute(ccd_scatter<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+								  (int) c->scatter_smem));
+	GM_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ccd_scatter<true>, CCD_SCATTER_THREADS,
+														   c->scatter_smem));
+	if (per_sm < 1)
+		return GM_OK;
+	c->scatter_blocks = sms * per_sm;
+	GM_CHECK(gm_dev_malloc((void **) &c->partial,
+						   sizeof(float2) * (size_t) c->scatter_blocks * (n_items > 0 ? n_items : 1)));
+	GM_CHECK(cudaMemset(c->partial, 0, sizeof(float2) * (size_t) c->scatter_blocks * (n_items > 0 ? n_items : 1)));
+	c->one_copy = 1;
+	return GM_OK;
+}
+
+/* The flat scatter's chunk rows: crow[c] = the row of nonzero c * CCD_FLAT_CHUNK. */
+static int
+upload_chunk_rows(ccd_gpu *c, const gm_csr *A, char *err, size_t errlen)
+{
+	int64_t		nch = (A->nnz + CCD_FLAT_CHUNK - 1) / CCD_FLAT_CHUNK;
+	int32_t    *h = (int32_t *) malloc(sizeof(int32_t) * (size_t) (nch + 2));
+	int32_t		row = 0;
+	cudaError_t e;
+
+	if (h == NULL)
+	{
+		snprintf(err, errlen, "ccd: out of host memory for the GPU schedule");
+		return GM_ENOMEM;
+	}
+	for (int64_t ch = 0; ch <= nch + 1; ch++)
+	{
+		int64_t		x = ch * CCD_FLAT_CHUNK;
+
+		if (x >= A->nnz)
+			h[ch] = A->n_rows > 0 ? A->n_rows - 1 : 0;
+		else
+		{
+			while (A->indptr[row + 1] <= x)
+				row++;
+			h[ch] = row;
+		}
+	}
+	e = gm_dev_malloc((void **) &c->crow, sizeof(int32_t) * (size_t) (nch + 2));
+	if (e == cudaSuccess)
+		e = cudaMemcpy(c->crow, h, sizeof(int32_t) * (size_t) (nch + 2), cudaMemcpyHostToDevice);
+	free(h);
+	GM_CHECK(e);
+	return GM_OK;
 }
 
 /* Everything create does that can fail on the device. */
@@ -731,6 +1047,8 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 		}
 	}
 	GM_CHECK(gm_dev_malloc((void **) &c->dsum, sizeof(double) * 4));
+	if ((rc = scatter_setup(c, err, errlen)) != GM_OK)
+		return rc;
 
 	for (int s = 0; s < 2; s++)
 	{
@@ -739,12 +1057,21 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 		int32_t		n_long = 0;
 
 		sd->ptr_h = A[s]->indptr;
+		if (s == 1 && c->one_copy)
+		{
+			/* one copy: the item side keeps only its column pointers (n_j) */
+			sd->csr.n_rows = sd->n;
+			GM_CHECK(gm_dev_malloc((void **) &sd->csr.indptr, sizeof(int64_t) * (n1 + 1)));
+			GM_CHECK(cudaMemcpy(sd->csr.indptr, A[s]->indptr, sizeof(int64_t) * ((size_t) sd->n + 1),
+								cudaMemcpyHostToDevice));
+		}
 		/* the ratings go up as the CSR's values and become the residual there */
-		if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
+		else if ((rc = gm_dcsr_upload(&sd->csr, A[s], err, errlen)) != GM_OK)
 			return rc;
 		GM_CHECK(gm_dev_malloc((void **) &sd->rowpack, sizeof(float4) * n1));
 		GM_CHECK(gm_dev_malloc((void **) &sd->colpack, sizeof(float4) * n1));
-		if ((rc = build_schedule(sd, A[s], &n_long, err, errlen)) != GM_OK)
+		if (!(s == 1 && c->one_copy) &&
+			(rc = build_schedule(sd, A[s], &n_long, err, errlen)) != GM_OK)
 			return rc;
 		GM_CHECK(gm_dev_malloc((void **) &sd->acc, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
 		GM_CHECK(gm_dev_malloc((void **) &sd->cnt, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
@@ -765,7 +1092,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 		ccd_to_feature_major<<<blocks_for(sd->n, 256), 256, 0, c->stream>>>(Fd[s], bd[s], sd->n, k, c->vec[s]);
 		GM_CHECK_LAUNCH();
 	}
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < (c->one_copy ? 1 : 2); s++)
 	{
 		ccd_side   *sd = &c->side[s];
 
@@ -773,6 +1100,8 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 			sd->csr.indptr, sd->csr.indices, sd->csr.data, sd->n, Fd[s], Fd[1 - s], k, bd[s], bd[1 - s], c->mu);
 		GM_CHECK_LAUNCH();
 	}
+	if (c->one_copy && (rc = upload_chunk_rows(c, A[0], err, errlen)) != GM_OK)
+		return rc;
 	GM_CHECK(cudaStreamSynchronize(c->stream));
 	for (int s = 0; s < 2; s++)
 	{
@@ -828,9 +1157,12 @@ ccd_n_sweeps(void *h)
 	return ((ccd_gpu *) h)->plan.n_sweeps;
 }
 
-/* Queue the pack kernel for a pass over side s's rows (rows: also rp). */
+/*
+ * Queue the pack kernel for a pass over side s's rows (rows: also rp; w_on:
+ * rp.w = vector w of side s, a scatter's weight).
+ */
 static int
-launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows,
+launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows, int w_on, int w, int pw,
 			char *err, size_t errlen)
 {
 	pack_args	a;
@@ -862,10 +1194,23 @@ launch_pack(ccd_gpu *c, int s, const gm_ccd_pack *pk, int rows,
 		a.g0s[m] = pk->g0_scale[m];
 	}
 	a.cur = vec_of(c, g, pk->cur);
+	a.w_on = w_on;
+	a.w = w_on ? vec_of(c, s, w) : NULL;
+	a.pw = pw;
 	nmax = a.n_fixed > a.n_gath ? a.n_fixed : a.n_gath;
 	ccd_pack<<<blocks_for(nmax, 256), 256, 0, c->stream>>>(a);
 	GM_CHECK_LAUNCH();
 	return GM_OK;
+}
+
+/* The live vector a snapshot slot of side s was copied from in this step (or id itself). */
+static int
+snapshot_source(const gm_ccd_step *st, int s, int id)
+{
+	for (int m = 0; m < st->n_copies; m++)
+		if (st->copies[m].side == s && st->copies[m].dst == id)
+			return st->copies[m].src;
+	return id;
 }
 
 /* Plan sweep s: take its snapshots, pack its terms, describe its rows. */
@@ -875,10 +1220,41 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 	ccd_gpu    *c = (ccd_gpu *) h;
 	gm_ccd_step *st = &c->step;
 	gm_ccd_pack pk;
-	int			rc;
+	int			queued0 = c->plan.n_pending[0];
+	const gm_ccd_term *apply;
+	int			scatter,
+				rc;
 
-	if (gm_ccd_plan_step(&c->plan, s, st) != 0 ||
-		gm_ccd_make_pack(st->terms, st->n_terms, st->side, st->cur, &pk) != 0)
+	if (gm_ccd_plan_step(&c->plan, s, st) != 0)
+	{
+		snprintf(err, errlen, "ccd: internal error planning sweep %d", s);
+		return GM_EINVAL;
+	}
+	/*
+	 * The terms this pass adds.  Two copies: its copy's pending terms.  One
+	 * copy: a scatter (item side) adds the terms this step queued (the tail
+	 * of its list; the CSR copy has every earlier one) and counts them
+	 * ahead; a CSR pass skips the ones counted ahead.
+	 */
+	scatter = c->one_copy && st->side == 1;
+	apply = st->terms;
+	c->n_apply = st->n_terms;
+	if (scatter)
+	{
+		int			n_new = c->plan.n_pending[0] - queued0;
+
+		apply = st->terms + st->n_terms - n_new;
+		c->n_apply = n_new;
+		c->ahead += n_new;
+	}
+	else if (c->one_copy)
+	{
+		apply = st->terms + c->ahead;
+		c->n_apply = st->n_terms - c->ahead;
+		c->ahead = 0;
+	}
+	if (c->n_apply < 0 ||
+		gm_ccd_make_pack(apply, c->n_apply, scatter ? 0 : st->side, scatter ? GM_CCD_ONES : st->cur, &pk) != 0)
 	{
 		snprintf(err, errlen, "ccd: internal error planning sweep %d", s);
 		return GM_EINVAL;
@@ -888,12 +1264,30 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 								 vec_of(c, st->copies[m].side, st->copies[m].src),
 								 sizeof(float) * c->side[st->copies[m].side].n,
 								 cudaMemcpyDeviceToDevice, c->stream));
-	if ((rc = launch_pack(c, st->side, &pk, st->n_terms > 0, err, errlen)) != GM_OK)
+	if (scatter)
+	{
+		/* rows are the users', weighted by the entry's user-side vector */
+		if ((rc = launch_pack(c, 0, &pk, 1, 1, st->cur, 4, err, errlen)) != GM_OK)
+			return rc;
+		sw->n_rows = c->side[0].n;
+		sw->indptr = c->side[0].ptr_h;	/* storage order */
+		sw->row_work = 4.0;
+		sw->nnz_work = c->n_apply > 0 ? 6.0 : 2.0;
+		return GM_OK;
+	}
+	/* the narrow packs (load_pack) where the binned kernels can use them */
+	c->pw = 4;
+	if (c->binning != 0 && c->n_apply == 0)
+		c->pw = 1;
+	else if (c->binning != 0 && pk.n_g0 == 0 && pk.n_gen == 2 &&
+			 snapshot_source(st, 1 - st->side, pk.gen_gathered[1]) == pk.cur)
+		c->pw = 2;
+	if ((rc = launch_pack(c, st->side, &pk, c->n_apply > 0, 0, 0, c->pw, err, errlen)) != GM_OK)
 		return rc;
 	sw->n_rows = c->side[st->side].n;
 	sw->indptr = c->binning ? c->side[st->side].ptr_perm_h : c->side[st->side].ptr_h;
 	sw->row_work = 8.0;
-	sw->nnz_work = st->n_terms > 0 ? 6.0 : 2.0;
+	sw->nnz_work = c->n_apply > 0 ? 6.0 : 2.0;
 	return GM_OK;
 }
 
@@ -918,17 +1312,21 @@ task_at(const ccd_side *sd, int32_t pos)
 
 /* Launch tasks [t0, t1) of a binned pass on stream st. */
 static cudaError_t
-launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, cudaStream_t st)
+launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, int pw, cudaStream_t st)
 {
 	pass_args	b = a;
 
 	if (t1 <= t0)
 		return cudaSuccess;
 	b.task0 = t0;
-	if (write)
-		ccd_pass_binned<true><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+	if (write && pw == 2)
+		ccd_pass_binned<true, 2><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+	else if (write)
+		ccd_pass_binned<true, 4><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+	else if (pw == 1)
+		ccd_pass_binned<false, 1><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
 	else
-		ccd_pass_binned<false><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
+		ccd_pass_binned<false, 4><<<t1 - t0, CCD_THREADS, 0, st>>>(b);
 	return cudaGetLastError();
 }
 
@@ -938,9 +1336,10 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
 	ccd_gpu    *c = (ccd_gpu *) h;
 	gm_ccd_step *st = &c->step;
-	ccd_side   *sd = &c->side[st->side];
+	int			scatter = c->one_copy && st->side == 1;
+	ccd_side   *sd = &c->side[scatter ? 0 : st->side];
 	pass_args	a;
-	int			write = st->n_terms > 0;
+	int			write = c->n_apply > 0;
 
 	(void) s;
 	if (begin < 0 || end > sd->n || begin > end)
@@ -955,13 +1354,34 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	a.idx = sd->csr.indices;
 	a.res = sd->csr.data;
 	a.rp = sd->rowpack;
-	a.cp = c->side[1 - st->side].colpack;
+	a.cp = c->side[scatter ? 1 : 1 - st->side].colpack;
 	a.perm = sd->bins.perm;
 	a.tasks = sd->tasks;
 	a.target = vec_of(c, st->side, st->target);
 	a.lambda = c->lambda;
 	a.acc = sd->acc;
 	a.cnt = sd->cnt;
+
+	if (scatter)
+	{
+		const int64_t x0 = sd->ptr_h[begin],
+					x1 = sd->ptr_h[end];
+		const int64_t chunks = x1 > x0 ? (x1 - 1) / CCD_FLAT_CHUNK - x0 / CCD_FLAT_CHUNK + 1 : 0;
+		int64_t		blocks = (chunks + CCD_SCATTER_THREADS / 32 - 1) / (CCD_SCATTER_THREADS / 32);
+
+		if (chunks == 0)
+			return GM_OK;
+		if (blocks > c->scatter_blocks)
+			blocks = c->scatter_blocks;
+		if (write)
+			ccd_scatter<true><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
+				a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial);
+		else
+			ccd_scatter<false><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
+				a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial);
+		GM_CHECK_LAUNCH();
+		return GM_OK;
+	}
 
 	if (c->binning == 0)
 	{
@@ -980,7 +1400,7 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 		if (c->binning == 1)
 		{
-			GM_CHECK(launch_tasks(a, t0, t1, write, c->stream));
+			GM_CHECK(launch_tasks(a, t0, t1, write, c->pw, c->stream));
 			return GM_OK;
 		}
 		/* a stream per class, joined back into the main stream */
@@ -992,7 +1412,7 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 			int32_t		b = sd->bin_task_h[cl] > t0 ? sd->bin_task_h[cl] : t0;
 			int32_t		e = sd->bin_task_h[cl + 1] < t1 ? sd->bin_task_h[cl + 1] : t1;
 
-			GM_CHECK(launch_tasks(a, b, e, write, c->bin_stream[cl % CCD_STREAMS]));
+			GM_CHECK(launch_tasks(a, b, e, write, c->pw, c->bin_stream[cl % CCD_STREAMS]));
 		}
 		for (int q = 0; q < CCD_STREAMS; q++)
 		{
@@ -1000,6 +1420,25 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 			GM_CHECK(cudaStreamWaitEvent(c->stream, c->ev_join[q], 0));
 		}
 	}
+	return GM_OK;
+}
+
+/* One copy: a scatter sweep ends by solving the item side's updates. */
+static int
+ccd_end_sweep(void *h, int s, char *err, size_t errlen)
+{
+	ccd_gpu    *c = (ccd_gpu *) h;
+	gm_ccd_step *st = &c->step;
+
+	(void) s;
+	if (!(c->one_copy && st->side == 1) || c->side[1].n == 0)
+		return GM_OK;
+	ccd_scatter_finish<<<blocks_for(c->side[1].n, 32), 256, 0, c->stream>>>(
+		c->partial, c->scatter_blocks, c->side[1].n, c->side[1].csr.indptr, c->lambda,
+		vec_of(c, 1, st->target));
+	GM_CHECK_LAUNCH();
+	GM_CHECK(cudaMemsetAsync(c->partial, 0, sizeof(float2) * (size_t) c->scatter_blocks * c->side[1].n,
+							 c->stream));
 	return GM_OK;
 }
 
@@ -1022,16 +1461,18 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	gm_ccd_term terms[GM_CCD_MAX_TERMS + 1];
 	gm_ccd_pack pk;
 	int			n_terms = gm_ccd_plan_eval(&c->plan, terms);
+	int			skip = c->one_copy ? c->ahead : 0;	/* already in the CSR copy */
 	pass_args	a;
 	double		sums[2];
 	int			rc;
 
-	if (gm_ccd_make_pack(terms, n_terms, 0, GM_CCD_ONES, &pk) != 0)
+	if (skip > n_terms ||
+		gm_ccd_make_pack(terms + skip, n_terms - skip, 0, GM_CCD_ONES, &pk) != 0)
 	{
 		snprintf(err, errlen, "ccd: internal error evaluating the loss");
 		return GM_EINVAL;
 	}
-	if ((rc = launch_pack(c, 0, &pk, 1, err, errlen)) != GM_OK)
+	if ((rc = launch_pack(c, 0, &pk, 1, 0, 0, 4, err, errlen)) != GM_OK)
 		return rc;
 	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 2, c->stream));
 	memset(&a, 0, sizeof(a));
@@ -1102,7 +1543,7 @@ extern "C" const gm_algo_ops gm_cuda_ccd_ops = {
 	ccd_n_sweeps,
 	ccd_begin_sweep,
 	ccd_run,
-	NULL,						/* end_sweep: nothing to finish */
+	ccd_end_sweep,
 	ccd_sync,
 	ccd_evaluate,
 	ccd_download,

@@ -22,8 +22,12 @@
  * Ends with "N passed, M failed" over the checks of 1 and 2 (the benchmark
  * prints numbers, it asserts nothing).  No PostgreSQL.
  *
- * Usage: mf_explicit_bench [--quick] [--seed N] [--cpu-iterations N]
+ * Usage: mf_explicit_bench [--quick] [--seed N] [--cpu-iterations N] [--profile MODE
+ *        [--profile-k K] [--profile-iterations N]]
  *   --quick: checks only.
+ *   --profile MODE: no checks; the Netflix shape, CCD++ at k = K (40) in
+ *   work layout MODE (0 .. 3) for N (3) iterations, each one's time printed
+ *   (also for a profiler).
  */
 #include "../../../src/core/gm_explicit.h"
 #include "../../../cuda/common.cuh"	/* the module's exported entry points */
@@ -402,6 +406,15 @@ train_sliced(gm_algorithm alg, const dataset *ds, int k, int iterations, float l
 		ops->destroy(h);
 }
 
+/* CCD++ work layouts 0 .. 3 (gm_cuda_ccd_set_binning) */
+static const char *
+ccd_layout_name(int mode)
+{
+	static const char *names[4] = {"no binning", "binned, one launch", "binned, streams", "binned, one copy"};
+
+	return mode >= 0 && mode < 4 ? names[mode] : "?";
+}
+
 static void
 check_agreement(const dataset *ds, int threads, uint64_t seed)
 {
@@ -414,6 +427,8 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 	}			cases[] = {
 		{GM_ALG_CCD, 1, 1, 1}, {GM_ALG_CCD, 0, 1, 1}, {GM_ALG_CCD, 1, 0, 1},
 		{GM_ALG_CCD, 0, 2, 1}, {GM_ALG_CCD, 1, 1, 2}, {GM_ALG_CCD, 0, 0, 2},
+		{GM_ALG_CCD, 1, 3, 1}, {GM_ALG_CCD, 0, 3, 1}, {GM_ALG_CCD, 1, 3, 2},
+		{GM_ALG_CCD, 0, 3, 3},
 		{GM_ALG_ALS_EXPLICIT, 1, 1, 1}, {GM_ALG_ALS_EXPLICIT, 0, 1, 1},
 		{GM_ALG_ALS_EXPLICIT, 1, 0, 1}, {GM_ALG_ALS_EXPLICIT, 0, 0, 1},
 	};
@@ -444,7 +459,7 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 		if (ccd)
 		{
 			gm_cuda_ccd_set_binning(cases[c].mode);
-			layout = cases[c].mode == 0 ? "no binning" : cases[c].mode == 1 ? "binned, one launch" : "binned, streams";
+			layout = ccd_layout_name(cases[c].mode);
 		}
 		else
 		{
@@ -474,7 +489,7 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 			  "%s, biases %s, %s, inner %d: rmse, loss per iteration and held-out rmse of the downloaded model within 1e-3 of the CPU's (%.1e %.1e %.1e); random slices within 1e-5 (%.1e); model finite",
 			  name, cases[c].biases ? "on" : "off", layout, cases[c].inner, dr, dl, dh, ds_);
 	}
-	gm_cuda_ccd_set_binning(1);
+	gm_cuda_ccd_set_binning(3);
 	gm_cuda_als_explicit_set_solver(1);
 }
 
@@ -627,6 +642,22 @@ ccd_floor_bytes(const dataset *ds, int k)
 }
 
 /*
+ * The same for the one-copy layout: the CSR pass as above (12 bytes a
+ * rating; row pointers and the new user vector, 12 bytes a user; the item
+ * vectors of the terms, 8 bytes an item); the scatter reads each index and
+ * value once more (8 bytes a rating), the row pointers and the user vector
+ * (12 bytes a user); the last kernel reads the column pointers and writes
+ * the item vector (12 bytes an item).  The blocks' partial-sum rows (a few
+ * MB, written and read once in L2) are left out:
+ *     k * (20 nnz + 24 n_users + 20 n_items).
+ */
+static double
+ccd_one_copy_bytes(const dataset *ds, int k)
+{
+	return (double) k * (20.0 * ds->R.nnz + 24.0 * ds->R.n_rows + 20.0 * ds->R.n_cols);
+}
+
+/*
  * FLOPs of one explicit-ALS iteration (biases off, kk = k): both sides'
  * Gram matrices (upper triangle with the diagonal, a multiply-add each:
  * nnz k (k + 1) FLOPs a side) and right-hand sides (2 nnz k a side), a
@@ -640,6 +671,30 @@ als_floor_flops(const dataset *ds, int k)
 
 	return 2.0 * (ds->R.nnz * kk * (kk + 1) + 2.0 * ds->R.nnz * kk) +
 		rows * (kk * kk * kk / 3.0 + 2.0 * kk * kk);
+}
+
+/* --profile: one CCD++ training for a profiler to watch */
+static void
+profile_run(uint64_t seed, int mode, int k, int iters)
+{
+	dataset		ds;
+	model		m;
+	run_result	r;
+
+	make_dataset(&ds, 480189, 17770, 100000000, 10, 0.5, 0.0, 0.0, 0.01, 0.9, 5, seed);
+	gm_cuda_ccd_set_binning(mode);
+	train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, k, iters, 0.058f, 0, 1, 0, &r);
+	if (r.rc == GM_OK)
+	{
+		printf("  profile: layout %d, k %d: %.1f ms per iteration (median of %d):", mode, k,
+			   median(r.seconds) * 1e3, iters);
+		for (size_t i = 0; i < r.seconds.size(); i++)
+			printf(" %.1f", r.seconds[i] * 1e3);
+		printf("\n");
+	}
+	else
+		printf("  profile: failed: rc %d: %s\n", r.rc, r.err);
+	free_dataset(&ds);
 }
 
 static void
@@ -669,22 +724,23 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 		   lambda, iters);
 
 	printf("\n  CCD++: seconds per iteration\n");
-	printf("  %-4s %-26s %10s %12s %9s %10s %12s %12s\n", "k", "variant", "ms/iter", "floor ms", "/floor",
+	printf("  %-4s %-28s %10s %12s %9s %10s %12s %12s\n", "k", "variant", "ms/iter", "floor ms", "/floor",
 		   "vs cuMF", "train rmse", "held-out");
 	for (int ki = 0; ki < 2; ki++)
 	{
 		int			k = ks[ki];
 		double		floor_ms = ccd_floor_bytes(&ds, k) / (bw * 1e9) * 1e3;
 
-		printf("  %-4d %-26s %10.1f %12.1f %8.2fx %10s %12s %12s   (floor: %.1f GB per iteration)\n", k,
+		printf("  %-4d %-28s %10.1f %12.1f %8.2fx %10s %12s %12s   (floor: %.1f GB per iteration)\n", k,
 			   "cuMF cumf_ccd (anchor)", cumf_ms[ki], floor_ms, cumf_ms[ki] / floor_ms, "1.00x", "",
 			   ki == 0 ? "0.548" : "-", ccd_floor_bytes(&ds, k) / 1e9);
-		for (int v = 0; v < 4; v++)
+		for (int v = 0; v < 5; v++)
 		{
 			model		m;
 			run_result	r;
 			int			n_it = v == 0 ? cpu_iterations : iters;
-			const char *name[4] = {"CPU", "GPU, no binning", "GPU, binned (one launch)", "GPU, binned (streams)"};
+			const char *name[5] = {"CPU", "GPU, no binning", "GPU, binned (one launch)", "GPU, binned (streams)",
+			"GPU, binned, one copy"};
 			char		label[64];
 			double		ms;
 
@@ -700,15 +756,20 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 				  0, 1, threads, &r);
 			if (r.rc != GM_OK)
 			{
-				printf("  %-4d %-26s failed: rc %d: %s\n", k, label, r.rc, r.err);
+				printf("  %-4d %-28s failed: rc %d: %s\n", k, label, r.rc, r.err);
 				continue;
 			}
 			ms = median(r.seconds) * 1e3;
-			printf("  %-4d %-26s %10.1f %12.1f %8.2fx %9.2fx %12.4f %12.4f\n", k, label, ms, floor_ms,
+			printf("  %-4d %-28s %10.1f %12.1f %8.2fx %9.2fx %12.4f %12.4f", k, label, ms, floor_ms,
 				   ms / floor_ms, cumf_ms[ki] / ms, r.rmse.back(), heldout_rmse(&ds, &m, 0));
+			if (v == 4)
+				printf("   (its own floor, 20 bytes a rating: %.1f ms, %.2fx)",
+					   ccd_one_copy_bytes(&ds, k) / (bw * 1e9) * 1e3,
+					   ms / (ccd_one_copy_bytes(&ds, k) / (bw * 1e9) * 1e3));
+			printf("\n");
 			fflush(stdout);
 		}
-		gm_cuda_ccd_set_binning(1);
+		gm_cuda_ccd_set_binning(3);
 	}
 
 	/*
@@ -769,6 +830,9 @@ int
 main(int argc, char **argv)
 {
 	int			quick = 0,
+				profile = -1,
+				profile_k = 40,
+				profile_iters = 3,
 				cpu_iterations = 1;
 	const char *module = "cuda/gpumf_cuda.so";
 	char		err[GM_ERRLEN],
@@ -787,9 +851,15 @@ main(int argc, char **argv)
 			cpu_iterations = atoi(argv[++a]);
 		else if (strcmp(argv[a], "--module") == 0 && a + 1 < argc)
 			module = argv[++a];
+		else if (strcmp(argv[a], "--profile") == 0 && a + 1 < argc)
+			profile = atoi(argv[++a]);
+		else if (strcmp(argv[a], "--profile-k") == 0 && a + 1 < argc)
+			profile_k = atoi(argv[++a]);
+		else if (strcmp(argv[a], "--profile-iterations") == 0 && a + 1 < argc)
+			profile_iters = atoi(argv[++a]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path] [--profile MODE [--profile-k K] [--profile-iterations N]]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -810,6 +880,11 @@ main(int argc, char **argv)
 		  gm_algo_ops_get(GM_ALG_ALS_EXPLICIT, GM_BACKEND_CUDA, err, sizeof(err)) ==
 		  gm_cuda_algo_ops(GM_ALG_ALS_EXPLICIT) && gm_cuda_algo_ops(GM_ALG_CCD) != NULL,
 		  "the module (%s, on %s) registers ccd and als_explicit", module, name);
+	if (profile >= 0)
+	{
+		profile_run(seed, profile, profile_k, profile_iters);
+		return 0;
+	}
 	{
 		dataset		ds;
 
