@@ -673,6 +673,16 @@ als_floor_flops(const dataset *ds, int k)
 		rows * (kk * kk * kk / 3.0 + 2.0 * kk * kk);
 }
 
+/*
+ * The benchmark's data: the Netflix shape, 480,189 x 17,770, 100M ratings
+ * (1% held out), planted rank 10 + N(0, 0.5^2), power-law items.
+ */
+static void
+make_netflix(dataset *ds, uint64_t seed)
+{
+	make_dataset(ds, 480189, 17770, 100000000, 10, 0.5, 0.0, 0.0, 0.01, 0.9, 5, seed);
+}
+
 /* --profile: one CCD++ training for a profiler to watch */
 static void
 profile_run(uint64_t seed, int mode, int k, int iters)
@@ -681,7 +691,7 @@ profile_run(uint64_t seed, int mode, int k, int iters)
 	model		m;
 	run_result	r;
 
-	make_dataset(&ds, 480189, 17770, 100000000, 10, 0.5, 0.0, 0.0, 0.01, 0.9, 5, seed);
+	make_netflix(&ds, seed);
 	gm_cuda_ccd_set_binning(mode);
 	train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, k, iters, 0.058f, 0, 1, 0, &r);
 	if (r.rc == GM_OK)
@@ -710,7 +720,7 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 	const double cumf_ms[2] = {218.0, 540.0};
 
 	printf("\n== 3. Netflix-shaped benchmark\n");
-	make_dataset(&ds, 480189, 17770, 100000000, 10, 0.5, 0.0, 0.0, 0.01, 0.9, 5, seed);
+	make_netflix(&ds, seed);
 	printf("  data: %d users x %d items, %lld training ratings, %zu held out (1%%); planted rank 10, sigma 0.5,\n"
 		   "  power-law items (exponent 0.9); longest user row %lld, longest item column %lld;\n"
 		   "  generated in %.1f s, CSR + CSC in %.1f s (%d threads)\n",
