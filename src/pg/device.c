@@ -140,6 +140,9 @@ gpumf_device_prefetch(const gm_mf_params *p)
 	PrefetchArg *a;
 	bool		warm = p != NULL && !(warmed_any && same_kernels(p, &warmed));
 
+	/* the training service's worker probes and stays warm instead (train_service.c) */
+	if (p != NULL && gpumf_service_prefetch(gpumf_device != GPUMF_DEVICE_CPU))
+		return;
 	if (gpumf_device == GPUMF_DEVICE_CPU || (exit_hook && !warm))
 		return;
 	a = malloc(sizeof(PrefetchArg));
@@ -199,6 +202,35 @@ gpumf_training_backend(char *name, size_t namelen)
 		no_gpu_error(err, "train");
 	if (rc != GM_ENOMODULE)
 		fallback_notice(err, "training");
+	return GM_BACKEND_CPU;
+}
+
+gm_backend_kind
+gpumf_train_backend(char *name, size_t namelen, bool *service)
+{
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	*service = false;
+	if (gpumf_device == GPUMF_DEVICE_CPU)
+	{
+		*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
+		return GM_BACKEND_CPU;
+	}
+	rc = gpumf_service_device(name, namelen, err, sizeof(err));
+	if (rc < 0)
+		return gpumf_training_backend(name, namelen);	/* no service: this process */
+	if (rc == GM_OK)
+	{
+		*service = true;
+		return GM_BACKEND_CUDA;
+	}
+	/* the worker found no GPU: the same rules as this process's own probe */
+	if (gpumf_device == GPUMF_DEVICE_GPU)
+		no_gpu_error(err, "train");
+	if (rc != GM_ENOMODULE)
+		fallback_notice(err, "training");
+	*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
 	return GM_BACKEND_CPU;
 }
 

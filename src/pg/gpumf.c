@@ -35,6 +35,15 @@ bool		gpumf_warm_new_models = true;
 int			gpumf_gpu_memory_limit_mb = -1;
 int			gpumf_keep_versions = 2;
 int			gpumf_spmv_choice = GM_SPMV_AUTO;
+int			gpumf_training_service = GPUMF_SERVICE_GPU;
+int			gpumf_training_service_idle_s = 600;
+
+static const struct config_enum_entry service_options[] = {
+	{"off", GPUMF_SERVICE_OFF, false},
+	{"gpu", GPUMF_SERVICE_GPU, false},
+	{"always", GPUMF_SERVICE_ALWAYS, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GPUMF_DEVICE_AUTO, false},
@@ -113,6 +122,14 @@ _PG_init(void)
 							 "The GPU's sparse matrix-vector product: auto (the faster on each matrix, timed once), own (gpumf's kernel) or cusparse.",
 							 NULL, &gpumf_spmv_choice, GM_SPMV_AUTO, spmv_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpumf.training_service",
+							 "Which trainings run on the training service's worker, which keeps the GPU set up between trainings: gpu (GPU trainings), always (CPU ones too) or off (each session's own process).",
+							 NULL, &gpumf_training_service, GPUMF_SERVICE_GPU, service_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.training_service_idle_timeout",
+							"Seconds the training service's worker waits for work before it exits and gives its GPU memory back (-1: it stays).",
+							NULL, &gpumf_training_service_idle_s, 600, -1, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
 }
 

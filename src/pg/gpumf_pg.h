@@ -23,6 +23,7 @@
  *   split.c          gpumf_split
  *   model_history.c  kept versions: gpumf_model_versions, gpumf_use_version
  *   predict.c        gpumf_predict, gpumf_rmse, gpumf_synthetic_ratings
+ *   train_service.c  the training service: a worker that keeps the GPU warm
  *   solve.c          gpumf_cg_solve, gpumf_spmv (sparse SPD solves)
  *   ols.c            gpumf_linreg, gpumf_linreg_agg, gpumf_linreg_predict
  */
@@ -59,6 +60,17 @@ extern bool gpumf_shared_models;
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
+extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
+
+typedef enum
+{
+	GPUMF_SERVICE_OFF,
+	GPUMF_SERVICE_GPU,			/* GPU trainings go through the training service */
+	GPUMF_SERVICE_ALWAYS		/* every training (CPU ones too) */
+} GpumfServiceMode;
+
+extern int	gpumf_training_service;	/* GpumfServiceMode */
+extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: never) */
 
 
 /* ----------------------------------------------------------- gpumf.c */
@@ -81,10 +93,38 @@ extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 /* start looking for a GPU on a thread, while the caller does other work */
 extern void gpumf_device_prefetch(const gm_mf_params *p);
 /*
+ * gpumf_training_backend for gpumf_train: *service says the training should
+ * go to the training service (train_service.c), whose worker then probed
+ * the GPU instead of this process.
+ */
+extern gm_backend_kind gpumf_train_backend(char *name, size_t namelen, bool *service);
+/*
  * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
  * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
  */
 extern const gm_linalg_ops *gpumf_linalg_device(char *name, size_t namelen);
+
+/* --------------------------------------------------- train_service.c */
+
+/* start the service's worker if it will be used (no wait); false: it will not, or is busy */
+extern bool gpumf_service_prefetch(bool gpu);
+/*
+ * Wait for the worker (starting it): GM_OK with *name when it has a GPU,
+ * another GM_ code with *why when its probe failed, -1 when there is no
+ * service to use (gpumf.training_service, no worker slot, no start-up).
+ */
+extern int	gpumf_service_device(char *name, size_t namelen, char *why, size_t whylen);
+/*
+ * Train on the service's worker: NULL when it cannot take the job now (busy,
+ * no shared memory: train in this process); else *rc, err, *res and ev's
+ * results are set, d's factor and bias pointers point into the returned
+ * segment, which gpumf_service_release (or the transaction's end) detaches.
+ * cb's progress is forwarded; should_stop turns into a stop request.
+ */
+extern void *gpumf_service_train(const gm_mf_params *p, gm_mf_data *d,
+								 const gm_callbacks *cb, gm_mf_eval *ev,
+								 gm_mf_result *res, int *rc, char *err, size_t errlen);
+extern void gpumf_service_release(void *seg);
 
 /* ----------------------------------------------------------- guard.c */
 

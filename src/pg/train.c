@@ -46,6 +46,7 @@ typedef struct TrainState
 	float	   *user_bias;
 	float	   *item_bias;
 	double		global_mean;
+	void	   *service_seg;	/* the factors are in the training service's segment */
 	MemoryContextCallback cb;
 } TrainState;
 
@@ -59,10 +60,14 @@ train_state_free(void *arg)
 	gm_csr_free(&ts->part);
 	gm_csr_free(&ts->part_t);
 	gm_csr_free(&ts->held);
-	free(ts->X);
-	free(ts->Y);
-	free(ts->user_bias);
-	free(ts->item_bias);
+	if (ts->service_seg == NULL)
+	{
+		/* else the segment's own (detached by gpumf_train or the transaction's end) */
+		free(ts->X);
+		free(ts->Y);
+		free(ts->user_bias);
+		free(ts->item_bias);
+	}
 	ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
 }
 
@@ -357,7 +362,7 @@ on_eval(void *arg, int it, const gm_rank_result *r)
  * says which and how good).
  */
 static void
-train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res, gm_mf_eval *ev)
+train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf_eval *ev)
 {
 	ProgressArg pa;
 	gm_callbacks cbs;
@@ -372,15 +377,6 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res, gm_mf_eval *e
 	gpumf_check_memory(((double) nu + ni) * k * sizeof(float) * (a->holdout > 0 ? 6 : 4) +
 					   (double) ts->R.nnz * sizeof(float) * (a->holdout > 0 ? 8 : 4),
 					   "training");
-	ts->X = malloc(sizeof(float) * (size_t) nu * k);
-	ts->Y = malloc(sizeof(float) * (size_t) ni * k);
-	if (a->p.biases)
-	{
-		ts->user_bias = malloc(sizeof(float) * (size_t) Max(nu, 1));
-		ts->item_bias = malloc(sizeof(float) * (size_t) Max(ni, 1));
-	}
-	if (!ts->X || !ts->Y || (a->p.biases && (!ts->user_bias || !ts->item_bias)))
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
 
 	memset(&d, 0, sizeof(d));
 	d.R = &ts->R;
@@ -408,11 +404,6 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res, gm_mf_eval *e
 		ev->on_eval = on_eval;
 		ev->arg = &pa;
 	}
-	d.X = ts->X;
-	d.Y = ts->Y;
-	d.user_bias = ts->user_bias;
-	d.item_bias = ts->item_bias;
-
 	pa.iterations = a->p.iterations;
 	pa.explicit_model = a->p.algorithm != GM_ALG_ALS_IMPLICIT;
 	pa.error = NULL;
@@ -421,7 +412,48 @@ train_model(const TrainArgs *a, TrainState *ts, gm_mf_result *res, gm_mf_eval *e
 	cbs.should_stop = should_stop;
 	cbs.on_iteration = on_iteration;
 	cbs.arg = &pa;
-	rc = gm_mf_train_eval(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL, res, err, sizeof(err));
+
+	/* on the training service's worker (its factors stay in its segment) */
+	if (service)
+	{
+		ts->service_seg = gpumf_service_train(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL,
+											  res, &rc, err, sizeof(err));
+		if (ts->service_seg)
+		{
+			elog(DEBUG1, "gpumf: trained by the training service");
+			ts->X = d.X;
+			ts->Y = d.Y;
+			ts->user_bias = d.user_bias;
+			ts->item_bias = d.item_bias;
+		}
+		else if (a->p.backend != GM_BACKEND_CUDA)
+			elog(DEBUG1, "gpumf: the training service is busy: training in this session");
+		else
+		{
+			/* busy with another session's training: in this process, as without it */
+			char		name[128];
+
+			elog(DEBUG1, "gpumf: the training service is busy: training in this session");
+			a->p.backend = gpumf_training_backend(name, sizeof(name));
+		}
+	}
+	if (ts->service_seg == NULL)
+	{
+		ts->X = malloc(sizeof(float) * (size_t) nu * k);
+		ts->Y = malloc(sizeof(float) * (size_t) ni * k);
+		if (a->p.biases)
+		{
+			ts->user_bias = malloc(sizeof(float) * (size_t) Max(nu, 1));
+			ts->item_bias = malloc(sizeof(float) * (size_t) Max(ni, 1));
+		}
+		if (!ts->X || !ts->Y || (a->p.biases && (!ts->user_bias || !ts->item_bias)))
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
+		d.X = ts->X;
+		d.Y = ts->Y;
+		d.user_bias = ts->user_bias;
+		d.item_bias = ts->item_bias;
+		rc = gm_mf_train_eval(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL, res, err, sizeof(err));
+	}
 	if (pa.error)
 		ReThrowError(pa.error);
 	if (rc == GM_ECANCELED)
@@ -461,7 +493,8 @@ gpumf_train_args(const TrainArgs *args)
 				old_tables;
 	GpumfStoreInput in;
 	gm_mf_result res;
-	bool		exists;
+	bool		exists,
+				service;
 	double		t,
 				t_read,
 				t_csr,
@@ -515,8 +548,8 @@ gpumf_train_args(const TrainArgs *args)
 	t_csr = elapsed(&t);
 
 	/* ---- device and training */
-	a.p.backend = gpumf_training_backend(devname, sizeof(devname));
-	train_model(&a, ts, &res, &ev);
+	a.p.backend = gpumf_train_backend(devname, sizeof(devname), &service);
+	train_model(&a, service, ts, &res, &ev);
 	t = gm_now();
 
 	/* ---- store, as the extension's owner */
@@ -563,6 +596,12 @@ gpumf_train_args(const TrainArgs *args)
 	}
 	gpumf_store_grant(&tables, exists ? &old_tables : NULL, row.m.owner);
 	t_store = gm_now() - t;
+	if (ts->service_seg)
+	{
+		/* the factors are in the tables: let the service's segment go */
+		gpumf_service_release(ts->service_seg);
+		ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+	}
 
 	row.m.user_table = tables.users;
 	row.m.item_table = tables.items;

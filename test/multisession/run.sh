@@ -2,7 +2,8 @@
 # Multi-session tests: atomic retraining, cancel and statement_timeout within
 # 1 s leaving the model as it was, concurrent retraining serialised, progress
 # NOTICEs, pg_dump/restore of models, gpumf_cg_solve stopped within 1 s by a
-# cancel or statement_timeout.  Needs a server (source test/pgenv.sh)
+# cancel or statement_timeout, the training service (results, progress,
+# cancel, concurrency, its shutdown and idle exit).  Needs a server (source test/pgenv.sh)
 # with gpumf installed.  Prints "ok N - ..." lines and "N passed, M failed".
 set -u
 DB=gpumf_multisession
@@ -280,6 +281,71 @@ dt=$(awk "BEGIN { printf \"%.3f\", $(now) - $t0 }")
 if grep -q "statement timeout" <<<"$out"; then ok "gpumf_cg_solve: statement_timeout cancels"; else bad "gpumf_cg_solve: statement_timeout cancels" "$out"; fi
 if awk "BEGIN { exit !($dt < 4.0) }"; then ok "gpumf_cg_solve: stopped within 1 s of the timeout (${dt}s for 3s)"; else bad "gpumf_cg_solve: stopped within 1 s of the timeout" "${dt}s"; fi
 check "the backend still works after the canceled solves" "$(q "SELECT converged FROM gpumf_cg_solve('poisson', 'r', 'c', 'v', array_fill(1::float8, ARRAY[90000]), tolerance => 1e-6)")" "t"
+
+# 10. the training service: a worker that keeps the GPU set up between
+#     trainings (gpumf.training_service = always sends CPU trainings to it too,
+#     so that this runs without a GPU)
+svc="SET gpumf.training_service = always;"
+svcpid() { q "SELECT coalesce(string_agg(pid::text, ','), 'none') FROM pg_stat_activity WHERE backend_type = 'gpumf training service'"; }
+out=$(dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'svc1')")
+if grep -q "trained by the training service" <<<"$out"; then ok "the training service trains"; else bad "the training service trains" "$out"; fi
+p1=$(svcpid)
+if [[ "$p1" =~ ^[0-9]+$ ]]; then ok "pg_stat_activity lists the service's worker"; else bad "pg_stat_activity lists the service's worker" "$p1"; fi
+q "SET gpumf.device = cpu; SET gpumf.training_service = off; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'svc2')" >/dev/null
+t1=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'svc1'")
+t2=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'svc2'")
+check "the service trains the same model as the session itself" "$(differ ${t1% *} ${t2% *}) $(differ ${t1#* } ${t2#* })" "0 0"
+out=$(PGOPTIONS="-c gpumf.device=$DEV -c gpumf.training_service=always" psql -X -qAt -d "$DB" -c "SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', factors => 4, iterations => 3, model => 'p')" 2>&1)
+check "the service's progress NOTICEs reach the client, one per iteration" "$(grep -cE 'NOTICE:  iteration [0-9]+/3: loss [0-9.e+-]+, [0-9.]+ s' <<<"$out")" "3"
+out=$(dbg "$svc SET gpumf.device = cpu; SELECT (metrics->'holdout'->>'best_iteration') || ' ' || round(final_loss::numeric, 9) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 6, holdout => 0.2, model => 'svch1')")
+out2=$(q "SET gpumf.device = cpu; SELECT (metrics->'holdout'->>'best_iteration') || ' ' || round(final_loss::numeric, 9) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 6, holdout => 0.2, model => 'svch2')")
+check "a held-out training on the service stops and scores as in the session" "$(tail -1 <<<"$out")" "$out2"
+cancel_test "training service: cancel" "$svc" 64
+check "training service: the worker survives a canceled training" "$(svcpid)" "$p1"
+# two sessions at once: one trains on the service, the other in its own process
+for s in 1 2; do
+  dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 16, iterations => 12, model => 'svcc$s')" >"$tmp/s$s.out" 2>&1 &
+  eval "sp$s=\$!"
+done
+wait $sp1; r1=$?; wait $sp2; r2=$?
+check "training service: two concurrent trainings both succeed" "$r1$r2" "00"
+check "training service: one of them on the service, the other in its session" "$(cat "$tmp/s1.out" "$tmp/s2.out" | grep -c 'trained by the training service') $(cat "$tmp/s1.out" "$tmp/s2.out" | grep -c 'service is busy')" "1 1"
+# the worker shut down during a training: an ERROR, the model unchanged, the next training starts a new one
+before=$(state bigm)
+psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/k.out" 2>&1 <<SQL &
+$svc
+SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => 64, iterations => 100000, model => 'bigm');
+SQL
+pid=$!
+sleep 4
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'gpumf training service'" >/dev/null
+wait $pid
+if grep -q "the training service was shut down during the training" "$tmp/k.out"; then ok "training service: its shutdown fails the training with a clear ERROR"; else bad "training service: its shutdown fails the training with a clear ERROR" "$(cat "$tmp/k.out")"; fi
+check "training service: model unchanged after its shutdown" "$(state bigm)" "$before"
+out=$(dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'svc3')")
+p2=$(svcpid)
+if grep -q "trained by the training service" <<<"$out" && [[ "$p2" =~ ^[0-9]+$ ]] && [ "$p2" != "$p1" ]; then ok "training service: the next training starts a new worker"; else bad "training service: the next training starts a new worker" "$p1 -> $p2: $out"; fi
+# DROP DATABASE (which waits for every process to absorb a barrier) does not
+# wait for the worker, idle or training
+createdb "${DB}_scratch"
+psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/d.out" 2>&1 <<SQL &
+SET application_name = 'gpumf_svc_drop';
+$svc
+SELECT gpumf_train('big', 'user_id', 'item_id', 'value', factors => 64, iterations => 100000, model => 'bigm');
+SQL
+pid=$!
+sleep 4
+t0=$(now)
+timeout 20 dropdb "${DB}_scratch"; rc=$?
+dt=$(awk "BEGIN { printf \"%.3f\", $(now) - $t0 }")
+if [ $rc = 0 ] && awk "BEGIN { exit !($dt < 3.0) }"; then ok "training service: DROP DATABASE does not wait for a training on it (${dt}s)"; else bad "training service: DROP DATABASE does not wait for a training on it" "rc $rc, ${dt}s"; fi
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'gpumf_svc_drop'" >/dev/null
+wait $pid
+# it exits after gpumf.training_service_idle_timeout
+psql -X -qAt -d "$DB" -c "LOAD 'gpumf'" -c "ALTER SYSTEM SET gpumf.training_service_idle_timeout = 1" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 3
+check "training service: the worker exits when idle for gpumf.training_service_idle_timeout" "$(svcpid)" "none"
+psql -X -qAt -d "$DB" -c "LOAD 'gpumf'" -c "ALTER SYSTEM RESET gpumf.training_service_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
 
 dropdb "$DB"
 echo "$pass passed, $fail failed"

@@ -13,6 +13,8 @@ and gpumf_synthetic(138493, 26744, 20000263) (20M rows, ML-20M shaped).
  2. gpumf_train by phase (read, CSR, transfer, train, loss, store, commit) for
     each source and factors, in one transaction each (commit timed apart);
     the first training of a session (CUDA set up included) and a second one.
+ 2b. A new session's first training without the training service, with its
+    worker cold and with it warm (GPU runs only).
  3. Storing the factors beside COPY FROM (FORMAT binary, FREEZE) of the same
     rows into tables of the same shape created in one transaction, with the
     same primary keys built after: MB/s for both.
@@ -215,10 +217,10 @@ def bench_read(W):
 STORE_RE = r"gpumf: factor tables created in ([0-9.]+) s, filled in ([0-9.]+) s, indexed in ([0-9.]+) s"
 
 
-def train_session(src, k, unlogged, W):
-    """REPEAT trainings of one model in one session; per training a dict of phases."""
+def train_session(src, k, unlogged, W, repeat=REPEAT, extra="", tag=""):
+    """repeat trainings of one model in one session; per training a dict of phases."""
     tbl, val, _ = TABLES[src]
-    model = "bench_%s_k%d%s" % (src, k, "_unlogged" if unlogged else "")
+    model = "bench_%s_k%d%s%s" % (src, k, "_unlogged" if unlogged else "", tag)
     one_training = ("BEGIN;\n"
                     "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, "
                     "coalesce(loss_seconds, 0), store_seconds, backend, device, final_loss "
@@ -229,14 +231,18 @@ def train_session(src, k, unlogged, W):
     # shared memory while the next training is timed, and the model stays
     # never served for the cold rows of section 4
     opts = ("-c max_parallel_workers_per_gather=%d -c client_min_messages=debug1 "
-            "-c gpumf.warm_new_models=off%s") % (
-        W, " -c gpumf.unlogged_models=on" if unlogged else "")
-    # a fresh model each run: versions 1 .. REPEAT, never served (nothing shared)
+            "-c gpumf.warm_new_models=off%s %s") % (
+        W, " -c gpumf.unlogged_models=on" if unlogged else "", extra)
+    # a fresh model each run: versions 1 .. repeat, never served (nothing shared)
     q("SELECT gpumf_drop_model('%s', if_exists => true)" % model)
-    p = Psql(one_training * REPEAT, opts)
+    p = Psql(one_training * repeat, opts)
     res = []
     stores = re.findall(STORE_RE, p.err)
-    for i in range(REPEAT):
+    service = "trained by the training service" in p.err
+    seg = re.findall(r"gpumf: training service: .*", p.err)
+    if seg:
+        print("  (%s: %s)" % (model, seg[-1]), file=sys.stderr)
+    for i in range(repeat):
         row = p.rows[i]
         t_begin, t_select, t_commit = p.times[3 * i: 3 * i + 3]
         d = dict(read=float(row[0]), csr=float(row[1]), transfer=float(row[2]),
@@ -246,6 +252,7 @@ def train_session(src, k, unlogged, W):
         d["other"] = t_select - (d["read"] + d["csr"] + d["transfer"] + d["train"] + d["loss"] +
                                  d["store"])
         d["total"] = t_select + t_commit
+        d["service"] = service
         if i < len(stores):
             d["create"], d["fill"], d["index"] = (float(x) for x in stores[i])
         res.append(d)
@@ -280,6 +287,49 @@ def bench_phases(W):
           "session's first training); total: the statement and its commit.")
     print()
     return kept
+
+
+SERVICE_PID = ("SELECT coalesce(string_agg(pid::text, ','), 'none') FROM pg_stat_activity "
+               "WHERE backend_type = 'gpumf training service'")
+
+
+def bench_service(W):
+    """A new session's first training: without the training service, with its
+    worker cold (stopped first), and with it warm."""
+    src = "1m" if "1m" in SOURCES else SOURCES[0]
+    k = 512 if 512 in FACTORS else FACTORS[-1]
+    print("### 2b. A new session's first training (source %s, factors %d; seconds; each case "
+          "in a session of its own)" % (src, k))
+    print()
+    rows = []
+    cases = [
+        ("gpumf.training_service = off: the session sets up the GPU itself", False,
+         "-c gpumf.training_service=off", None),
+        ("the service's worker stopped first: the training starts it (cold)", False, "",
+         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+         "WHERE backend_type = 'gpumf training service'"),
+        ("the service's worker running (warm)", False, "", None),
+        ("the service's worker running (warm)", True, "", None),
+        ("the service's worker running (warm), again", False, "", None),
+        ("the service's worker running (warm), again", True, "", None),
+    ]
+    for label, unlogged, extra, before in cases:
+        if before:
+            q(before)
+            time.sleep(1.0)
+        d = train_session(src, k, unlogged, W, repeat=1, extra=extra, tag="_first")[0]
+        rows.append([label, "unlogged" if unlogged else "logged",
+                     "yes" if d["service"] else "no", fmt(d["read"]), fmt(d["csr"]),
+                     fmt(d["transfer"]), fmt(d["train"]), fmt(d["loss"]), fmt(d["store"]),
+                     fmt(d["commit"]), fmt(d["other"]), fmt(d["total"]),
+                     one(SERVICE_PID)])
+        q("SELECT gpumf_drop_model('%s', if_exists => true)" % d["model"])
+    table(["case", "tables", "on the service", "read", "CSR", "transfer", "train", "loss",
+           "store", "commit", "other", "total", "worker pid after"], rows)
+    print("other: the rest of the statement; with the service it includes copying the CSR/CSC "
+          "into the job's shared memory and waiting for the worker to pick it up; without it, "
+          "the session's GPU start-up not hidden behind the read.")
+    print()
 
 
 # ------------------------------------------------------------------ 3. store vs COPY
@@ -441,6 +491,8 @@ def main():
     print()
     bench_read(W)
     kept = bench_phases(W)
+    if DEVICE != "cpu":
+        bench_service(W)
     bench_store(kept)
     bench_serving(kept)
 
