@@ -15,6 +15,7 @@
 #include "gpumf_pg.h"
 
 #include "access/heapam.h"
+#include "access/hio.h"
 #include "access/heaptoast.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -29,6 +30,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -137,7 +139,7 @@ item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool 
 /*
  * Fill a factor table created in this transaction, as COPY FREEZE does:
  * rows formed in batches and written with table_multi_insert through a
- * BulkInsertState (a ring of buffers, whole pages per WAL record), frozen
+ * BulkInsertState (whole pages per WAL record), frozen
  * (the table is new: no snapshot of this transaction can have seen it, and
  * readers find it through the catalog row that commits with it), without
  * looking at the free space map.  WAL is skipped by PostgreSQL itself when
@@ -146,7 +148,8 @@ item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool 
  * built afterwards.
  */
 static void
-fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer form)
+fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer form,
+		   double est_bytes)
 {
 	Relation	rel = table_open(table_oid(qname, false), RowExclusiveLock);
 	TupleDesc	desc = RelationGetDescr(rel);
@@ -163,6 +166,20 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 	/* frozen rows are safe only in a table created by this (sub)transaction */
 	if (rel->rd_createSubid != GetCurrentSubTransactionId())
 		elog(ERROR, "gpumf: factor table %s was not created by this transaction", qname);
+	/*
+	 * The bulk-write ring (16 MB) keeps a large COPY from evicting the rest of
+	 * shared_buffers, at the price of writing each page out as the ring comes
+	 * round (after flushing WAL up to it) and of reading it back from the
+	 * kernel for each index built next.  A table that takes at most an
+	 * eighth of shared_buffers is written through the buffer pool instead:
+	 * its index builds find it there, and its pages go out once, at commit or
+	 * by the checkpointer.
+	 */
+	if (est_bytes <= (double) NBuffers * BLCKSZ / 8)
+	{
+		FreeAccessStrategy(bis->strategy);
+		bis->strategy = NULL;
+	}
 	/*
 	 * One block that a reset keeps, large enough for a batch of rows in
 	 * palloc's power-of-two chunks: each batch reuses the memory of the last
@@ -247,8 +264,11 @@ gpumf_store_write(const GpumfStoreInput *in)
 								   "factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4",
 								   format_type_be_qualified(in->itype)));
 	t1 = gm_now();
-	fill_table(t.users, in, in->R->n_rows, user_row);
-	fill_table(t.items, in, in->R->n_cols, item_row);
+	/* row sizes: the header and key, the factor array, the seen items */
+	fill_table(t.users, in, in->R->n_rows, user_row,
+			   (double) in->R->n_rows * (64 + 4.0 * in->k) + 4.0 * (double) in->R->nnz);
+	fill_table(t.items, in, in->R->n_cols, item_row,
+			   (double) in->R->n_cols * (64 + 4.0 * in->k));
 	CommandCounterIncrement();
 	t2 = gm_now();
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", t.users), SPI_OK_UTILITY);
