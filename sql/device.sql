@@ -18,7 +18,9 @@ SET gpumf.device = gpu;
 SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SELECT backend FROM gpumf.models WHERE name = 'd';
 -- without a usable GPU, nothing of CUDA stays loaded in the backend (the probe
--- asks the driver library first, and unloads what a failed probe loaded)
+-- asks the driver library first, and unloads what a failed probe loaded); with
+-- one, the training runs on the training service's worker: nothing of CUDA is
+-- loaded in the backend either
 SET gpumf.device = auto;
 SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SELECT backend = 'cuda' AS gpu, position('gpumf_cuda.so' in pg_read_file('/proc/self/maps')) > 0 AS cuda_module_loaded

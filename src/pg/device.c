@@ -130,8 +130,17 @@ same_kernels(const gm_mf_params *p, const gm_mf_params *q)
 		gm_use_tf32(p) == gm_use_tf32(q) && p->biases == q->biases;
 }
 
-void
-gpumf_device_prefetch(const gm_mf_params *p)
+/*
+ * Above this many rows the service's copies (16 bytes a rating into shared
+ * memory and out of it again, about 16 ns a rating on the H100 host) cost
+ * more than what a process's own GPU start-up, overlapped with the read
+ * (about 37 ns a row), leaves to pay: 0.55 s - 37 ns n = 0.08 s + 16 ns n
+ * at n = 9M.
+ */
+#define SERVICE_MAX_ROWS 8e6
+
+bool
+gpumf_device_prefetch(const gm_mf_params *p, double est_rows)
 {
 	pthread_t	t;
 	pthread_attr_t attr;
@@ -139,15 +148,26 @@ gpumf_device_prefetch(const gm_mf_params *p)
 				old;
 	PrefetchArg *a;
 	bool		warm = p != NULL && !(warmed_any && same_kernels(p, &warmed));
+	bool		service;
 
-	/* the training service's worker probes and stays warm instead (train_service.c) */
-	if (p != NULL && gpumf_service_prefetch(gpumf_device != GPUMF_DEVICE_CPU))
-		return;
+	/*
+	 * The training service's worker (train_service.c), already set up,
+	 * instead of this process: unless this process is set up for these
+	 * kernels itself, or the source is large enough to hide its start-up
+	 * (gpumf.training_service = always: every training).
+	 */
+	if (gpumf_training_service == GPUMF_SERVICE_ALWAYS)
+		service = true;
+	else
+		service = gpumf_training_service == GPUMF_SERVICE_GPU && p != NULL &&
+			gpumf_device != GPUMF_DEVICE_CPU && warm && est_rows <= SERVICE_MAX_ROWS;
+	if (service && gpumf_service_prefetch(gpumf_device != GPUMF_DEVICE_CPU))
+		return true;
 	if (gpumf_device == GPUMF_DEVICE_CPU || (exit_hook && !warm))
-		return;
+		return false;
 	a = malloc(sizeof(PrefetchArg));
 	if (a == NULL)
-		return;					/* probed (and not warmed) by the training itself */
+		return false;			/* probed (and not warmed) by the training itself */
 	/* the path is computed here: the thread calls nothing of PostgreSQL's */
 	a->path = gpumf_cuda_module_path();
 	a->warm = warm;
@@ -175,6 +195,7 @@ gpumf_device_prefetch(const gm_mf_params *p)
 		pthread_attr_destroy(&attr);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return false;
 }
 
 /*
@@ -206,7 +227,7 @@ gpumf_training_backend(char *name, size_t namelen)
 }
 
 gm_backend_kind
-gpumf_train_backend(char *name, size_t namelen, bool *service)
+gpumf_train_backend(char *name, size_t namelen, bool try_service, bool *service)
 {
 	char		err[GM_ERRLEN];
 	int			rc;
@@ -214,9 +235,11 @@ gpumf_train_backend(char *name, size_t namelen, bool *service)
 	*service = false;
 	if (gpumf_device == GPUMF_DEVICE_CPU)
 	{
-		*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
+		*service = try_service && gpumf_training_service == GPUMF_SERVICE_ALWAYS;
 		return GM_BACKEND_CPU;
 	}
+	if (!try_service)
+		return gpumf_training_backend(name, namelen);
 	rc = gpumf_service_device(name, namelen, err, sizeof(err));
 	if (rc < 0)
 		return gpumf_training_backend(name, namelen);	/* no service: this process */

@@ -90,14 +90,20 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
-/* start looking for a GPU on a thread, while the caller does other work */
-extern void gpumf_device_prefetch(const gm_mf_params *p);
 /*
- * gpumf_training_backend for gpumf_train: *service says the training should
- * go to the training service (train_service.c), whose worker then probed
- * the GPU instead of this process.
+ * Get the GPU ready while the caller reads a source of about est_rows rows
+ * (-1: unknown): start the training service's worker, or look for a GPU on
+ * a thread of this process.  True when the training should go to the
+ * service (gpumf_train_backend's try_service).
  */
-extern gm_backend_kind gpumf_train_backend(char *name, size_t namelen, bool *service);
+extern bool gpumf_device_prefetch(const gm_mf_params *p, double est_rows);
+/*
+ * gpumf_training_backend for gpumf_train: with try_service, *service says
+ * the training goes to the training service (train_service.c), whose worker
+ * then probed the GPU instead of this process.
+ */
+extern gm_backend_kind gpumf_train_backend(char *name, size_t namelen, bool try_service,
+										   bool *service);
 /*
  * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
  * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
@@ -271,6 +277,8 @@ extern GpumfSource *gpumf_source_open(Oid relid, const char *ucol,
 									  GpumfValuePolicy policy);
 /* read every row with the caller's rights */
 extern void gpumf_source_read(GpumfSource *src);
+/* rows the source probably has (statistics, else its size); -1: unknown */
+extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
 extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt);
 /* the key of index idx as a Datum of type (the stored key type) */

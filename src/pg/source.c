@@ -1000,6 +1000,25 @@ drain_queues(GpumfSource *src, WorkerFeed *feeds, int nfeeds, int *active)
 	return got;
 }
 
+/* Rows the source probably has: the planner's statistics, else its size; -1: unknown (a view). */
+double
+gpumf_source_estimate_rows(const GpumfSource *src)
+{
+	char		kind = get_rel_relkind(src->relid);
+	Relation	rel;
+	double		rows;
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		return -1;
+	rel = table_open(src->relid, NoLock);	/* locked by gpumf_source_open */
+	if (rel->rd_rel->reltuples >= 0 && rel->rd_rel->relpages > 0)
+		rows = rel->rd_rel->reltuples;
+	else						/* never analyzed: about 40 bytes a row of keys and a value */
+		rows = (double) RelationGetNumberOfBlocks(rel) * (BLCKSZ / 40);
+	table_close(rel, NoLock);
+	return rows;
+}
+
 /*
  * Read the table with a scan of our own: parallel when workers are asked
  * for and start, the leader scanning its share between merges; alone

@@ -494,6 +494,7 @@ gpumf_train_args(const TrainArgs *args)
 	GpumfStoreInput in;
 	gm_mf_result res;
 	bool		exists,
+				try_service,
 				service;
 	double		t,
 				t_read,
@@ -525,7 +526,7 @@ gpumf_train_args(const TrainArgs *args)
 		gpumf_model_check_owner(&old, "retrain");
 
 	/* ---- read, as the caller (the GPU is looked for meanwhile) */
-	gpumf_device_prefetch(&a.p);
+	try_service = gpumf_device_prefetch(&a.p, gpumf_source_estimate_rows(src));
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
@@ -548,7 +549,7 @@ gpumf_train_args(const TrainArgs *args)
 	t_csr = elapsed(&t);
 
 	/* ---- device and training */
-	a.p.backend = gpumf_train_backend(devname, sizeof(devname), &service);
+	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
 	train_model(&a, service, ts, &res, &ev);
 	t = gm_now();
 
