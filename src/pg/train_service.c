@@ -600,6 +600,18 @@ csr_copy(char *base, const gm_csr *c, Size p, Size i, Size v)
 	memcpy(base + v, c->data, sizeof(float) * (Size) c->nnz);
 }
 
+/* Give back a claim whose job was never handed over. */
+static void
+release_claim(void)
+{
+	SvcShared  *s = svc_get();
+
+	SpinLockAcquire(&s->mutex);
+	if (s->state == SVC_BUSY && s->job == 0)
+		s->state = SVC_READY;
+	SpinLockRelease(&s->mutex);
+}
+
 /* dsm_create in a subtransaction: NULL instead of an ERROR (no room in /dev/shm) */
 static dsm_segment *
 create_quietly(Size size)
@@ -628,6 +640,14 @@ create_quietly(Size size)
 		e = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(mcx);
+		CurrentResourceOwner = owner;
+		/* no room (/dev/shm full): train in this session; anything else (a cancel) goes on */
+		if (e->sqlerrcode != ERRCODE_OUT_OF_MEMORY && e->sqlerrcode != ERRCODE_DISK_FULL)
+		{
+			release_claim();
+			ReThrowError(e);
+		}
 		elog(DEBUG1, "gpumf: no shared memory for the training service (%s): training in this session",
 			 e->message);
 		FreeErrorData(e);
@@ -705,10 +725,7 @@ gpumf_service_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb
 	seg = create_quietly(off);
 	if (seg == NULL)
 	{
-		SpinLockAcquire(&s->mutex);
-		if (s->state == SVC_BUSY && s->job == 0)
-			s->state = SVC_READY;
-		SpinLockRelease(&s->mutex);
+		release_claim();
 		return NULL;
 	}
 	job = dsm_segment_address(seg);
