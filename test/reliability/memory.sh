@@ -16,7 +16,8 @@
 # RSS, Anonymous and Private_Dirty from /proc/self/smaps_rollup (read with
 # pg_read_file, so the server's user may differ from ours), the total of
 # pg_backend_memory_contexts, and on a GPU machine (gpumf.device = gpu) the
-# GPU memory nvidia-smi shows for the backend's PID.  The first-run level is
+# GPU memory nvidia-smi shows for the backend's PID and for the training
+# service's worker (which trains these small models for it).  The first-run level is
 # the end of round 2: by then every kind of work (first load, a replaced
 # version, a dropped model) has happened once, and caches that fill once
 # (relation and catalog caches, plans; +1.7 MB Anonymous and +1.1 MB of
@@ -75,6 +76,7 @@ SELECT concat_ws('|', 'MEM', $r,
   (regexp_match(pg_read_file('/proc/self/smaps_rollup'), 'Private_Dirty:\s+(\d+)'))[1],
   (SELECT sum(total_bytes) / 1024 FROM pg_backend_memory_contexts));
 SQL
+    [ $gpu = 1 ] && echo "SELECT 'SVC|$r|' || coalesce((SELECT pid FROM pg_stat_activity WHERE backend_type = 'gpumf training service' LIMIT 1), 0);"
     [ $gpu = 1 ] && echo "\\! nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | sed 's/^/GPU|$r|/'"
   done
 } >"$tmp/session.sql"
@@ -92,7 +94,9 @@ echo "|---|---|---|---|---|---|---|---|"
 mb() { awk "BEGIN { printf \"%.1f\", $1 / 1024 }"; }
 first=""; last=""
 while IFS='|' read -r _ r rss anon pdirty ctx; do
-  g=$(grep "^GPU|$r|$bpid," "$tmp/out" | cut -d, -f2 | tr -d ' ')
+  # the backend's GPU memory and the training service worker's, which trains for it
+  spid=$(grep "^SVC|$r|" "$tmp/out" | cut -d'|' -f3)
+  g=$(grep -E "^GPU\|$r\|($bpid|${spid:-0})," "$tmp/out" | cut -d, -f2 | tr -d ' ' | awk 'NF { s += $1; n++ } END { if (n) print s }')
   echo "| $r | $((r * nmodels)) | $((r * nmodels * per)) | $(mb "$rss") | $(mb "$anon") | $(mb "$pdirty") | $(mb "$ctx") | ${g:-n/a} |"
   [ "$r" = $base ] && first="$anon $ctx ${g:-0}"
   last="$anon $ctx ${g:-0}"
@@ -105,7 +109,7 @@ if awk "BEGIN { exit !($da <= $tol) }"; then ok "anonymous memory back to its fi
 if awk "BEGIN { exit !($dc <= 1) }"; then ok "memory contexts back to their first-run level (round $base -> $rounds: +$dc MB, tolerance 1 MB)"; else bad "memory contexts back to their first-run level" "round $base -> $rounds: +$dc MB (tolerance 1 MB)"; fi
 if [ $gpu = 1 ]; then
   if [ "$g1" = 0 ] && [ "$g2" = 0 ]; then
-    echo "# GPU memory: nvidia-smi shows no process with the backend's PID $bpid (another PID namespace?): not checked"
+    echo "# GPU memory: nvidia-smi shows no process with the backend's PID $bpid or the training service's (another PID namespace?): not checked"
   elif awk "BEGIN { exit !($g2 - $g1 <= 16) }"; then ok "GPU memory back to its first-run level ($g1 -> $g2 MB)"
   else bad "GPU memory back to its first-run level" "$g1 -> $g2 MB"; fi
 fi
