@@ -1,9 +1,10 @@
 /*
  * gpumf.c: module entry point, GUCs and helpers shared by the SQL functions.
  *
- * _PG_init only defines GUCs: CUDA does not survive fork(), so nothing here
- * (which may run in the postmaster) touches the GPU; the CUDA module is
- * loaded lazily by the backend that trains.
+ * _PG_init only defines GUCs (and, in shared_preload_libraries, registers
+ * the training service's worker): CUDA does not survive fork(), so nothing
+ * here (which may run in the postmaster) touches the GPU; the CUDA module is
+ * loaded lazily by the process that trains.
  */
 #include "gpumf_pg.h"
 
@@ -131,6 +132,11 @@ _PG_init(void)
 							NULL, &gpumf_training_service_idle_s, 600, -1, 7 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gpumf");
+
+	/* preloaded: the training service's worker starts with the server (train_service.c) */
+	if (process_shared_preload_libraries_in_progress &&
+		gpumf_training_service != GPUMF_SERVICE_OFF)
+		gpumf_service_register_at_start();
 }
 
 Oid

@@ -112,6 +112,8 @@ extern const gm_linalg_ops *gpumf_linalg_device(char *name, size_t namelen);
 
 /* --------------------------------------------------- train_service.c */
 
+/* _PG_init in the postmaster (shared_preload_libraries): the worker starts with the server */
+extern void gpumf_service_register_at_start(void);
 /* start the service's worker if it will be used (no wait); false: it will not, or is busy */
 extern bool gpumf_service_prefetch(bool gpu);
 /*

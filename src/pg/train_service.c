@@ -15,7 +15,8 @@
  * between slices of work (milliseconds), and stores the factors from the
  * segment.  One training at a time: while the worker is busy, another
  * session trains in its own process as before.  The worker exits after
- * gpumf.training_service_idle_timeout seconds without work.
+ * gpumf.training_service_idle_timeout seconds without work.  With gpumf in
+ * shared_preload_libraries it also starts with the server.
  * gpumf.training_service = 'always' sends CPU trainings through it too
  * (tests use it on machines without a GPU); 'off' never uses it.
  *
@@ -335,8 +336,20 @@ gpumf_training_service_main(Datum arg)
 	pgstat_report_activity(STATE_IDLE, NULL);
 	s = svc_get();
 	SpinLockAcquire(&s->mutex);
+	if (s->pid != 0)
+	{
+		/* one runs already (started with the server, and a backend's at once) */
+		SpinLockRelease(&s->mutex);
+		proc_exit(0);
+	}
 	s->pid = MyProcPid;
 	s->latch = MyLatch;
+	if (s->state == SVC_NONE)
+	{
+		/* started with the server (shared_preload_libraries), not by a backend */
+		s->state = SVC_STARTING;
+		s->since = GetCurrentTimestamp();
+	}
 	SpinLockRelease(&s->mutex);
 	before_shmem_exit(worker_exit, (Datum) 0);
 	worker_main_thread = pthread_self();
@@ -461,6 +474,29 @@ gpu_possible(void)
 	return answer == 1;
 }
 
+/* The worker's registration (a backend's, or the server's at start). */
+static void
+worker_spec(BackgroundWorker *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(w->bgw_library_name, BGW_MAXLEN, "gpumf");
+	snprintf(w->bgw_function_name, BGW_MAXLEN, "gpumf_training_service_main");
+	snprintf(w->bgw_name, BGW_MAXLEN, SERVICE_NAME);
+	snprintf(w->bgw_type, BGW_MAXLEN, SERVICE_NAME);
+}
+
+void
+gpumf_service_register_at_start(void)
+{
+	BackgroundWorker w;
+
+	worker_spec(&w);
+	RegisterBackgroundWorker(&w);
+}
+
 /* Register the worker if none runs (no wait); false when it cannot be. */
 static bool
 start_worker(void)
@@ -486,14 +522,7 @@ start_worker(void)
 	if (!start)
 		return true;
 
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(w.bgw_library_name, BGW_MAXLEN, "gpumf");
-	snprintf(w.bgw_function_name, BGW_MAXLEN, "gpumf_training_service_main");
-	snprintf(w.bgw_name, BGW_MAXLEN, SERVICE_NAME);
-	snprintf(w.bgw_type, BGW_MAXLEN, SERVICE_NAME);
+	worker_spec(&w);
 	if (!RegisterDynamicBackgroundWorker(&w, &h))
 	{
 		SpinLockAcquire(&s->mutex);
