@@ -46,6 +46,16 @@ fallback_notice(const char *err, const char *doing)
 	fallback_noticed = true;
 }
 
+/* A training found no GPU (rc, err: the probe's): gpu is an ERROR, auto a NOTICE */
+static void
+training_without_gpu(int rc, const char *err)
+{
+	if (gpumf_device == GPUMF_DEVICE_GPU)
+		no_gpu_error(err, "train");
+	if (rc != GM_ENOMODULE)
+		fallback_notice(err, "training");
+}
+
 /*
  * Loading the CUDA module and asking the driver for a device takes a fresh
  * backend a noticeable time (the driver's initialisation, a 95 MB module),
@@ -219,10 +229,7 @@ gpumf_training_backend(char *name, size_t namelen)
 			 gm_now() - t0, probe_seconds, warm_seconds, warm_rc);
 	if (rc == GM_OK)
 		return GM_BACKEND_CUDA;
-	if (gpumf_device == GPUMF_DEVICE_GPU)
-		no_gpu_error(err, "train");
-	if (rc != GM_ENOMODULE)
-		fallback_notice(err, "training");
+	training_without_gpu(rc, err);
 	return GM_BACKEND_CPU;
 }
 
@@ -249,10 +256,7 @@ gpumf_train_backend(char *name, size_t namelen, bool try_service, bool *service)
 		return GM_BACKEND_CUDA;
 	}
 	/* the worker found no GPU: the same rules as this process's own probe */
-	if (gpumf_device == GPUMF_DEVICE_GPU)
-		no_gpu_error(err, "train");
-	if (rc != GM_ENOMODULE)
-		fallback_notice(err, "training");
+	training_without_gpu(rc, err);
 	*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
 	return GM_BACKEND_CPU;
 }

@@ -13,15 +13,20 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 
 PG_MODULE_MAGIC;
 
@@ -179,6 +184,50 @@ gpumf_cuda_module_path(void)
 	if (path[0] == '\0')
 		snprintf(path, sizeof(path), "%s/gpumf_cuda.so", pkglib_path);
 	return path;
+}
+
+void *
+gpumf_shmem_struct(const char *name, Size size, Size mutex_offset)
+{
+	bool		found;
+	void	   *p;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	p = ShmemInitStruct(name, size, &found);
+	if (!found)
+	{
+		memset(p, 0, size);
+		SpinLockInit((slock_t *) ((char *) p + mutex_offset));
+	}
+	LWLockRelease(AddinShmemInitLock);
+	return p;
+}
+
+ErrorData *
+gpumf_try_subxact(void (*fn) (void *), void *arg)
+{
+	MemoryContext mcx = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile e = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(mcx);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(mcx);
+	CurrentResourceOwner = owner;
+	return e;
 }
 
 Size

@@ -81,6 +81,18 @@ extern Oid	gpumf_owner(void);
 extern Oid	gpumf_schema(void);
 /* "$libdir/gpumf_cuda.so" expanded */
 extern const char *gpumf_cuda_module_path(void);
+/*
+ * A struct of the main shared memory found by name, made (zeroed, its
+ * spinlock at mutex_offset initialised) by the first process that asks;
+ * ERRORs when no room is left.
+ */
+extern void *gpumf_shmem_struct(const char *name, Size size, Size mutex_offset);
+/*
+ * fn(arg) in a subtransaction: NULL when it returned, else its ERROR
+ * (copied, flushed: the caller's transaction, memory context and resource
+ * owner are as before).  Not in parallel mode.
+ */
+extern ErrorData *gpumf_try_subxact(void (*fn) (void *), void *arg);
 /* bytes gpumf may allocate for one operation (gpumf.max_memory) */
 extern Size gpumf_memory_limit(void);
 /* ERROR naming what when need exceeds gpumf.max_memory */

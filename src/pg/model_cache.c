@@ -135,18 +135,9 @@ static SharedRegistry *registry = NULL;
 static SharedRegistry *
 registry_get(void)
 {
-	bool		found;
-
-	if (registry)
-		return registry;
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	registry = ShmemInitStruct(REGISTRY_NAME, sizeof(SharedRegistry), &found);
-	if (!found)
-	{
-		memset(registry, 0, sizeof(SharedRegistry));
-		SpinLockInit(&registry->mutex);
-	}
-	LWLockRelease(AddinShmemInitLock);
+	if (registry == NULL)
+		registry = gpumf_shmem_struct(REGISTRY_NAME, sizeof(SharedRegistry),
+									  offsetof(SharedRegistry, mutex));
 	return registry;
 }
 
@@ -158,35 +149,16 @@ registry_get(void)
 static bool
 try_quietly(void (*fn) (void *), void *arg)
 {
-	MemoryContext mcx = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	ErrorData  *e;
 
 	if (IsInParallelMode() || !IsUnderPostmaster)
 		return false;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(mcx);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(mcx);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		ereport(DEBUG1, (errmsg("gpumf: serving from backend memory: %s", e->message)));
-		FreeErrorData(e);
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(mcx);
-	CurrentResourceOwner = owner;
-	return ok;
+	e = gpumf_try_subxact(fn, arg);
+	if (e == NULL)
+		return true;
+	ereport(DEBUG1, (errmsg("gpumf: serving from backend memory: %s", e->message)));
+	FreeErrorData(e);
+	return false;
 }
 
 /*

@@ -143,18 +143,8 @@ PGDLLEXPORT void gpumf_training_service_main(Datum arg);
 static SvcShared *
 svc_get(void)
 {
-	bool		found;
-
-	if (svc)
-		return svc;
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	svc = ShmemInitStruct(SERVICE_NAME, sizeof(SvcShared), &found);
-	if (!found)
-	{
-		memset(svc, 0, sizeof(SvcShared));
-		SpinLockInit(&svc->mutex);
-	}
-	LWLockRelease(AddinShmemInitLock);
+	if (svc == NULL)
+		svc = gpumf_shmem_struct(SERVICE_NAME, sizeof(SvcShared), offsetof(SvcShared, mutex));
 	return svc;
 }
 
@@ -641,36 +631,35 @@ release_claim(void)
 	SpinLockRelease(&s->mutex);
 }
 
+typedef struct CreateArgs
+{
+	Size		size;
+	dsm_segment *seg;
+} CreateArgs;
+
+static void
+create_in_subxact(void *arg)
+{
+	CreateArgs *c = arg;
+
+	c->seg = dsm_create(c->size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	/* kept past the subtransaction's resource owner, then given to the caller's */
+	if (c->seg)
+		dsm_pin_mapping(c->seg);
+}
+
 /* dsm_create in a subtransaction: NULL instead of an ERROR (no room in /dev/shm) */
 static dsm_segment *
 create_quietly(Size size)
 {
-	MemoryContext mcx = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	dsm_segment *volatile seg = NULL;
+	CreateArgs	c = {size, NULL};
+	ErrorData  *e;
 
 	if (IsInParallelMode())
 		return NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(mcx);
-	PG_TRY();
+	e = gpumf_try_subxact(create_in_subxact, &c);
+	if (e != NULL)
 	{
-		seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
-		/* kept past the subtransaction's resource owner, then given to the caller's */
-		if (seg)
-			dsm_pin_mapping(seg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(mcx);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(mcx);
-		CurrentResourceOwner = owner;
 		/* no room (/dev/shm full): train in this session; anything else (a cancel) goes on */
 		if (e->sqlerrcode != ERRCODE_OUT_OF_MEMORY && e->sqlerrcode != ERRCODE_DISK_FULL)
 		{
@@ -680,14 +669,11 @@ create_quietly(Size size)
 		elog(DEBUG1, "gpumf: no shared memory for the training service (%s): training in this session",
 			 e->message);
 		FreeErrorData(e);
-		seg = NULL;
+		return NULL;
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(mcx);
-	CurrentResourceOwner = owner;
-	if (seg)
-		dsm_unpin_mapping(seg);
-	return seg;
+	if (c.seg)
+		dsm_unpin_mapping(c.seg);
+	return c.seg;
 }
 
 void *
