@@ -378,8 +378,9 @@ gpumf_training_service_main(Datum arg)
 	for (;;)
 	{
 		dsm_handle h = 0;
+		/* at least once a minute (a claim to take back), else at the idle timeout */
 		long		timeout = gpumf_training_service_idle_s < 0 ? 60000L :
-			Max(1000L * gpumf_training_service_idle_s, 10L);
+			Min(Max(1000L * gpumf_training_service_idle_s, 10L), 60000L);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);
@@ -393,6 +394,13 @@ gpumf_training_service_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		SpinLockAcquire(&s->mutex);
+		/* a claim never handed over (its session died at that moment): taken back */
+		if (s->state == SVC_BUSY && s->job == 0 &&
+			TimestampDifferenceExceeds(s->since, GetCurrentTimestamp(), 60000))
+		{
+			s->state = SVC_READY;
+			s->since = GetCurrentTimestamp();
+		}
 		if (s->state == SVC_BUSY)
 			h = s->job;
 		else if (gpumf_training_service_idle_s >= 0 &&
@@ -697,7 +705,8 @@ gpumf_service_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb
 	int			probe;
 	double		t0,
 				t0c,
-				t1;
+				t1,
+				t_stop = 0;
 
 	if (!wanted(p->backend))
 		return NULL;
@@ -731,7 +740,10 @@ gpumf_service_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb
 	claimed = s->state == SVC_READY && s->latch != NULL &&
 		(p->backend != GM_BACKEND_CUDA || s->probe_rc == GM_OK);
 	if (claimed)
+	{
 		s->state = SVC_BUSY;	/* no job yet: the worker waits for its handle */
+		s->since = GetCurrentTimestamp();
+	}
 	SpinLockRelease(&s->mutex);
 	if (!claimed)
 		return NULL;
@@ -772,12 +784,20 @@ gpumf_service_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb
 
 	t1 = gm_now();
 
-	/* hand it over */
+	/* hand it over, unless the claim was taken back (see the worker's loop) */
 	SpinLockAcquire(&s->mutex);
-	s->job = dsm_segment_handle(seg);
-	if (s->latch)
+	claimed = s->state == SVC_BUSY && s->job == 0 && s->latch != NULL;
+	if (claimed)
+	{
+		s->job = dsm_segment_handle(seg);
 		SetLatch(s->latch);
+	}
 	SpinLockRelease(&s->mutex);
+	if (!claimed)
+	{
+		dsm_detach(seg);
+		return NULL;
+	}
 
 	/*
 	 * Wait, forwarding progress.  Nothing here may throw while the worker
@@ -812,6 +832,19 @@ gpumf_service_train(const gm_mf_params *p, gm_mf_data *d, const gm_callbacks *cb
 		{
 			pg_atomic_write_u32(&job->cancel, 1);
 			asked_stop = true;
+			t_stop = gm_now();
+		}
+		else if (asked_stop && gm_now() - t_stop > 5.0)
+		{
+			/*
+			 * The worker does not stop (stuck in the driver?): give up on it
+			 * rather than keep a canceled session waiting.  It keeps its own
+			 * mapping of the segment, and the service stays busy until it
+			 * returns.
+			 */
+			job->rc = GM_ECANCELED;
+			snprintf(job->err, sizeof(job->err), "the training service did not stop within 5 s");
+			break;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 20, PG_WAIT_EXTENSION);
