@@ -28,7 +28,6 @@
 #include "gpumf_pg.h"
 
 #include <dlfcn.h>
-#include <math.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -41,14 +40,10 @@
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procsignal.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/wait_event.h"
 
 #define SERVICE_NAME "gpumf training service"
@@ -72,8 +67,6 @@ typedef struct SvcShared
 	char		device[128];
 	char		why[GM_ERRLEN];
 	dsm_handle	job;			/* the claimed job's segment (0: none) */
-	uint64		jobs;			/* jobs finished */
-	double		startup_seconds;	/* probe and warm-up */
 } SvcShared;
 
 /* one entry of a job's progress: an iteration or a held-out evaluation */
@@ -366,7 +359,6 @@ gpumf_training_service_main(Datum arg)
 	s->probe_rc = rc;
 	strlcpy(s->device, rc == GM_OK ? name : "", sizeof(s->device));
 	strlcpy(s->why, rc == GM_OK ? "" : why, sizeof(s->why));
-	s->startup_seconds = gm_now() - t0;
 	if (s->state == SVC_STARTING)
 		s->state = SVC_READY;
 	s->since = GetCurrentTimestamp();
@@ -437,7 +429,6 @@ gpumf_training_service_main(Datum arg)
 			}
 			SpinLockAcquire(&s->mutex);
 			s->job = 0;
-			s->jobs++;
 			if (s->state == SVC_BUSY)
 				s->state = SVC_READY;
 			s->since = GetCurrentTimestamp();
