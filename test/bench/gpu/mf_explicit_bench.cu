@@ -22,12 +22,14 @@
  * Ends with "N passed, M failed" over the checks of 1 and 2 (the benchmark
  * prints numbers, it asserts nothing).  No PostgreSQL.
  *
- * Usage: mf_explicit_bench [--quick] [--seed N] [--cpu-iterations N] [--profile MODE
- *        [--profile-k K] [--profile-iterations N]]
+ * Usage: mf_explicit_bench [--quick] [--seed N] [--cpu-iterations N] [--profile MODES
+ *        [--profile-k KS] [--profile-iterations N] [--profile-repeat R]]
  *   --quick: checks only.
- *   --profile MODE: no checks; the Netflix shape, CCD++ at k = K (40) in
- *   work layout MODE (0 .. 3) for N (3) iterations, each one's time printed
- *   (also for a profiler).
+ *   --profile MODES: no checks; the Netflix shape, CCD++ at every k of the
+ *   comma list KS (40) in every work layout of the comma list MODES (0 .. 4:
+ *   none, binned, streams, one copy with fixed-point sums, one copy with
+ *   float sums) for N (3) iterations, R (1) times over, each iteration's
+ *   time printed (also for a profiler).
  */
 #include "../../../src/core/gm_explicit.h"
 #include "../../../cuda/common.cuh"	/* the module's exported entry points */
@@ -49,6 +51,8 @@
 extern "C"
 {
 	void		gm_cuda_ccd_set_binning(int mode);
+	void		gm_cuda_ccd_set_fixed_count(float cnt);
+	long long	gm_cuda_ccd_scatter_fallbacks(void);
 	void		gm_cuda_als_explicit_set_solver(int solver);
 }
 
@@ -406,13 +410,17 @@ train_sliced(gm_algorithm alg, const dataset *ds, int k, int iterations, float l
 		ops->destroy(h);
 }
 
-/* CCD++ work layouts 0 .. 3 (gm_cuda_ccd_set_binning) */
+/*
+ * CCD++ work layouts 0 .. 4 (gm_cuda_ccd_set_binning); 5 is layout 3 with
+ * every fixed-point scatter block overflowing into the float fallback.
+ */
 static const char *
 ccd_layout_name(int mode)
 {
-	static const char *names[4] = {"no binning", "binned, one launch", "binned, streams", "binned, one copy"};
+	static const char *names[6] = {"no binning", "binned, one launch", "binned, streams", "one copy, fixed sums",
+	"one copy, float sums", "one copy, fallback"};
 
-	return mode >= 0 && mode < 4 ? names[mode] : "?";
+	return mode >= 0 && mode < 6 ? names[mode] : "?";
 }
 
 static void
@@ -428,7 +436,8 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 		{GM_ALG_CCD, 1, 1, 1}, {GM_ALG_CCD, 0, 1, 1}, {GM_ALG_CCD, 1, 0, 1},
 		{GM_ALG_CCD, 0, 2, 1}, {GM_ALG_CCD, 1, 1, 2}, {GM_ALG_CCD, 0, 0, 2},
 		{GM_ALG_CCD, 1, 3, 1}, {GM_ALG_CCD, 0, 3, 1}, {GM_ALG_CCD, 1, 3, 2},
-		{GM_ALG_CCD, 0, 3, 3},
+		{GM_ALG_CCD, 0, 3, 3}, {GM_ALG_CCD, 1, 4, 1}, {GM_ALG_CCD, 0, 4, 2},
+		{GM_ALG_CCD, 1, 5, 1}, {GM_ALG_CCD, 0, 5, 2},
 		{GM_ALG_ALS_EXPLICIT, 1, 1, 1}, {GM_ALG_ALS_EXPLICIT, 0, 1, 1},
 		{GM_ALG_ALS_EXPLICIT, 1, 0, 1}, {GM_ALG_ALS_EXPLICIT, 0, 0, 1},
 	};
@@ -456,9 +465,12 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 		const char *layout;
 		const char *name = gm_algorithm_name(cases[c].alg);
 
+		long long	fb0 = gm_cuda_ccd_scatter_fallbacks();
+
 		if (ccd)
 		{
-			gm_cuda_ccd_set_binning(cases[c].mode);
+			gm_cuda_ccd_set_binning(cases[c].mode == 5 ? 3 : cases[c].mode);
+			gm_cuda_ccd_set_fixed_count(cases[c].mode == 5 ? 1e-6f : 0.0f);
 			layout = ccd_layout_name(cases[c].mode);
 		}
 		else
@@ -485,11 +497,20 @@ check_agreement(const dataset *ds, int threads, uint64_t seed)
 		printf("  %-13s %-6s %-22s %-5d %11.7f %11.7f %9.2e %9.2e %9.2e %9.2e\n", name,
 			   cases[c].biases ? "on" : "off", layout, cases[c].inner, rc.rmse.back(), rg.rmse.back(),
 			   dr, dl, dh, ds_);
+		if (ccd && cases[c].mode == 5)
+			CHECK(gm_cuda_ccd_scatter_fallbacks() > fb0,
+				  "ccd, fixed-point sums forced to overflow: the fallback ran (%lld blocks)",
+				  gm_cuda_ccd_scatter_fallbacks() - fb0);
+		if (ccd && cases[c].mode == 3)
+			CHECK(gm_cuda_ccd_scatter_fallbacks() == fb0,
+				  "ccd, fixed-point sums: no block needed the fallback (%lld did)",
+				  gm_cuda_ccd_scatter_fallbacks() - fb0);
 		CHECK(dr <= 1e-3 && dl <= 1e-3 && dh <= 1e-3 && ds_ <= 1e-5 && model_finite(&mg, cases[c].biases),
 			  "%s, biases %s, %s, inner %d: rmse, loss per iteration and held-out rmse of the downloaded model within 1e-3 of the CPU's (%.1e %.1e %.1e); random slices within 1e-5 (%.1e); model finite",
 			  name, cases[c].biases ? "on" : "off", layout, cases[c].inner, dr, dl, dh, ds_);
 	}
 	gm_cuda_ccd_set_binning(3);
+	gm_cuda_ccd_set_fixed_count(0.0f);
 	gm_cuda_als_explicit_set_solver(1);
 }
 
@@ -683,27 +704,46 @@ make_netflix(dataset *ds, uint64_t seed)
 	make_dataset(ds, 480189, 17770, 100000000, 10, 0.5, 0.0, 0.0, 0.01, 0.9, 5, seed);
 }
 
-/* --profile: one CCD++ training for a profiler to watch */
+/*
+ * --profile: CCD++ trainings for a profiler to watch (or for repeated
+ * timings): every layout of the comma list `modes` at every k of `ks`,
+ * `repeat` times, on one Netflix-shaped dataset.
+ */
 static void
-profile_run(uint64_t seed, int mode, int k, int iters)
+profile_run(uint64_t seed, const char *modes, const char *ks, int iters, int repeat)
 {
 	dataset		ds;
-	model		m;
-	run_result	r;
 
 	make_netflix(&ds, seed);
-	gm_cuda_ccd_set_binning(mode);
-	train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, k, iters, 0.058f, 0, 1, 0, &r);
-	if (r.rc == GM_OK)
-	{
-		printf("  profile: layout %d, k %d: %.1f ms per iteration (median of %d):", mode, k,
-			   median(r.seconds) * 1e3, iters);
-		for (size_t i = 0; i < r.seconds.size(); i++)
-			printf(" %.1f", r.seconds[i] * 1e3);
-		printf("\n");
-	}
-	else
-		printf("  profile: failed: rc %d: %s\n", r.rc, r.err);
+	for (int rep = 0; rep < repeat; rep++)
+		for (const char *kp = ks; *kp; kp = strchr(kp, ',') ? strchr(kp, ',') + 1 : "")
+			for (const char *mp = modes; *mp; mp = strchr(mp, ',') ? strchr(mp, ',') + 1 : "")
+			{
+				int			mode = atoi(mp),
+							k = atoi(kp);
+				long long	fb0 = gm_cuda_ccd_scatter_fallbacks();
+				model		m;
+				run_result	r;
+
+				struct timespec t0;
+
+				gm_cuda_ccd_set_binning(mode);
+				clock_gettime(CLOCK_REALTIME, &t0);
+				train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_CCD, k, iters, 0.058f, 0, 1, 0, &r);
+				if (r.rc == GM_OK)
+				{
+					printf("  profile: [started %.1f] layout %d, k %d: %.1f ms per iteration (median of %d), held-out rmse %.4f, %lld fallback blocks:",
+						   t0.tv_sec % 10000 + t0.tv_nsec * 1e-9, mode, k, median(r.seconds) * 1e3, iters, heldout_rmse(&ds, &m, 0),
+						   gm_cuda_ccd_scatter_fallbacks() - fb0);
+					for (size_t i = 0; i < r.seconds.size(); i++)
+						printf(" %.1f", r.seconds[i] * 1e3);
+					printf("\n");
+				}
+				else
+					printf("  profile: failed: rc %d: %s\n", r.rc, r.err);
+				fflush(stdout);
+			}
+	gm_cuda_ccd_set_binning(3);
 	free_dataset(&ds);
 }
 
@@ -744,15 +784,16 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 		printf("  %-4d %-28s %10.1f %12.1f %8.2fx %10s %12s %12s   (floor: %.1f GB per iteration)\n", k,
 			   "cuMF cumf_ccd (anchor)", cumf_ms[ki], floor_ms, cumf_ms[ki] / floor_ms, "1.00x", "",
 			   ki == 0 ? "0.548" : "-", ccd_floor_bytes(&ds, k) / 1e9);
-		for (int v = 0; v < 5; v++)
+		for (int v = 0; v < 6; v++)
 		{
 			model		m;
 			run_result	r;
 			int			n_it = v == 0 ? cpu_iterations : iters;
-			const char *name[5] = {"CPU", "GPU, no binning", "GPU, binned (one launch)", "GPU, binned (streams)",
-			"GPU, binned, one copy"};
+			const char *name[6] = {"CPU", "GPU, no binning", "GPU, binned (one launch)", "GPU, binned (streams)",
+			"GPU, one copy, fixed sums", "GPU, one copy, float sums"};
 			char		label[64];
 			double		ms;
+			long long	fb0 = gm_cuda_ccd_scatter_fallbacks();
 
 			if (v == 0 && n_it <= 0)
 				continue;
@@ -772,10 +813,12 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 			ms = median(r.seconds) * 1e3;
 			printf("  %-4d %-28s %10.1f %12.1f %8.2fx %9.2fx %12.4f %12.4f", k, label, ms, floor_ms,
 				   ms / floor_ms, cumf_ms[ki] / ms, r.rmse.back(), heldout_rmse(&ds, &m, 0));
-			if (v == 4)
+			if (v >= 4)
 				printf("   (its own floor, 20 bytes a rating: %.1f ms, %.2fx)",
 					   ccd_one_copy_bytes(&ds, k) / (bw * 1e9) * 1e3,
 					   ms / (ccd_one_copy_bytes(&ds, k) / (bw * 1e9) * 1e3));
+			if (v == 4)
+				printf("   [%lld scatter blocks fell back to float sums]", gm_cuda_ccd_scatter_fallbacks() - fb0);
 			printf("\n");
 			fflush(stdout);
 		}
@@ -840,11 +883,12 @@ int
 main(int argc, char **argv)
 {
 	int			quick = 0,
-				profile = -1,
-				profile_k = 40,
 				profile_iters = 3,
+				profile_repeat = 1,
 				cpu_iterations = 1;
-	const char *module = "cuda/gpumf_cuda.so";
+	const char *module = "cuda/gpumf_cuda.so",
+			   *profile = NULL,
+			   *profile_k = "40";
 	char		err[GM_ERRLEN],
 				name[128];
 	uint64_t	seed = (uint64_t) time(NULL);
@@ -862,14 +906,16 @@ main(int argc, char **argv)
 		else if (strcmp(argv[a], "--module") == 0 && a + 1 < argc)
 			module = argv[++a];
 		else if (strcmp(argv[a], "--profile") == 0 && a + 1 < argc)
-			profile = atoi(argv[++a]);
+			profile = argv[++a];
 		else if (strcmp(argv[a], "--profile-k") == 0 && a + 1 < argc)
-			profile_k = atoi(argv[++a]);
+			profile_k = argv[++a];
+		else if (strcmp(argv[a], "--profile-repeat") == 0 && a + 1 < argc)
+			profile_repeat = atoi(argv[++a]);
 		else if (strcmp(argv[a], "--profile-iterations") == 0 && a + 1 < argc)
 			profile_iters = atoi(argv[++a]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path] [--profile MODE [--profile-k K] [--profile-iterations N]]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path] [--profile MODES [--profile-k KS] [--profile-iterations N] [--profile-repeat N]]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -890,9 +936,9 @@ main(int argc, char **argv)
 		  gm_algo_ops_get(GM_ALG_ALS_EXPLICIT, GM_BACKEND_CUDA, err, sizeof(err)) ==
 		  gm_cuda_algo_ops(GM_ALG_ALS_EXPLICIT) && gm_cuda_algo_ops(GM_ALG_CCD) != NULL,
 		  "the module (%s, on %s) registers ccd and als_explicit", module, name);
-	if (profile >= 0)
+	if (profile != NULL)
 	{
-		profile_run(seed, profile, profile_k, profile_iters);
+		profile_run(seed, profile, profile_k, profile_iters, profile_repeat);
 		return 0;
 	}
 	{
