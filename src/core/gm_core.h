@@ -160,6 +160,14 @@ int			gm_mf_train(const gm_mf_params *p, gm_mf_data *d,
  */
 int			gm_mf_warmup(const gm_mf_params *p, char *err, size_t errlen);
 
+/*
+ * The end of the slice of sw's rows that gm_mf_train hands to run() from
+ * begin: the first end > begin whose rows [begin, end) cost at least budget
+ * (row_work a row, nnz_work a nonzero), or sw->n_rows; *work gets the
+ * slice's cost.  O(log n) (a binary search over the row pointers).
+ */
+int32_t		gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work);
+
 /* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
 int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
 							 const gm_callbacks *cb, gm_mf_eval *ev,

@@ -245,15 +245,14 @@ rows_work(const gm_sweep *sw, int32_t b, int32_t e)
 }
 
 /*
- * The end of the slice of sw's rows that starts at begin: the first end
- * whose rows [begin, end) reach the budget (so a slice's work reaches the
- * budget unless the sweep ends), at least one row.  *work gets the slice's
- * work.  The work of a range comes from the row pointers in O(1), so the
- * end is a binary search: walking the rows one by one cost the host about
- * 1 ms a sweep of 480k rows, more than the GPU's time for a CCD++ pass.
+ * The end of the slice of sw's rows that starts at begin (gm_core.h): a
+ * slice's work reaches the budget unless the sweep ends.  The work of a
+ * range comes from the row pointers in O(1), so the end is a binary
+ * search: walking the rows one by one cost the host about 1 ms a sweep of
+ * 480k rows, more than the GPU's time for a CCD++ pass.
  */
-static int32_t
-slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work)
+int32_t
+gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work)
 {
 	int32_t		lo = begin + 1,
 				hi = sw->n_rows;
@@ -314,7 +313,7 @@ iteration(const gm_algo_ops *ops, void *h, int n_sweeps, double budget,
 		for (int32_t b = 0; b < sw.n_rows;)
 		{
 			double		work;
-			int32_t		e = slice_end(&sw, b, budget, &work);
+			int32_t		e = gm_sweep_slice_end(&sw, b, budget, &work);
 
 			if ((rc = ops->run(h, s, b, e, err, errlen)) != GM_OK)
 				return rc;

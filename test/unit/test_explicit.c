@@ -1377,7 +1377,58 @@ fail:
 
 /* ------------------------------------------------------------ main */
 
+/*
+ * gm_mf_train's slices (gm_sweep_slice_end, a binary search) against the
+ * row-by-row walk it replaced, on random row lengths (empty rows, one very
+ * long row), budgets and work weights, from every start.
+ */
+static int
+test_slice_end(void)
+{
+	for (int round = 0; round < 200; round++)
+	{
+		int32_t		n = (int32_t) rint_range(1, 400);
+		int64_t    *ptr = xmalloc(sizeof(int64_t) * (size_t) (n + 1));
+		gm_sweep	sw;
+		double		budget;
+
+		ptr[0] = 0;
+		for (int32_t i = 0; i < n; i++)
+			ptr[i + 1] = ptr[i] + (runif() < 0.2 ? 0 : (runif() < 0.01 ? rint_range(1000, 50000) : rint_range(1, 60)));
+		sw.n_rows = n;
+		sw.indptr = round % 10 == 9 ? NULL : ptr;
+		sw.row_work = round % 7 == 3 ? 0.0 : (double) rint_range(0, 16);
+		sw.nnz_work = (double) rint_range(0, 8);
+		budget = round % 5 == 4 ? 0.0 : exp(runif() * 12.0);
+		for (int32_t b = 0; b < n; b++)
+		{
+			double		w = 0.0,
+						got_w = -1.0;
+			int32_t		end = b,
+						got;
+
+			while (end < n && (end == b || w < budget))
+			{
+				w += sw.row_work + sw.nnz_work * (sw.indptr ? (double) (ptr[end + 1] - ptr[end]) : 0.0);
+				end++;
+			}
+			got = gm_sweep_slice_end(&sw, b, budget, &got_w);
+			if (got != end || fabs(got_w - w) > 1e-9 * (1.0 + w))
+			{
+				free(ptr);
+				FAIL("round %d, n %d, begin %d, budget %g, row %g, nnz %g: end %d work %g, the walk %d %g",
+					 round, n, b, budget, sw.row_work, sw.nnz_work, got, got_w, end, w);
+			}
+		}
+		free(ptr);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 static const gm_test tests[] = {
+	{"gm_mf_train's slices: the binary search ends where the row walk did", test_slice_end},
 	{"ccd plan: slots and terms stay consistent", test_ccd_plan},
 	{"ccd rank-one update matches its float64 closed form", test_ccd_rank_one},
 	{"ccd iterations match dense float64 CCD++", test_ccd_iterations},
