@@ -19,6 +19,15 @@
  * the Schur complements stay symmetric, so U(c, p) for c < p is lane c's
  * own register p and the back substitution needs one shuffle a step.
  *
+ * b = 32 without tensor cores: register tiles.  Lane l accumulates the
+ * 4 x 8 block of A at rows 4 (l / 4) .. + 3 and columns 8 (l % 4) .. + 7,
+ * reading 12 of the entry's 32 values per entry (three 16-byte loads)
+ * where a lane per column reads all 32 (eight): shared memory delivers 128
+ * bytes a clock per SM, and with a lane per column it delivered 4 KB an
+ * entry, which bound the kernel (ncu: L1 79-92%).  At the chunk's end the
+ * tiles go through shared memory into the lane-per-column layout that the
+ * rest of the kernel uses.
+ *
  * With tensor cores (tc), the Gram sum_e w_e y_eB y_eB^T of each tile of 32
  * entries is an m16n16k8 TF32 product of (W Y)^T and Y (FP32 accumulation,
  * the upper triangle of 16 x 16 tiles), stored to shared memory and read
@@ -92,6 +101,7 @@ block_pass_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
 	constexpr int TS = TILE_STRIDE(B);
+	constexpr bool TILED = CPL == 1 && !TC;	/* 4 x 8 register tiles (above) */
 	extern __shared__ __align__(128) float4 smem4[];
 	float	   *gbb = reinterpret_cast<float *>(smem4);
 	const int	lane = threadIdx.x & 31;
@@ -187,6 +197,30 @@ block_pass_kernel(gm_block_args a)
 					r[q] = fmaf(tt, tile[e * TS + lane + 32 * q], r[q]);
 			}
 		}
+		else if constexpr (TILED)
+		{
+			const int	rg = lane >> 2,
+						cg = lane & 3;
+
+			for (int e = 0; e < cnt; e++)
+			{
+				const float *te = tile + e * TS;
+				const float4 *te4 = reinterpret_cast<const float4 *>(te);
+				const float4 yi = te4[rg],
+							ja = te4[2 * cg],
+							jb = te4[2 * cg + 1];
+				const float we = wv[e];
+				const float wyi[4] = {we * yi.x, we * yi.y, we * yi.z, we * yi.w};
+				const float yj[8] = {ja.x, ja.y, ja.z, ja.w, jb.x, jb.y, jb.z, jb.w};
+
+				r[0] = fmaf(tv[e], te[lane], r[0]);
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+#pragma unroll
+					for (int j = 0; j < 8; j++)
+						A[0][8 * i + j] = fmaf(wyi[i], yj[j], A[0][8 * i + j]);
+			}
+		}
 		else
 		{
 			for (int e = 0; e < cnt; e++)
@@ -224,6 +258,28 @@ block_pass_kernel(gm_block_args a)
 		__syncwarp();
 	}
 
+	if constexpr (TILED)
+	{
+		/*
+		 * the 4 x 8 tiles into the (free) entry tile, rows 33 floats apart
+		 * (two-way bank conflicts at most), then a column per lane
+		 */
+		float	   *am = tile;
+		const int	rg = lane >> 2,
+					cg = lane & 3;
+
+		__syncwarp();
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				am[(4 * rg + i) * 33 + 8 * cg + j] = A[0][8 * i + j];
+		__syncwarp();
+#pragma unroll
+		for (int i = 0; i < B; i++)
+			A[0][i] = am[i * 33 + lane];
+		__syncwarp();
+	}
 	if constexpr (TC)
 	{
 		/* the tiles into the (free) entry tile as b x b row-major, then columns to registers */
