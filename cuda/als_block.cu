@@ -36,7 +36,7 @@
  * H and the predictions), so the step still descends and the iteration
  * still converges to the FP32 solution: the bench measures what it costs.
  *
- * gm_block_apply: a warp per chunk, a lane per entry: s_e += y_eB . d.
+ * gm_block_apply: a warp per chunk, 8 lanes per entry: s_e += y_eB . d.
  */
 #include "als_block.cuh"
 #include "device_csr.cuh"
@@ -94,9 +94,14 @@ gram_tc(wmma::fragment<wmma::accumulator, 16, 16, 8, float> (&acc)[B / 16][B / 1
 	}
 }
 
+/*
+ * b = 32 in FP32 asks for 4 resident blocks an SM (64 registers; ptxas
+ * spills a few words outside the entry loop): 1-2% faster on the H100
+ * than 3 blocks at 80 registers.
+ */
 template <int CPL, bool TC>
 __global__ void
-__launch_bounds__(BWARPS * 32)
+__launch_bounds__(BWARPS * 32, CPL == 1 && !TC ? 4 : 1)
 block_pass_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
@@ -152,36 +157,58 @@ block_pass_kernel(gm_block_args a)
 	{
 		const int64_t ent = base + lane;
 		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
-		float4	   *trow = reinterpret_cast<float4 *>(tile + lane * TS);
-		float4	   *wrow = reinterpret_cast<float4 *>(wytile + lane * TS);
+
+		int32_t		id = 0;
+		float		w = 0.f;
 
 		if (ent < ce)
 		{
-			const int32_t id = __ldg(a.indices + ent);
 			const float c = __ldg(a.data + ent);
-			const float w = c - a.alpha0;
-			const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
 
+			id = __ldg(a.indices + ent);
+			w = c - a.alpha0;
 			wv[lane] = w;
 			tv[lane] = c - w * a.S[ent];
-#pragma unroll
-			for (int i = 0; i < B / 4; i++)
-			{
-				const float4 y4 = __ldg(yp + i);
-
-				trow[i] = y4;
-				if (TC)
-					wrow[i] = make_float4(w * y4.x, w * y4.y, w * y4.z, w * y4.w);
-			}
 		}
-		else if (TC)
-		{
-			/* the tensor cores take all 32 rows: missing entries are zero */
+		/*
+		 * the slices into the tile, 8 lanes an entry (lane l: float4 l % 8,
+		 * + 8, ... of entry 4 i + l / 8): every load instruction reads 4
+		 * entries' whole 128-byte lines, where a lane per entry touched 32
+		 * lines per instruction (the L1 traffic that bound this).  Missing
+		 * entries are zero (the tensor cores take all 32 rows).
+		 */
 #pragma unroll
-			for (int i = 0; i < B / 4; i++)
+		for (int i = 0; i < 8; i++)
+		{
+			if (CPL == 2 && !TC)
 			{
-				trow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-				wrow[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+				/* b = 64 in FP32 measured faster with a lane per entry */
+				if (i == 0 && ent < ce)
+				{
+					const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
+					float4	   *tr = reinterpret_cast<float4 *>(tile + lane * TS);
+
+#pragma unroll
+					for (int f = 0; f < B / 4; f++)
+						tr[f] = __ldg(yp + f);
+				}
+				continue;
+			}
+			const int	e = 4 * i + (lane >> 3);
+			const int32_t ide = __shfl_sync(0xffffffffu, id, e);
+			const float we = __shfl_sync(0xffffffffu, w, e);
+			const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) ide * a.kp + a.b0);
+			float4	   *tr = reinterpret_cast<float4 *>(tile + e * TS);
+			float4	   *wr = reinterpret_cast<float4 *>(wytile + e * TS);
+
+#pragma unroll
+			for (int f = lane & 7; f < B / 4; f += 8)
+			{
+				const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
+
+				tr[f] = y4;
+				if (TC)
+					wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
 			}
 		}
 		__syncwarp();
@@ -429,7 +456,7 @@ block_pass_kernel(gm_block_args a)
 	}
 }
 
-/* s_e += y_eB . d_row for the chunk's entries, a lane per entry */
+/* s_e += y_eB . d_row for the chunk's entries, 8 lanes per entry */
 template <int CPL>
 __global__ void
 __launch_bounds__(BWARPS * 32)
@@ -448,21 +475,44 @@ block_apply_kernel(gm_block_args a)
 	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
 	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
 	const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
-	float4		d[B / 4];
+	const int	sub = lane & 7;
+	float4		d[CPL];
 
+	/* 8 lanes an entry, lane l holding float4 l % 8 (+ 8) of d: whole lines per load */
 #pragma unroll
-	for (int i = 0; i < B / 4; i++)
-		d[i] = dp[i];
-	for (int64_t ent = cb + lane; ent < ce; ent += 32)
+	for (int q = 0; q < CPL; q++)
+		d[q] = dp[sub + 8 * q];
+	for (int64_t e0 = cb; e0 < ce; e0 += 16)
 	{
-		const float4 *yp = reinterpret_cast<const float4 *>(
-			a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
-		float		s = 0.f;
+		float		s[4];
 
 #pragma unroll
-		for (int i = 0; i < B / 4; i++)
-			s += dot4(__ldg(yp + i), d[i]);
-		a.S[ent] += s;
+		for (int u = 0; u < 4; u++)
+		{
+			const int64_t ent = e0 + 4 * u + (lane >> 3);
+
+			s[u] = 0.f;
+			if (ent < ce)
+			{
+				const float4 *yp = reinterpret_cast<const float4 *>(
+					a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
+
+#pragma unroll
+				for (int q = 0; q < CPL; q++)
+					s[u] += dot4(__ldg(yp + sub + 8 * q), d[q]);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+		{
+			const int64_t ent = e0 + 4 * u + (lane >> 3);
+
+			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 1);
+			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 2);
+			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 4);
+			if (sub == 0 && ent < ce)
+				a.S[ent] += s[u];
+		}
 	}
 }
 
