@@ -178,40 +178,40 @@ block_pass_kernel(gm_block_args a)
 		 * update, block_apply_kernel, at 97%).  Missing entries are zero
 		 * (the tensor cores take all 32 rows).
 		 */
-#pragma unroll
-		for (int i = 0; i < 8; i++)
+		if constexpr (CPL == 2 && !TC)
 		{
-			if (CPL == 2 && !TC)
+			/* b = 64 in FP32 measured faster with a lane per entry */
+			if (ent < ce)
 			{
-				/* b = 64 in FP32 measured faster with a lane per entry */
-				if (i == 0 && ent < ce)
-				{
-					const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
-					float4	   *tr = reinterpret_cast<float4 *>(tile + lane * TS);
+				const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
+				float4	   *tr = reinterpret_cast<float4 *>(tile + lane * TS);
 
 #pragma unroll
-					for (int f = 0; f < B / 4; f++)
-						tr[f] = __ldg(yp + f);
-				}
-				continue;
-			}
-			const int	e = 4 * i + (lane >> 3);
-			const int32_t ide = __shfl_sync(0xffffffffu, id, e);
-			const float we = __shfl_sync(0xffffffffu, w, e);
-			const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) ide * a.kp + a.b0);
-			float4	   *tr = reinterpret_cast<float4 *>(tile + e * TS);
-			float4	   *wr = reinterpret_cast<float4 *>(wytile + e * TS);
-
-#pragma unroll
-			for (int f = lane & 7; f < B / 4; f += 8)
-			{
-				const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
-
-				tr[f] = y4;
-				if (TC)
-					wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
+				for (int f = 0; f < B / 4; f++)
+					tr[f] = __ldg(yp + f);
 			}
 		}
+		else
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+			{
+				const int	e = 4 * i + (lane >> 3);
+				const int32_t ide = __shfl_sync(0xffffffffu, id, e);
+				const float we = __shfl_sync(0xffffffffu, w, e);
+				const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) ide * a.kp + a.b0);
+				float4	   *tr = reinterpret_cast<float4 *>(tile + e * TS);
+				float4	   *wr = reinterpret_cast<float4 *>(wytile + e * TS);
+
+#pragma unroll
+				for (int f = lane & 7; f < B / 4; f += 8)
+				{
+					const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
+
+					tr[f] = y4;
+					if (TC)
+						wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
+				}
+			}
 		__syncwarp();
 		if constexpr (TC)
 		{
