@@ -23,6 +23,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
@@ -290,7 +291,9 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 		StringInfoData s;
 
 		initStringInfo(&s);
-		appendStringInfo(&s, "{\"k\": %d, \"test\": \"%s\"", k, src->relname);
+		/* the name as a JSON string: a quoted identifier has quotes, maybe backslashes */
+		appendStringInfo(&s, "{\"k\": %d, \"test\": ", k);
+		escape_json(&s, src->relname);
 		appendStringInfo(&s, ", \"users\": " INT64_FORMAT ", \"skipped_users\": " INT64_FORMAT
 						 ", \"skipped_rows\": " INT64_FORMAT, rm.users, skipped_users, skipped_rows);
 		json_num(&s, "precision", rm.precision);
