@@ -151,8 +151,9 @@ extern void gpumf_service_release(void *seg);
 /*
  * Internal queries run under a pinned search_path ("pg_catalog, pg_temp":
  * the caller's temp schema last, no schema the caller can write before
- * pg_catalog), optionally as the extension's owner.  Every SQL text gpumf
- * builds still qualifies its types, functions and operators.
+ * pg_catalog), optionally as the extension's owner (then with floats
+ * printed exactly whatever the caller's extra_float_digits).  Every SQL text
+ * gpumf builds still qualifies its types, functions and operators.
  */
 typedef struct GpumfGuard
 {

@@ -9,6 +9,10 @@
  * factor tables run as the extension's owner in a security-restricted
  * context.  The SQL texts themselves still qualify every type, function and
  * operator with pg_catalog, so they mean the same under any search_path.
+ * Those run as the owner also pin extra_float_digits: the kept versions'
+ * catalog rows are stored as to_jsonb text (model_history.c), whose floats a
+ * caller's extra_float_digits <= 0 would round, and gpumf_use_version would
+ * then restore a global mean or value range that the version never had.
  */
 #include "gpumf_pg.h"
 
@@ -28,6 +32,10 @@ gpumf_guard_enter(GpumfGuard *g, bool as_owner)
 	g->nest = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* floats printed exactly (shortest round-trip form), as by default */
+	if (as_owner)
+		(void) set_config_option("extra_float_digits", "1", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
 void
