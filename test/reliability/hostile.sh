@@ -9,6 +9,14 @@
 #     retraining does not change the owner; dropping frees the name); the
 #     trainer can revoke what it granted after a retraining; a renamed role
 #     keeps its models and a new role with the old name gets none of them.
+#     The other functions (1b): the solvers, least squares, split, evaluate,
+#     tune, RMSE and recommend_all on a table without SELECT, or with SELECT
+#     on some columns: permission denied, nothing changed (the columns
+#     granted suffice where they are all that is read); serving functions
+#     and version switches refused to a role without access to the model,
+#     recording metrics and switching versions to one that only serves it;
+#     row-level security: each of them (and a fold-in) gives the caller what
+#     a clean run on its visible rows gives.
 #  2. Shadowing: an unprivileged role (mallory) creates, in a database whose
 #     schema public is writable (the default before PostgreSQL 15):
 #       - in public: domains named text, int8, int4, int2, float8, uuid, ...
@@ -136,6 +144,63 @@ INSERT INTO rls_src SELECT CASE WHEN u <= 10 THEN '$ALICE' WHEN u > 20 THEN '$BO
 GRANT SELECT ON rls_src TO PUBLIC;
 ALTER TABLE rls_src ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own ON rls_src USING (owner = current_user);
+-- the other functions' inputs: implicit strengths with a time column (and
+-- NULL keys), a list of users, ratings, a sparse SPD matrix (its lower
+-- triangle and a duplicate entry; again with base 0 and other column
+-- types), a regression table (rows with a NULL)
+CREATE TABLE imp AS
+SELECT u, i, (1 + (u * 3 + i) % 5)::float8 AS v,
+       timestamptz '2024-01-01 00:00+00' + ((u * 31 + i * 17) % 200) * interval '1 hour' AS t
+  FROM generate_series(1, 40) u, generate_series(1, 30) i
+ WHERE (u * 37 + i * 101 + u * i) % 7 < 2;
+INSERT INTO imp (u, i, v) VALUES (NULL, 1, 1), (2, NULL, 1);
+-- two thirds of those rows: evaluated on all of them, the others count
+CREATE TABLE imp_a AS SELECT * FROM imp WHERE (u * 2 + i) % 3 <> 0;
+CREATE TABLE imp_users (uid int8);
+INSERT INTO imp_users VALUES (3), (5), (3), (NULL), (999), (12);
+CREATE TABLE rat AS SELECT * FROM gpumf_synthetic_ratings(60, 40, 600, rank => 3, noise => 0.3, seed => 8);
+CREATE TABLE mat (r int4, c int8, v float8);
+INSERT INTO mat SELECT k, k, 4 + k % 3 FROM generate_series(1, 12) k;
+INSERT INTO mat SELECT k + 1, k, -1 FROM generate_series(1, 11) k;
+INSERT INTO mat SELECT k + 3, k, 0.5 FROM generate_series(1, 9) k;
+INSERT INTO mat VALUES (5, 5, 0.25);
+CREATE TABLE mat0 AS SELECT (r - 1)::int2 AS i, (c - 1)::int4 AS j, v::numeric AS a FROM mat;
+CREATE TABLE reg AS
+SELECT n % 3 AS g, (1.5 + 2 * n - 0.25 * (n % 7) + ((n * 37) % 11) / 10.0)::float8 AS y,
+       n::float8 AS x1, (n % 7)::int4 AS x2, ((n * 13) % 5)::numeric AS x3
+  FROM generate_series(1, 60) n;
+INSERT INTO reg VALUES (0, NULL, 1, 1, 1), (1, 2, NULL, 1, 1);
+GRANT SELECT ON imp, imp_a, imp_users, rat, mat, mat0, reg TO PUBLIC;
+-- the same without a grant, with grants on some columns only
+CREATE TABLE secret_imp AS SELECT * FROM imp;
+CREATE TABLE secret_mat AS SELECT * FROM mat;
+CREATE TABLE secret_reg AS SELECT * FROM reg;
+CREATE TABLE cols_imp AS SELECT * FROM imp;
+CREATE TABLE cols_mat AS SELECT * FROM mat;
+CREATE TABLE cols_reg AS SELECT * FROM reg;
+GRANT SELECT (u, i) ON cols_imp TO PUBLIC;
+GRANT SELECT (r, c) ON cols_mat TO PUBLIC;
+GRANT SELECT (y, x1) ON cols_reg TO PUBLIC;
+-- row-level security: alice's rows are the public table's, in its order;
+-- other rows (which would change every result) come after
+CREATE TABLE rls_imp AS SELECT '$ALICE'::name AS owner, * FROM imp
+  UNION ALL SELECT 'other', u, i + 30, 9, NULL FROM imp WHERE u % 3 = 0;
+CREATE TABLE alice_imp AS SELECT * FROM rls_imp WHERE owner = '$ALICE';
+CREATE TABLE rls_mat AS SELECT '$ALICE'::name AS owner, * FROM mat
+  UNION ALL SELECT 'other', r, c, 7 FROM mat WHERE r = c;
+CREATE TABLE rls_reg AS SELECT '$ALICE'::name AS owner, * FROM reg
+  UNION ALL SELECT 'other', g, y * 3, x1, x2, x3 FROM reg;
+CREATE TABLE rls_users AS SELECT '$ALICE'::name AS owner, uid FROM imp_users
+  UNION ALL SELECT 'other', u FROM generate_series(20, 25) u;
+GRANT SELECT ON rls_imp, rls_mat, rls_reg, rls_users TO PUBLIC;
+ALTER TABLE rls_imp ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rls_mat ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rls_reg ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rls_users ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own ON rls_imp USING (owner = current_user);
+CREATE POLICY own ON rls_mat USING (owner = current_user);
+CREATE POLICY own ON rls_reg USING (owner = current_user);
+CREATE POLICY own ON rls_users USING (owner = current_user);
 SQL
 
 # ---------------------------------------------------------------- 1. privileges
@@ -212,6 +277,134 @@ out=$(as_role $DAVE <<<"SELECT gpumf_drop_model('dave_model')")
 contains "a new role with a renamed owner's old name cannot drop its model" "$out" "permission denied"
 out=$(as_role ${DAVE}_renamed <<<"SELECT gpumf_drop_model('dave_model')")
 check "the renamed owner can drop its model" "$out" "t"
+
+# ------------------------------------- 1b. privileges: the other functions
+# what changes when a call should change nothing: models, their versions
+# and metrics, and the tables of schemas public and gpumf
+db_state() {
+  q "SELECT (SELECT string_agg(name || ':' || version || ':' || coalesce(metrics::text, '-'), ',' ORDER BY name) FROM gpumf.models) || ' | ' ||
+            (SELECT count(*) FROM gpumf.model_versions) || ' | ' ||
+            (SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_class c
+              WHERE c.relnamespace IN ('public'::regnamespace, 'gpumf'::regnamespace) AND c.relkind = 'r')"
+}
+# a table's rows, by checksum (in text order: the physical order may differ)
+table_md5() { q "SELECT count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '-') FROM $1 t" 2>&1; }
+# the same rows without the RLS tables' owner column
+table_md5_no_owner() { q "SELECT count(*) || ' ' || coalesce(md5(string_agg((to_jsonb(t) - 'owner')::text, ',' ORDER BY (to_jsonb(t) - 'owner')::text)), '-') FROM $1 t" 2>&1; }
+
+as_role $MAL <<<"SELECT 1 FROM gpumf_train('public.imp_a', 'u', 'i', 'v', factors => 4, model => 'mal_ev', iterations => 2)" >/dev/null
+before=$(db_state)
+denied() {  # $1 label, $2 table named in the error, $3 statement (as mallory)
+  contains "$1: permission denied" "$(as_role $MAL <<<"$3")" "permission denied for table $2"
+}
+denied "gpumf_cg_solve without SELECT on the matrix" secret_mat \
+  "SELECT x FROM gpumf_cg_solve('public.secret_mat', 'r', 'c', 'v', ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])"
+denied "gpumf_spmv without SELECT on the matrix" secret_mat \
+  "SELECT gpumf_spmv('public.secret_mat', 'r', 'c', 'v', ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])"
+denied "gpumf_linreg without SELECT on the source" secret_reg \
+  "SELECT coef FROM gpumf_linreg('public.secret_reg', 'y', '{x1,x2}')"
+denied "gpumf_split without SELECT on the source" secret_imp \
+  "SELECT train_rows FROM gpumf_split('public.secret_imp', 0.2, 1)"
+denied "gpumf_split by user without SELECT on the source" secret_imp \
+  "SELECT train_rows FROM gpumf_split('public.secret_imp', 0.2, 1, by => 'user', user_col => 'u', train_table => 'public.mal_tr', test_table => 'public.mal_te')"
+denied "gpumf_evaluate (record => true) without SELECT on the test table" secret_imp \
+  "SELECT users FROM gpumf_evaluate('mal_ev', 'public.secret_imp', k => 5, record => true)"
+denied "gpumf_tune (model => ...) without SELECT on the source" secret_imp \
+  "SELECT trial FROM gpumf_tune('public.secret_imp', 'u', 'i', 'v', budget => 2, factors => '{4}', iterations => 2, model => 'mal_tuned')"
+denied "gpumf_rmse without SELECT on the test table" secret_imp \
+  "SELECT gpumf_rmse('mal_ev', 'public.secret_imp', 'u', 'i', 'v')"
+denied "gpumf_recommend_all without SELECT on the users table" secret_imp \
+  "SELECT rows_written FROM gpumf_recommend_all('mal_ev', 3, 'public.mal_recs', users => 'public.secret_imp', user_col => 'u')"
+# column privileges: SELECT on some columns only
+denied "gpumf_cg_solve without SELECT on the value column" cols_mat \
+  "SELECT x FROM gpumf_cg_solve('public.cols_mat', 'r', 'c', 'v', ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])"
+denied "gpumf_linreg without SELECT on an x column" cols_reg \
+  "SELECT coef FROM gpumf_linreg('public.cols_reg', 'y', '{x1,x2}')"
+denied "gpumf_tune without SELECT on the value column" cols_imp \
+  "SELECT trial FROM gpumf_tune('public.cols_imp', 'u', 'i', 'v', budget => 2, factors => '{4}', iterations => 2, model => 'mal_tuned')"
+denied "gpumf_split without SELECT on every column" cols_imp \
+  "SELECT train_rows FROM gpumf_split('public.cols_imp', 0.2, 1, by => 'user', user_col => 'u', item_col => 'i', train_table => 'public.mal_tr', test_table => 'public.mal_te')"
+# a role without access to the model (bob): no serving, no version switch
+no_access() {  # $1 label, $2 statement (as bob)
+  contains "a role without access to a model cannot $1" "$(as_role $BOB <<<"$2")" "permission denied"
+}
+no_access "predict with it" "SELECT gpumf_predict('mal_ev', 3, 7)"
+no_access "compute its RMSE" "SELECT gpumf_rmse('mal_ev', 'public.imp', 'u', 'i', 'v')"
+no_access "evaluate it" "SELECT users FROM gpumf_evaluate('mal_ev', 'public.imp', k => 5)"
+no_access "recommend for a basket" "SELECT item FROM gpumf_recommend_items('mal_ev', ARRAY[1, 5], 3)"
+no_access "list similar items" "SELECT item FROM gpumf_similar_items('mal_ev', 5, 3)"
+no_access "list similar users" "SELECT \"user\" FROM gpumf_similar_users('mal_ev', 3, 3)"
+no_access "recommend for every user" "SELECT rows_written FROM gpumf_recommend_all('mal_ev', 3, 'public.bob_recs')"
+no_access "switch its version" "SELECT version FROM gpumf_use_version('mal_ev', 1)"
+check "the refused calls changed nothing (models, versions, metrics, tables)" "$(db_state)" "$before"
+# a role that may serve the model but does not own it: evaluates, but
+# neither records metrics nor switches versions
+as_role $MAL <<<"SELECT format('GRANT SELECT ON %s, %s TO $BOB', user_table, item_table) FROM gpumf.models WHERE name = 'mal_ev' \gexec" >/dev/null
+check "a role that may serve a model evaluates it" \
+  "$(as_role $BOB <<<"SELECT users FROM gpumf_evaluate('mal_ev', 'public.imp', k => 5)")" "40"
+contains "... but cannot record metrics of it" \
+  "$(as_role $BOB <<<"SELECT users FROM gpumf_evaluate('mal_ev', 'public.imp', k => 5, record => true)")" "permission denied"
+contains "... nor switch its version" "$(as_role $BOB <<<"SELECT version FROM gpumf_use_version('mal_ev', 1)")" "permission denied"
+check "... which changed nothing" "$(db_state)" "$before"
+# ... and the columns granted are enough
+tune_cols="trial, factors, regularization, alpha, alpha0, nu, iterations, metric, recall, ndcg, best"
+check "gpumf_tune with SELECT on the user and item columns: as on the whole table" \
+  "$(as_role $MAL <<<"SELECT $tune_cols FROM gpumf_tune('public.cols_imp', 'u', 'i', budget => 2, factors => '{4}', iterations => 2, seed => 5, metric => 'recall@5')")" \
+  "$(q "SELECT $tune_cols FROM gpumf_tune('public.imp', 'u', 'i', budget => 2, factors => '{4}', iterations => 2, seed => 5, metric => 'recall@5')" 2>&1)"
+check "gpumf_linreg with SELECT on y and x: as on the whole table" \
+  "$(as_role $MAL <<<"SELECT coef, std_err, rows_used FROM gpumf_linreg('public.cols_reg', 'y', '{x1}')")" \
+  "$(q "SELECT coef, std_err, rows_used FROM gpumf_linreg('public.reg', 'y', '{x1}')" 2>&1)"
+ev_cols="users, skipped_users, skipped_rows, \"precision\", recall, map, ndcg, auc"
+check "gpumf_evaluate with SELECT on the user and item columns: as on the whole table" \
+  "$(as_role $MAL <<<"SELECT $ev_cols FROM gpumf_evaluate('mal_ev', 'public.cols_imp', k => 5)")" \
+  "$(q "SELECT $ev_cols FROM gpumf_evaluate('mal_ev', 'public.imp', k => 5)" 2>&1)"
+
+# row-level security: alice sees her rows of the rls_* tables, which are
+# the rows of the public tables; her results are theirs
+as_role $ALICE <<<"SELECT 1 FROM gpumf_train('public.imp_a', 'u', 'i', 'v', factors => 4, model => 'alice_ev', iterations => 3, seed => 2)" >/dev/null
+rls() {  # $1 label, $2 statement on the rls table (as alice), $3 the same on the visible rows (clean)
+  check "row-level security: $1" "$(as_role $ALICE <<<"$2")" "$(q "$3" 2>&1)"
+}
+cg_b="ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]"
+rls "gpumf_cg_solve solves the caller's matrix" \
+  "SELECT x, iterations, triangle FROM gpumf_cg_solve('public.rls_mat', 'r', 'c', 'v', $cg_b, tolerance => 1e-12)" \
+  "SELECT x, iterations, triangle FROM gpumf_cg_solve('public.mat', 'r', 'c', 'v', $cg_b, tolerance => 1e-12)"
+rls "gpumf_spmv multiplies the caller's matrix" \
+  "SELECT gpumf_spmv('public.rls_mat', 'r', 'c', 'v', $cg_b, general => true)" \
+  "SELECT gpumf_spmv('public.mat', 'r', 'c', 'v', $cg_b, general => true)"
+rls "gpumf_linreg fits the caller's rows" \
+  "SELECT coef, std_err, r2, rows_used, rows_skipped FROM gpumf_linreg('public.rls_reg', 'y', '{x1,x2,x3}')" \
+  "SELECT coef, std_err, r2, rows_used, rows_skipped FROM gpumf_linreg('public.reg', 'y', '{x1,x2,x3}')"
+rls "gpumf_linreg_agg over the caller's rows" \
+  "SELECT (gpumf_linreg_agg(y, ARRAY[x1, x2])).coef FROM public.rls_reg" \
+  "SELECT (gpumf_linreg_agg(y, ARRAY[x1, x2])).coef FROM public.reg"
+rls "gpumf_tune searches on the caller's rows" \
+  "SELECT $tune_cols FROM gpumf_tune('public.rls_imp', 'u', 'i', 'v', budget => 2, factors => '{4}', iterations => 2, seed => 5, metric => 'recall@5')" \
+  "SELECT $tune_cols FROM gpumf_tune('public.imp', 'u', 'i', 'v', budget => 2, factors => '{4}', iterations => 2, seed => 5, metric => 'recall@5')"
+rls "gpumf_evaluate reads the caller's test rows" \
+  "SELECT $ev_cols FROM gpumf_evaluate('alice_ev', 'public.rls_imp', k => 5)" \
+  "SELECT $ev_cols FROM gpumf_evaluate('alice_ev', 'public.imp', k => 5)"
+rls "gpumf_rmse reads the caller's test rows" \
+  "SELECT gpumf_rmse('alice_ev', 'public.rls_imp', 'u', 'i', 'v')" \
+  "SELECT gpumf_rmse('alice_ev', 'public.imp', 'u', 'i', 'v')"
+rls "gpumf_split splits the caller's rows" \
+  "SELECT train_rows, test_rows FROM gpumf_split('public.rls_imp', 0.3, 11, by => 'user', user_col => 'u', item_col => 'i', train_table => 'public.alice_sp_train', test_table => 'public.alice_sp_test')" \
+  "SELECT train_rows, test_rows FROM gpumf_split('public.alice_imp', 0.3, 11, by => 'user', user_col => 'u', item_col => 'i', train_table => 'public.clean_sp_train', test_table => 'public.clean_sp_test')"
+check "row-level security: gpumf_split's train table as from the visible rows" "$(table_md5 public.alice_sp_train)" "$(table_md5 public.clean_sp_train)"
+check "row-level security: gpumf_split's test table as from the visible rows" "$(table_md5 public.alice_sp_test)" "$(table_md5 public.clean_sp_test)"
+rls "gpumf_recommend_all reads the caller's users" \
+  "SELECT scored_users, rows_written, unknown_users FROM gpumf_recommend_all('alice_ev', 3, 'public.alice_recs', users => 'public.rls_users', user_col => 'uid')" \
+  "SELECT scored_users, rows_written, unknown_users FROM gpumf_recommend_all('alice_ev', 3, 'public.clean_recs', users => 'public.imp_users', user_col => 'uid')"
+check "row-level security: gpumf_recommend_all's table as for the visible users" "$(table_md5 public.alice_recs)" "$(table_md5 public.clean_recs)"
+# fold-in reads the model's source with the caller's rights: a model of all
+# the rows, served to alice, folds a user in from her rows only (as a basket
+# of those rows would)
+q "SELECT format('GRANT SELECT ON %s, %s TO $ALICE', user_table, item_table) FROM gpumf_train('public.rls_imp', 'u', 'i', 'v', factors => 4, model => 'rls_fold', iterations => 3)" |
+  psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null
+rls "gpumf_recommend (recompute) folds the user in from the caller's rows" \
+  "SELECT item, score FROM gpumf_recommend('rls_fold', 3, 5, recompute => true)" \
+  "SELECT item, score FROM gpumf_recommend_items('rls_fold', (SELECT array_agg(i ORDER BY i) FROM imp WHERE u = 3), 5,
+                                                 (SELECT array_agg(v ORDER BY i) FROM imp WHERE u = 3))"
 
 # ---------------------------------------------------------------- 2. shadowing
 # combos "user_col:item_col": each key type once as user and once as item;
