@@ -24,19 +24,31 @@
 #         types; functions named now, nextval, format, quote_ident, ...
 #       - in pg_temp (her session): the same domains, functions and
 #         operators, and temporary views named like catalog tables
-#         (pg_class, pg_roles, ...), like gpumf's (models, retired_tables)
-#         and like factor tables (m1_v1_users, ...).
+#         (pg_class, pg_roles, ...), like gpumf's (models, retired_tables,
+#         model_versions) and like factor tables (m1_v1_users, ...);
+#       - aimed at the SQL the other functions build (gpumf_split's
+#         statement, the kept versions, the catalog's writes): comparison,
+#         arithmetic, text and jsonb operators, hash_record_extended, round,
+#         clock_timestamp, jsonb_populate_record, random, unnest, aggregates
+#         (count, sum, max, min, string_agg, array_agg), more domains, and
+#         views named like the statement's aliases and the new tables.
 #     Every one of them leaves a trace when used: a WARNING "hostile object
 #     executed: ..." and a call of the sequence public.hostile_trace_seq.
 #     Then, as mallory (her default search_path) and as a superuser whose
 #     search_path is "public, pg_catalog", every gpumf function runs: train
 #     and retrain with each key type (int2, int4, int8, text, varchar, uuid
 #     as user and as item keys), each recommend variant, drop, synthetic,
-#     device_info.  Checks: no crash (the backend answers; the postmaster's
-#     PID, the checkpointer's PID and the server log show no restart), the
-#     same results as a clean session's (catalog counts, and key types read
-#     in a clean session; factor tables by checksum; recommendations row for
-#     row), and no trace.
+#     device_info, and every other function (split, evaluate, predict,
+#     recommend with candidates and fold-in, recommend_items, similar_*,
+#     recommend_all, tune, an explicit model with rmse, model_versions and
+#     use_version, shared_models, synthetic_ratings, cg_solve, spmv, linreg,
+#     linreg_agg, linreg_predict).  Checks: no crash (the backend answers;
+#     the postmaster's PID, the checkpointer's PID and the server log show
+#     no restart), the same results as a clean session's (catalog counts,
+#     and key types read in a clean session; factor tables by checksum;
+#     recommendations and the other functions' results row for row; the
+#     tables they create by checksum; catalog rows and kept versions), and
+#     no trace.
 #
 # Trains on the CPU with one thread (gpumf.device = cpu, gpumf.threads = 1)
 # whatever GPUMF_TEST_DEVICE says, so that results compare bit for bit.
@@ -445,7 +457,7 @@ SELECT item, score FROM $fn('$m', $(text_user "$1" 17), 5);
 \echo @@ gpumf_recommend_text, exclude_seen false
 SELECT item, score FROM gpumf_recommend_text('$m', $(typed_user "$1" 17), 6, false);
 \echo @@ unknown user
-SELECT count(*) FROM $fn('$m', $(typed_user "$1" 999), 5);
+SELECT pg_catalog.count(*) FROM $fn('$m', $(typed_user "$1" 999), 5);
 \echo @@ $fn of the clean model
 SELECT item, score FROM $fn('$c', $(typed_user "$1" 3), 5);
 SQL
@@ -464,10 +476,111 @@ tables_md5() {
 misc_body() {
   cat <<SQL
 \echo @@ gpumf_synthetic
-SELECT * FROM gpumf_synthetic(40, 30, 300, seed => 5);
+SELECT * FROM gpumf_synthetic(40, 30, 300, seed => 5, min_per_user => 5, clusters => 4);
 \echo @@ gpumf_device_info
 SELECT backend, device FROM gpumf_device_info();
 SQL
+}
+# The other functions, for prefix $1 (c, h, s): each session splits, trains
+# and evaluates its own models and tables, named with its prefix.  Types,
+# functions and operators in these statements are qualified (the session
+# shadows the unqualified ones); new tables are named unqualified once each.
+more_body() {
+  local p=$1 ev="public.\"$1 ev\"\"\\test\""
+  cat <<SQL
+\echo @@ gpumf_split by row
+SELECT train_rows, test_rows FROM gpumf_split('public.imp', 0.25, 7, train_table => 'public.${p}_sp_row_train', test_table => '${p}_sp_row_test');
+\echo @@ gpumf_split by user
+SELECT train_rows, test_rows FROM gpumf_split('public.imp', 0.3, 11, by => 'user', user_col => 'u', item_col => 'i', train_table => 'public.${p}_sp_user_train', test_table => 'public.${p}_sp_user_test');
+\echo @@ gpumf_split by time
+SELECT train_rows, test_rows FROM gpumf_split('public.imp', 0.2, 3, by => 'time', user_col => 'u', time_col => 't', train_table => 'public.${p}_sp_time_train', test_table => 'public.${p}_sp_time_test');
+\echo @@ gpumf_split, default table names
+CREATE TABLE public.${p}_copy AS SELECT * FROM public.imp;
+SELECT train_rows, test_rows FROM gpumf_split('public.${p}_copy', 0.5, 1);
+\echo @@ train on the split
+SELECT n_users, n_items, n_rows, nnz, version FROM gpumf_train('public.${p}_sp_user_train', 'u', 'i', 'v', factors => 4, model => '${p}_imp', iterations => 3, seed => 7);
+\echo @@ gpumf_evaluate, record
+SELECT users, skipped_users, skipped_rows, "precision", recall, map, ndcg, auc, rmse, mae, backend FROM gpumf_evaluate('${p}_imp', 'public.${p}_sp_user_test', k => 5, record => true);
+\echo @@ gpumf_evaluate, a test table whose name needs quoting
+CREATE TABLE $ev AS SELECT * FROM public.${p}_sp_user_test;
+SELECT users, "precision", recall, ndcg FROM gpumf_evaluate('${p}_imp', '$ev', 'u', 'i', 5, record => true);
+\echo @@ gpumf_evaluate, columns named
+SELECT users, skipped_users, skipped_rows, "precision", recall, map, ndcg, auc FROM gpumf_evaluate('${p}_imp', 'public.imp', 'u', 'i', 3);
+\echo @@ gpumf_predict
+SELECT gpumf_predict('${p}_imp', 3, 7), gpumf_predict('${p}_imp', '3', '7'), gpumf_predict('${p}_imp', 3::pg_catalog.int8, 7::pg_catalog.int2), gpumf_predict('${p}_imp', 999, 7) IS NULL;
+\echo @@ gpumf_recommend, candidates and exclude
+SELECT item, score FROM gpumf_recommend('${p}_imp', 3, 4, true, candidates => ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], exclude => ARRAY[7, 11]);
+\echo @@ gpumf_recommend, recompute
+SELECT item, score FROM gpumf_recommend('${p}_imp', 3, 5, recompute => true);
+\echo @@ gpumf_recommend, a new user folded in
+INSERT INTO public.${p}_sp_user_train (u, i, v) VALUES (500, 1, 3), (500, 5, 1), (500, 9, 2);
+SELECT item, score FROM gpumf_recommend('${p}_imp', 500, 5, true, item_type => NULL::pg_catalog.text);
+\echo @@ gpumf_recommend_items
+SELECT item, score FROM gpumf_recommend_items('${p}_imp', ARRAY[1, 5, 9], 5, ARRAY[2, 1, 1]);
+SELECT item, score FROM gpumf_recommend_items('${p}_imp', '{1,5}', 4, NULL, false, item_type => NULL::pg_catalog.text);
+\echo @@ gpumf_similar_items
+SELECT item, score FROM gpumf_similar_items('${p}_imp', 5, 4);
+SELECT item, score FROM gpumf_similar_items('${p}_imp', '5', 3, NULL::pg_catalog.text);
+\echo @@ gpumf_similar_users
+SELECT "user", score FROM gpumf_similar_users('${p}_imp', 3, 4);
+SELECT "user", score FROM gpumf_similar_users('${p}_imp', 500, 3);
+\echo @@ gpumf_recommend_all
+SELECT scored_users, rows_written, unknown_users, backend FROM gpumf_recommend_all('${p}_imp', 3, 'public.${p}_recs');
+SELECT scored_users, rows_written, unknown_users FROM gpumf_recommend_all('${p}_imp', 2, '${p}_recs_some', users => 'public.imp_users', user_col => 'uid', exclude_seen => false);
+\echo @@ gpumf_tune
+SELECT trial, factors, regularization, alpha, alpha0, nu, iterations, metric, recall, ndcg, best FROM gpumf_tune('public.imp', 'u', 'i', 'v', metric => 'recall@5', budget => 3, factors => '{4,8}', iterations => 3, seed => 3, model => '${p}_tuned');
+\echo @@ explicit training
+SELECT n_users, global_mean, value_min, value_max, train_rmse, final_loss FROM gpumf_train('public.rat', 'user_id', 'item_id', 'rating', factors => 4, model => '${p}_exp', iterations => 4, algorithm => 'als_explicit', seed => 3);
+\echo @@ gpumf_rmse
+SELECT gpumf_rmse('${p}_exp', 'public.rat', 'user_id', 'item_id', 'rating'), gpumf_rmse('${p}_exp', 'public.rat', 'user_id', 'item_id', 'rating', clip => true);
+\echo @@ gpumf_predict, explicit
+SELECT gpumf_predict('${p}_exp', 1, 2), gpumf_predict('${p}_exp', 1, 2, clip => true);
+\echo @@ gpumf_evaluate, explicit
+SELECT users, rmse, mae, ndcg FROM gpumf_evaluate('${p}_exp', 'public.rat', k => 3);
+\echo @@ retrain under extra_float_digits = -15
+SET extra_float_digits = -15;
+SELECT version FROM gpumf_train('public.rat', 'user_id', 'item_id', 'rating', factors => 4, model => '${p}_exp', iterations => 2, algorithm => 'als_explicit', seed => 5);
+RESET extra_float_digits;
+\echo @@ gpumf_model_versions
+SELECT version, "current", tables_exist FROM gpumf_model_versions('${p}_exp');
+\echo @@ gpumf_use_version
+SELECT n_users, global_mean, value_min, value_max, train_rmse, final_loss FROM gpumf_use_version('${p}_exp', 1);
+\echo @@ gpumf_predict after gpumf_use_version
+SELECT gpumf_predict('${p}_exp', 1, 2), gpumf_predict('${p}_exp', 1, 2, clip => true);
+\echo @@ versions of a model with uuid users and text items
+SELECT version FROM gpumf_train('public.src', 'uu', 'it', factors => 2, model => '${p}_ver', iterations => 1);
+SELECT version FROM gpumf_train('public.src', 'uu', 'it', factors => 2, model => '${p}_ver', iterations => 2);
+SELECT version, n_users FROM gpumf_use_version('${p}_ver', 1);
+SELECT version, "current", tables_exist FROM gpumf_model_versions('${p}_ver');
+SELECT item, score FROM gpumf_recommend('${p}_ver', '$(uuid_of u3)'::pg_catalog.uuid, 3, true, item_type => NULL::pg_catalog.text);
+\echo @@ gpumf_shared_models
+SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>=) 0 FROM gpumf_shared_models();
+\echo @@ gpumf_synthetic_ratings
+SELECT pg_catalog.count(*), pg_catalog.md5(pg_catalog.string_agg(r::pg_catalog.text, ',' ORDER BY r.user_id, r.item_id)) FROM gpumf_synthetic_ratings(30, 20, 200, rank => 2, seed => 4) r;
+\echo @@ gpumf_cg_solve
+SELECT x, iterations, converged, triangle, device FROM gpumf_cg_solve('public.mat', 'r', 'c', 'v', ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], tolerance => 1e-12);
+SELECT x, iterations, converged, triangle FROM gpumf_cg_solve('public.mat0', 'i', 'j', 'a', ARRAY[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], base => 0, preconditioner => 'none', arithmetic => 'single');
+\echo @@ gpumf_spmv
+SELECT gpumf_spmv('public.mat', 'r', 'c', 'v', ARRAY[1, -1, 2, 0.5, 0, 0, 1, 1, 1, 1, 1, 1]), gpumf_spmv('public.mat0', 'i', 'j', 'a', ARRAY[1, -1, 2, 0.5, 0, 0, 1, 1, 1, 1, 1, 1], base => 0, general => true);
+\echo @@ gpumf_linreg
+SELECT terms, coef, std_err, t_stat, p_value, r2, adj_r2, residual_se, condition_number, rows_used, rows_skipped, device FROM gpumf_linreg('public.reg', 'y', '{x1,x2,x3}');
+SELECT terms, coef, r2, rows_used FROM gpumf_linreg('public.reg', 'y', ARRAY['x1']::pg_catalog.name[], intercept => false);
+\echo @@ gpumf_linreg_agg
+SELECT (gpumf_linreg_agg(y, ARRAY[x1, x2])).coef FROM public.reg;
+SELECT r.g, (r.f).terms, (r.f).coef, (r.f).rows_used, (r.f).rows_skipped FROM (SELECT g, gpumf_linreg_agg(y, ARRAY[x1, x2], false) AS f FROM public.reg GROUP BY g) r ORDER BY r.g;
+\echo @@ gpumf_linreg_predict
+SELECT gpumf_linreg_predict(ARRAY[1, 2, 3]::pg_catalog.float8[], ARRAY[0.5, 2]::pg_catalog.float8[]), gpumf_linreg_predict((gpumf_linreg('public.reg', 'y', '{x1,x2}')).coef, ARRAY[3, 1]::pg_catalog.float8[]);
+SQL
+}
+# the tables more_body creates, and its models
+more_tables="sp_row_train sp_row_test sp_user_train sp_user_test sp_time_train sp_time_test copy_train copy_test recs recs_some"
+more_models="imp exp ver tuned"
+# a model's catalog row without what differs between sessions (ids, names,
+# times, owner, source: the session's own table) and its metrics
+cat_skip="'{id,name,created_at,replaced_at,read_seconds,build_seconds,transfer_seconds,train_seconds,loss_seconds,store_seconds,user_table,item_table,owner,source,metrics}'::text[]"
+catalog_of() { q "SELECT to_jsonb(m) - $cat_skip FROM gpumf.models m WHERE name = '$1'" 2>&1; }
+kept_of() {
+  q "SELECT string_agg((v.catalog - $cat_skip)::text, ';' ORDER BY v.version) FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name = '$1'" 2>&1
 }
 
 # the clean reference: a superuser with the default search_path, before any
@@ -477,6 +590,9 @@ for c in $combos; do
   clean[$c]=$( { body "${c%%:*}" "${c##*:}" c; } | psql -X -qAt -d "$DB" 2>&1)
 done
 clean_misc=$(misc_body | psql -X -qAt -d "$DB" 2>&1)
+check "the clean reference of synthetic and device_info has no error" "$(grep -E '^(ERROR|WARNING)' <<<"$clean_misc")" ""
+clean_more=$(more_body c | psql -X -qAt -d "$DB" 2>&1)
+check "the clean reference of the other functions has no error" "$(grep -E '^(ERROR|WARNING)' <<<"$clean_more")" ""
 # mallory may read the clean models (to serve them in her session)
 q "SELECT format('GRANT SELECT ON %s, %s TO $MAL;', user_table, item_table) FROM gpumf.models WHERE name LIKE 'c\_%'" |
   psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null
@@ -510,7 +626,9 @@ BEGIN
 		['float8', 'text'], ['float4', 'text'], ['uuid', 'text'], ['varchar', 'int8'],
 		['bpchar', 'int8'], ['name', 'int8'], ['oid', 'text'], ['regclass', 'text'],
 		['xid8', 'text'], ['numeric', 'text'], ['jsonb', 'text'], ['regrole', 'text'],
-		['bool', 'int4'], ['timestamptz', 'text']]
+		['bool', 'int4'], ['timestamptz', 'text'], ['regtype', 'text'], ['regproc', 'text'],
+		['json', 'text'], ['date', 'text'], ['timestamp', 'text'], ['interval', 'text'],
+		['bytea', 'text']]
 	LOOP
 		EXECUTE pg_catalog.format('CREATE DOMAIN %I.%I AS pg_catalog.%I CHECK (public.hostile_trace(%L))',
 			s, d[1], d[2], 'domain ' || s || '.' || d[1]);
@@ -535,6 +653,38 @@ BEGIN
 				s, CASE i WHEN 0 THEN '=' ELSE '<>' END, o[1], o[2], fn);
 		END LOOP;
 	END LOOP;
+	-- more operators, with the argument types of pg_catalog's exactly
+	-- (comparisons, arithmetic, text and jsonb): operator, left, right,
+	-- result, the function that implements it
+	FOREACH o SLICE 1 IN ARRAY ARRAY[
+		['<', 'int8', 'int8', 'bool', 'int8lt'], ['<=', 'int8', 'int8', 'bool', 'int8le'],
+		['>', 'int8', 'int8', 'bool', 'int8gt'], ['>=', 'int8', 'int8', 'bool', 'int8ge'],
+		['<', 'int8', 'int4', 'bool', 'int84lt'], ['<=', 'int8', 'int4', 'bool', 'int84le'],
+		['<', 'int4', 'int4', 'bool', 'int4lt'], ['<=', 'int4', 'int4', 'bool', 'int4le'],
+		['>', 'int4', 'int4', 'bool', 'int4gt'], ['>=', 'int4', 'int4', 'bool', 'int4ge'],
+		['<', 'float8', 'float8', 'bool', 'float8lt'], ['>', 'float8', 'float8', 'bool', 'float8gt'],
+		['=', 'float8', 'float8', 'bool', 'float8eq'],
+		['<', 'timestamptz', 'timestamptz', 'bool', 'timestamptz_lt'],
+		['=', 'timestamptz', 'timestamptz', 'bool', 'timestamptz_eq'],
+		['+', 'int8', 'int8', 'int8', 'int8pl'], ['-', 'int8', 'int8', 'int8', 'int8mi'],
+		['+', 'int8', 'int4', 'int8', 'int84pl'], ['-', 'int8', 'int4', 'int8', 'int84mi'],
+		['*', 'int8', 'int8', 'int8', 'int8mul'],
+		['+', 'int4', 'int4', 'int4', 'int4pl'], ['-', 'int4', 'int4', 'int4', 'int4mi'],
+		['*', 'int4', 'int4', 'int4', 'int4mul'],
+		['+', 'float8', 'float8', 'float8', 'float8pl'], ['-', 'float8', 'float8', 'float8', 'float8mi'],
+		['*', 'float8', 'float8', 'float8', 'float8mul'], ['/', 'float8', 'float8', 'float8', 'float8div'],
+		['||', 'text', 'text', 'text', 'textcat'], ['||', 'jsonb', 'jsonb', 'jsonb', 'jsonb_concat'],
+		['-', 'jsonb', 'text', 'jsonb', 'jsonb_delete'], ['->', 'jsonb', 'text', 'jsonb', 'jsonb_object_field'],
+		['->>', 'jsonb', 'text', 'text', 'jsonb_object_field_text'], ['=', 'jsonb', 'jsonb', 'bool', 'jsonb_eq']]
+	LOOP
+		fn := pg_catalog.format('%I.%I', s, 'hostile_op_' || o[5]);
+		EXECUTE pg_catalog.format(
+			'CREATE FUNCTION %s(a pg_catalog.%I, b pg_catalog.%I) RETURNS pg_catalog.%I LANGUAGE plpgsql AS '
+			'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN pg_catalog.%I(a, b); END $b$',
+			fn, o[2], o[3], o[4], 'operator ' || s || '.' || o[1] || ' (' || o[2] || ', ' || o[3] || ')', o[5]);
+		EXECUTE pg_catalog.format('CREATE OPERATOR %I.%s (LEFTARG = pg_catalog.%I, RIGHTARG = pg_catalog.%I, FUNCTION = %s)',
+			s, o[1], o[2], o[3], fn);
+	END LOOP;
 	-- name, arguments, result, the real call
 	FOREACH f SLICE 1 IN ARRAY ARRAY[
 		['now', '', 'timestamptz', 'pg_catalog.now()'],
@@ -557,7 +707,25 @@ BEGIN
 		['array_length', 'a anyarray, b pg_catalog.int4', 'int4', 'pg_catalog.array_length(a, b)'],
 		['pg_get_userbyid', 'a pg_catalog.oid', 'name', 'pg_catalog.pg_get_userbyid(a)'],
 		['has_table_privilege', 'a pg_catalog.text, b pg_catalog.text', 'bool', 'pg_catalog.has_table_privilege(a, b)'],
-		['to_regclass', 'a pg_catalog.text', 'regclass', 'pg_catalog.to_regclass(a)']]
+		['to_regclass', 'a pg_catalog.text', 'regclass', 'pg_catalog.to_regclass(a)'],
+		-- what gpumf_split, the kept versions and the catalog's writes use
+		['hash_record_extended', 'a pg_catalog.record, b pg_catalog.int8', 'int8', 'pg_catalog.hash_record_extended(a, b)'],
+		['hashint8', 'a pg_catalog.int8', 'int4', 'pg_catalog.hashint8(a)'],
+		['round', 'a pg_catalog.float8', 'float8', 'pg_catalog.round(a)'],
+		['round', 'a pg_catalog.numeric, b pg_catalog.int4', 'numeric', 'pg_catalog.round(a, b)'],
+		['clock_timestamp', '', 'timestamptz', 'pg_catalog.clock_timestamp()'],
+		['jsonb_populate_record', 'a pg_catalog.anyelement, b pg_catalog.jsonb', 'anyelement', 'pg_catalog.jsonb_populate_record(a, b)'],
+		['jsonb_build_object', '', 'jsonb', 'pg_catalog.jsonb_build_object()'],
+		['random', '', 'float8', 'pg_catalog.random()'],
+		['setseed', 'a pg_catalog.float8', 'void', 'pg_catalog.setseed(a)'],
+		['abs', 'a pg_catalog.float8', 'float8', 'pg_catalog.abs(a)'],
+		['sqrt', 'a pg_catalog.float8', 'float8', 'pg_catalog.sqrt(a)'],
+		['quote_nullable', 'a pg_catalog.text', 'text', 'pg_catalog.quote_nullable(a)'],
+		['format_type', 'a pg_catalog.oid, b pg_catalog.int4', 'text', 'pg_catalog.format_type(a, b)'],
+		['has_schema_privilege', 'a pg_catalog.text, b pg_catalog.text', 'bool', 'pg_catalog.has_schema_privilege(a, b)'],
+		['has_column_privilege', 'a pg_catalog.text, b pg_catalog.text, c pg_catalog.text', 'bool', 'pg_catalog.has_column_privilege(a, b, c)'],
+		-- (not a window function: an unqualified row_number() OVER fails)
+		['row_number', '', 'int8', '0']]
 	LOOP
 		EXECUTE pg_catalog.format(
 			'CREATE FUNCTION %I.%I(%s) RETURNS pg_catalog.%I LANGUAGE plpgsql AS '
@@ -570,8 +738,57 @@ BEGIN
 		'OUT privilege_type pg_catalog.text, OUT is_grantable pg_catalog.bool) RETURNS SETOF record LANGUAGE plpgsql AS '
 		'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN QUERY SELECT * FROM pg_catalog.aclexplode(acl); END $b$',
 		s, 'function ' || s || '.aclexplode');
+	EXECUTE pg_catalog.format(
+		'CREATE FUNCTION %I.unnest(a pg_catalog.anyarray) RETURNS SETOF pg_catalog.anyelement LANGUAGE plpgsql AS '
+		'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN QUERY SELECT * FROM pg_catalog.unnest(a); END $b$',
+		s, 'function ' || s || '.unnest(anyarray)');
+	EXECUTE pg_catalog.format(
+		'CREATE FUNCTION %I.generate_series(a pg_catalog.int4, b pg_catalog.int4) RETURNS SETOF pg_catalog.int4 LANGUAGE plpgsql AS '
+		'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN QUERY SELECT * FROM pg_catalog.generate_series(a, b); END $b$',
+		s, 'function ' || s || '.generate_series(int4, int4)');
+	-- aggregates named like built-in ones (the same argument types): name,
+	-- arguments, the step's arguments after the state, state type, the
+	-- step's result, initial state ('': the first value, strict step)
+	FOREACH f SLICE 1 IN ARRAY ARRAY[
+		['count', '*', '', 'int8', 'pg_catalog.int8inc(st)', '0'],
+		['sum', 'pg_catalog.float8', ', a pg_catalog.float8', 'float8', 'pg_catalog.float8pl(st, a)', ''],
+		['sum', 'pg_catalog.int8', ', a pg_catalog.int8', 'int8', 'pg_catalog.int8pl(st, a)', ''],
+		['sum', 'pg_catalog.int4', ', a pg_catalog.int4', 'int8', 'pg_catalog.int84pl(st, a)', '0'],
+		['max', 'pg_catalog.int4', ', a pg_catalog.int4', 'int4', 'pg_catalog.int4larger(st, a)', ''],
+		['max', 'pg_catalog.int8', ', a pg_catalog.int8', 'int8', 'pg_catalog.int8larger(st, a)', ''],
+		['max', 'pg_catalog.float8', ', a pg_catalog.float8', 'float8', 'pg_catalog.float8larger(st, a)', ''],
+		['min', 'pg_catalog.int4', ', a pg_catalog.int4', 'int4', 'pg_catalog.int4smaller(st, a)', ''],
+		['string_agg', 'pg_catalog.text, pg_catalog.text', ', a pg_catalog.text, d pg_catalog.text', 'text',
+		 'pg_catalog.textcat(pg_catalog.textcat(st, d), a)', ''],
+		['array_agg', 'pg_catalog.anynonarray', ', a pg_catalog.anynonarray', 'anyarray', 'pg_catalog.array_append(st, a)', '{}']]
+	LOOP
+		fn := pg_catalog.format('%I.%I', s, 'hostile_step_' || f[1] || '_' || pg_catalog.md5(f[2]));
+		EXECUTE pg_catalog.format(
+			'CREATE FUNCTION %s(st pg_catalog.%I%s) RETURNS pg_catalog.%I LANGUAGE plpgsql %s AS '
+			'$b$ BEGIN PERFORM public.hostile_trace(%L); RETURN %s; END $b$',
+			fn, f[4], f[3], f[4], CASE f[6] WHEN '' THEN 'STRICT' ELSE '' END,
+			'aggregate ' || s || '.' || f[1] || '(' || f[2] || ')', f[5]);
+		EXECUTE pg_catalog.format('CREATE AGGREGATE %I.%I(%s) (SFUNC = %s, STYPE = pg_catalog.%I%s)',
+			s, f[1], f[2], fn, f[4], CASE f[6] WHEN '' THEN '' ELSE pg_catalog.format(', INITCOND = %L', f[6]) END);
+	END LOOP;
 END $f$;
 SELECT public.hostile_objects('public');
+-- views named like gpumf's tables and the names its statements use
+DO $$
+DECLARE
+	t pg_catalog.text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['models', 'model_versions', 'retired_tables']
+	LOOP
+		EXECUTE pg_catalog.format('CREATE VIEW public.%I AS SELECT * FROM gpumf.%I WHERE public.hostile_trace(%L)',
+			t, t, 'view public.' || t);
+	END LOOP;
+	FOREACH t IN ARRAY ARRAY['gpumf_s', 'gpumf_test', 'gpumf_train', 'gpumf_split_test', 'old', 'w']
+	LOOP
+		EXECUTE pg_catalog.format('CREATE VIEW public.%I AS SELECT 1 AS hostile WHERE public.hostile_trace(%L)',
+			t, 'view public.' || t);
+	END LOOP;
+END $$;
 SQL
 )
 check "mallory creates her objects in public" "$out" ""
@@ -597,6 +814,16 @@ BEGIN
 		'FROM pg_catalog.pg_attribute WHERE public.hostile_trace(''temp view pg_attribute'')';
 	EXECUTE 'CREATE TEMP VIEW models AS SELECT * FROM gpumf.models WHERE public.hostile_trace(''temp view models'')';
 	EXECUTE 'CREATE TEMP VIEW retired_tables AS SELECT * FROM gpumf.retired_tables WHERE public.hostile_trace(''temp view retired_tables'')';
+	EXECUTE 'CREATE TEMP VIEW model_versions AS SELECT * FROM gpumf.model_versions WHERE public.hostile_trace(''temp view model_versions'')';
+	-- the sources and tables of the other functions (always named
+	-- qualified), the names gpumf_split's statement uses, and the new
+	-- tables' names given unqualified
+	FOREACH t IN ARRAY ARRAY['src', 'imp', 'imp_users', 'rat', 'mat', 'mat0', 'reg', 'gpumf_s', 'gpumf_test',
+		'gpumf_train', 'gpumf_split_test', 'old', 'w', 'h_sp_row_test', 'h_recs_some', 'h_copy_train', 'h_copy_test']
+	LOOP
+		EXECUTE pg_catalog.format('CREATE TEMP VIEW %I AS SELECT 1 AS hostile WHERE public.hostile_trace(%L)',
+			t, 'temp view ' || t);
+	END LOOP;
 	FOR i IN 1 .. (SELECT pg_catalog.max(id) + 12 FROM gpumf.models) LOOP
 		FOR v IN 1 .. 3 LOOP
 			EXECUTE pg_catalog.format('CREATE TEMP VIEW %I (key, factors, seen) AS SELECT 0::pg_catalog.int8, ''{}''::pg_catalog.float4[], ''{}''::pg_catalog.int4[] WHERE public.hostile_trace(%L)',
@@ -642,12 +869,45 @@ for who in mallory superuser; do
     check "$who: $s as in a clean session" "$(section "$out" "$s" | grep -v 'hostile object executed')" "$(section "$clean_misc" "$s")"
   done
   no_trace "$who, synthetic and device_info" "$out"
+  # the other functions
+  out=$( { $pre; more_body $pfx; } | as_role "$role")
+  label="$who, the other functions"
+  survived "$label" "$out"
+  preamble_ok "$label" "$out"
+  while IFS= read -r s; do
+    check "$who: ${s#@@ } as in a clean session" "$(section "$out" "${s#@@ }" | grep -v 'hostile object executed')" \
+      "$(section "$clean_more" "${s#@@ }")"
+  done < <(grep '^@@ ' <<<"$clean_more")
+  for t in $more_tables; do
+    check "$who: table ${pfx}_$t as in a clean session" "$(table_md5 "public.${pfx}_$t")" "$(table_md5 "public.c_$t")"
+  done
+  for m in $more_models; do
+    check "$who: the factor tables of ${pfx}_$m equal the clean model's" "$(tables_md5 ${pfx}_$m)" "$(tables_md5 c_$m)"
+    check "$who: the catalog row of ${pfx}_$m is the clean model's" "$(catalog_of ${pfx}_$m)" "$(catalog_of c_$m)"
+    check "$who: the kept versions of ${pfx}_$m are the clean model's" "$(kept_of ${pfx}_$m)" "$(kept_of c_$m)"
+  done
+  check "$who: the metrics gpumf_evaluate recorded are the clean session's" \
+    "$(q "SELECT metrics - 'test' FROM gpumf.models WHERE name = '${pfx}_imp'")" "$(q "SELECT metrics - 'test' FROM gpumf.models WHERE name = 'c_imp'")"
+  check "$who: gpumf_evaluate records the test table's name, quoted" \
+    "$(q "SELECT metrics->>'test' FROM gpumf.models WHERE name = '${pfx}_imp'")" "public.\"${pfx} ev\"\"\\test\""
+  check "$who: gpumf_use_version restores the version's catalog row exactly" \
+    "$(section "$out" gpumf_use_version)" "$(section "$out" "explicit training")"
+  no_trace "$label" "$out"
+  more_dropped=$(q "SELECT string_agg(t, ' ') FROM (SELECT user_table AS t FROM gpumf.models WHERE name LIKE '${pfx}\_%' UNION ALL
+                    SELECT item_table FROM gpumf.models WHERE name LIKE '${pfx}\_%' UNION ALL
+                    SELECT v.user_table FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name LIKE '${pfx}\_%' UNION ALL
+                    SELECT v.item_table FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name LIKE '${pfx}\_%') x")
   # drop: each model and its tables go
-  out=$( { $pre; echo '\echo @@ drop'; for c in $combos; do echo "SELECT gpumf_drop_model('${pfx}_${c%%:*}_${c##*:}');"; done; } | as_role "$role")
+  out=$( { $pre; echo '\echo @@ drop'; for c in $combos; do echo "SELECT gpumf_drop_model('${pfx}_${c%%:*}_${c##*:}');"; done
+           echo '\echo @@ drop the others'; for m in $more_models; do echo "SELECT gpumf_drop_model('${pfx}_$m');"; done; } | as_role "$role")
   survived "$who, drop" "$out"
   check "$who: gpumf_drop_model returns true for each model" "$(section "$out" drop | grep -v 'hostile object executed' | tr '\n' ' ')" "t t t t t t t "
+  check "$who: gpumf_drop_model returns true for the other functions' models" \
+    "$(section "$out" "drop the others" | grep -v 'hostile object executed' | tr '\n' ' ')" "t t t t "
   left=$(for c in $combos; do for t in ${model_tables[$pfx:$c]:-}; do q "SELECT to_regclass('$t')"; done; done | grep -v '^$' | tr '\n' ' ')
   check "$who: the dropped models' tables are gone" "$left" ""
+  left=$(for t in $more_dropped; do q "SELECT to_regclass('$t')"; done | grep -v '^$' | tr '\n' ' ')
+  check "$who: the tables of the other models' versions are gone" "$left" ""
   check "$who: the dropped models' catalog rows are gone" "$(q "SELECT count(*) FROM gpumf.models WHERE name LIKE '${pfx}\_%'")" "0"
   no_trace "$who, drop" "$out"
 done
