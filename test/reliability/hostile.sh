@@ -925,6 +925,9 @@ else
   echo "# server log not found (set GPUMF_PGLOG): log check skipped"
 fi
 
+# the models first: a dropped model's shared segments are let go, but those
+# of a dropped database stay listed (and pinned) until the server restarts
+q "SELECT count(gpumf_drop_model(name)) FROM gpumf.models" >/dev/null 2>&1
 dropdb --if-exists "$DB" >/dev/null 2>&1
 for r in $ROLES; do psql -X -qAt -d postgres -c "DROP ROLE IF EXISTS $r" >/dev/null 2>&1; done
 echo "# hostile.sh: $(( $(date +%s) - t_start )) s"
