@@ -755,18 +755,87 @@ list_segment(dsm_segment *seg, const SharedKey *key)
 	return true;
 }
 
-/* a free slot now (one may still be gone when the segment is listed) */
-static void
-check_registry_room(void)
+/* whether the registry has a free slot now */
+static bool
+registry_has_room(SharedRegistry *reg)
 {
-	SharedRegistry *reg = registry_get();
 	bool		room = false;
 
 	SpinLockAcquire(&reg->mutex);
 	for (int i = 0; i < REGISTRY_SLOTS && !room; i++)
 		room = reg->entry[i].dbid == InvalidOid;
 	SpinLockRelease(&reg->mutex);
-	if (!room)
+	return room;
+}
+
+/*
+ * Take out the entries of databases that no longer exist and unpin their
+ * segments.  Entries are otherwise released only by backends of their own
+ * database, so a dropped database's versions would stay listed (and their
+ * memory pinned) until the server restarts: no backend can be connected to
+ * a database that is gone.
+ */
+static void
+forget_dropped_databases(SharedRegistry *reg)
+{
+	Oid			dbs[REGISTRY_SLOTS];
+	Oid			gone[REGISTRY_SLOTS];
+	dsm_handle	removed[REGISTRY_SLOTS];
+	int			ndbs = 0,
+				ngone = 0,
+				nremoved = 0;
+
+	/* the catalog is not looked at under the spinlock */
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		Oid			db = reg->entry[i].dbid;
+		bool		seen = db == InvalidOid || db == MyDatabaseId;
+
+		for (int j = 0; j < ndbs && !seen; j++)
+			seen = dbs[j] == db;
+		if (!seen)
+			dbs[ndbs++] = db;
+	}
+	SpinLockRelease(&reg->mutex);
+	for (int j = 0; j < ndbs; j++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[j])))
+			gone[ngone++] = dbs[j];
+	if (ngone == 0)
+		return;
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		SharedEntry *e = &reg->entry[i];
+
+		for (int g = 0; g < ngone; g++)
+			if (e->dbid == gone[g])
+			{
+				removed[nremoved++] = e->handle;
+				memset(e, 0, sizeof(*e));
+				break;
+			}
+	}
+	SpinLockRelease(&reg->mutex);
+	for (int g = 0; g < nremoved; g++)
+		dsm_unpin_segment(removed[g]);
+	ereport(DEBUG1,
+			(errmsg("gpumf: released %d shared model versions of %d dropped databases",
+					nremoved, ngone)));
+}
+
+/*
+ * A free slot now (one may still be gone when the segment is listed).  The
+ * versions of dropped databases are released first: a version is listed
+ * once per server, so the look at pg_database is rare.
+ */
+static void
+check_registry_room(void)
+{
+	SharedRegistry *reg = registry_get();
+
+	forget_dropped_databases(reg);
+	if (!registry_has_room(reg))
 		elog(ERROR, "the registry of shared models is full (%d versions)", REGISTRY_SLOTS);
 }
 

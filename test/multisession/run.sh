@@ -3,7 +3,8 @@
 # 1 s leaving the model as it was, concurrent retraining serialised, progress
 # NOTICEs, pg_dump/restore of models, gpumf_cg_solve stopped within 1 s by a
 # cancel or statement_timeout, the training service (results, progress,
-# cancel, concurrency, its shutdown and idle exit).  Needs a server (source test/pgenv.sh)
+# cancel, concurrency, its shutdown and idle exit), shared serving (a dropped
+# database's versions released).  Needs a server (source test/pgenv.sh)
 # with gpumf installed.  Prints "ok N - ..." lines and "N passed, M failed".
 set -u
 DB=gpumf_multisession
@@ -197,6 +198,26 @@ sleep 0.5
 check "gpumf.warm_new_models = off: a model nobody serves takes no shared memory when trained" "$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "0"
 q "SELECT 1 FROM gpumf_recommend('dropme', 5, 10)" >/dev/null
 check "a dropped model's version is no longer shared" "$(q "SELECT gpumf_drop_model('dropme'); SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id")" "$(printf 't\n0')"
+
+# the versions a dropped database shared do not keep the registry full: a
+# scratch database fills it (130 models served), is dropped, and a new model
+# here is still shared when its training commits
+S=${DB}_scratch
+dropdb --if-exists --force "$S" >/dev/null 2>&1; createdb "$S"
+filled=$({
+  echo "CREATE EXTENSION gpumf;"
+  echo "CREATE TABLE t AS SELECT user_id, item_id, value FROM gpumf_synthetic(40, 40, 400, seed => 1, min_per_user => 5, clusters => 4);"
+  for i in $(seq 1 130); do echo "SELECT 1 FROM gpumf_train('t', 'user_id', 'item_id', 'value', factors => 2, iterations => 1, model => 'r$i');"; done
+  echo "SELECT count(*) FROM generate_series(1, 130) i, LATERAL gpumf_recommend('r' || i, 1, 1);"
+  echo "SELECT count(*) < 130 FROM gpumf_shared_models();"
+} | PGOPTIONS="$PGOPTIONS -c gpumf.warm_new_models=off -c client_min_messages=warning" psql -X -qAt -v ON_ERROR_STOP=1 -d "$S" 2>&1 | tail -1)
+check "a scratch database's 130 served models fill the registry of shared versions" "$filled" "t"
+dropdb --force "$S"
+q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'afterdrop')" >/dev/null
+id=$(q "SELECT id FROM gpumf.models WHERE name = 'afterdrop'")
+for i in $(seq 1 100); do s=$(q "SELECT count(*) FROM gpumf_shared_models() WHERE model_id = $id"); [ "$s" = 1 ] && break; sleep 0.05; done
+check "a dropped database's shared versions are released when the registry needs room" "$s" "1"
+q "SELECT gpumf_drop_model('afterdrop')" >/dev/null
 
 # 11. a cancel that lands while the factor tables are written stops within 1 s
 #     and leaves the model as it was (a million users: the store takes a while)
