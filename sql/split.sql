@@ -100,3 +100,26 @@ DROP TABLE splits.r_train, splits.r_test;
 REVOKE ALL ON inter FROM regress_gpumf_split;
 REVOKE ALL ON SCHEMA splits FROM regress_gpumf_split;
 DROP ROLE regress_gpumf_split;
+-- by user with only user_col: a user's test rows are chosen by a seeded hash
+-- of the row's binary form, not by the order of its text (which put items
+-- 1 and 10 first for every user), and no session setting changes them
+CREATE TABLE tied AS SELECT u, i, '2024-01-01 12:00+00'::timestamptz + i * interval '1 day' AS t,
+  u * 0.1 + i / 3.0::float8 AS f FROM generate_series(1, 100) u, generate_series(1, 10) i;
+SELECT test_rows FROM gpumf_split('tied', 0.2, 7, by => 'user', user_col => 'u');
+SELECT count(DISTINCT i) > 5 AS test_items_spread, bool_and(n = 2) AS two_per_user
+  FROM tied_test, LATERAL (SELECT count(*) AS n FROM tied_test x WHERE x.u = tied_test.u) c;
+SET DateStyle = 'SQL, DMY';
+SET extra_float_digits = -15;
+SET TimeZone = 'Asia/Kathmandu';
+SELECT test_rows FROM gpumf_split('tied', 0.2, 7, by => 'user', user_col => 'u',
+  train_table => 'tied_train2', test_table => 'tied_test2');
+RESET DateStyle;
+RESET extra_float_digits;
+RESET TimeZone;
+SELECT (SELECT count(*) FROM (SELECT * FROM tied_test EXCEPT SELECT * FROM tied_test2) d) AS differ_test,
+  (SELECT count(*) FROM (SELECT * FROM tied_train EXCEPT SELECT * FROM tied_train2) d) AS differ_train;
+SELECT test_rows FROM gpumf_split('tied', 0.2, 8, by => 'user', user_col => 'u',
+  train_table => 'tied_train3', test_table => 'tied_test3');
+SELECT count(*) < 100 AS another_seed_other_rows
+  FROM (SELECT * FROM tied_test INTERSECT SELECT * FROM tied_test3) x;
+DROP TABLE tied, tied_train, tied_test, tied_train2, tied_test2, tied_train3, tied_test3;

@@ -255,9 +255,16 @@ gpumf_split(PG_FUNCTION_ARGS)
 		initStringInfo(&order);
 		if (time_col)
 			appendStringInfo(&order, "gpumf_s.%s DESC NULLS LAST, ", quote_identifier(time_col));
-		/* equal hashes: the row's text decides, so reruns pick the same rows */
+		/*
+		 * equal hashes (every row of a user when only user_col is given): a
+		 * seeded SHA-256 of the row's binary form decides, which no session
+		 * setting changes (the text form depends on DateStyle,
+		 * extra_float_digits, TimeZone, ...) and which picks a user's test
+		 * rows at random rather than by their text's order
+		 */
 		appendStringInfo(&order, "pg_catalog.hash_record_extended(%s, $2), "
-						 "CAST(gpumf_s.* AS pg_catalog.text) COLLATE pg_catalog.\"C\"", keys.data);
+						 "pg_catalog.sha256(pg_catalog.record_send(gpumf_s.*) OPERATOR(pg_catalog.||) "
+						 "pg_catalog.int8send($2))", keys.data);
 		appendStringInfo(&q,
 						 "WITH src AS MATERIALIZED (SELECT %s, (gpumf_s.%s IS NOT NULL AND gpumf_s.gpumf_rn "
 						 "OPERATOR(pg_catalog.<=) gpumf_s.gpumf_t) AS gpumf_split_test FROM ("
