@@ -350,8 +350,13 @@ typedef struct GpumfModelRow
 	double		store_seconds;
 } GpumfModelRow;
 
-/* serialise trainings and drops of one model name (transaction lock) */
+/*
+ * serialise trainings, switches and drops of one model name (a transaction
+ * advisory lock: class GPUMF_LOCK_CLASS, key gpumf_model_lock_key(name))
+ */
+#define GPUMF_LOCK_CLASS 0x67706d66	/* advisory lock namespace: "gpmf" */
 extern void gpumf_model_lock(const char *name);
+extern int32 gpumf_model_lock_key(const char *name);
 /* the model's row (palloc'd strings); false when there is none */
 extern bool gpumf_model_lookup(const char *name, GpumfModel *m);
 /* the same as of snap (serving reads the model as of the statement) */

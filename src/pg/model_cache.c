@@ -1396,6 +1396,49 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
  * is current.  Errors end the worker (logged); nothing is left half done,
  * since a segment is listed only when complete.
  */
+/*
+ * After warming: the versions other than the model's current one are no
+ * longer shared (readers keep their mapping).  The current version is read
+ * afresh under the model's lock, which every training, switch and drop holds
+ * until it commits: a worker that was slow to start must not take out the
+ * version a later training made current (it read the catalog before that
+ * training committed).  If the lock is held, a version change is under way
+ * and the worker its commit starts does this instead.
+ */
+static void
+warm_forget_replaced(int64 model_id, const char *name)
+{
+	StartTransactionCommand();
+	if (DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
+										 Int32GetDatum(GPUMF_LOCK_CLASS),
+										 Int32GetDatum(gpumf_model_lock_key(name)))))
+	{
+		ModelVersion mv = {model_id, -1};
+
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() == SPI_OK_CONNECT)
+		{
+			GpumfGuard	g;
+			Oid			types[1] = {INT8OID};
+			Datum		values[1] = {Int64GetDatum(model_id)};
+			bool		isnull = true;
+
+			gpumf_guard_enter(&g, false);
+			if (SPI_execute_with_args("SELECT version FROM gpumf.models WHERE id OPERATOR(pg_catalog.=) $1",
+									  1, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
+				mv.version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 1, &isnull));
+			gpumf_guard_exit(&g);
+			SPI_finish();
+			if (!isnull)
+				forget_entries(entry_other_version, &mv);
+		}
+		PopActiveSnapshot();
+	}
+	CommitTransactionCommand();
+}
+
 void
 gpumf_warm_main(Datum arg)
 {
@@ -1444,17 +1487,14 @@ gpumf_warm_main(Datum arg)
 	/* a later training or switch made another version current: its own worker warms it */
 	if (name && current == r.version)
 	{
-		ModelVersion mv = {r.model_id, r.version};
-		GpumfServed *m;
-
-		/* the versions this one replaced are no longer shared (readers keep their mapping) */
-		forget_entries(entry_other_version, &mv);
-		m = gpumf_served_get(name);
+		GpumfServed *m = gpumf_served_get(name);
 
 		elog(DEBUG1, "gpumf: model \"%s\" version %d warmed in %.3f s (%s)", name, m->version,
 			 gm_now() - t0, m->seg ? "shared" : "not shared");
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (name)
+		warm_forget_replaced(r.model_id, name);
 	proc_exit(0);
 }

@@ -35,13 +35,18 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#define GPUMF_LOCK_CLASS 0x67706d66	/* advisory lock namespace: "gpmf" */
+/* the second key of a model's advisory lock (class GPUMF_LOCK_CLASS) */
+int32
+gpumf_model_lock_key(const char *name)
+{
+	return DatumGetInt32(hash_any((const unsigned char *) name, strlen(name)));
+}
 
 void
 gpumf_model_lock(const char *name)
 {
 	DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(GPUMF_LOCK_CLASS),
-						hash_any((const unsigned char *) name, strlen(name)));
+						Int32GetDatum(gpumf_model_lock_key(name)));
 }
 
 /* the catalog and its unique index on name */
