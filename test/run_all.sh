@@ -14,6 +14,9 @@
 #      roles, load during retraining, faults (SIGKILL, cancel), backend
 #      memory; after the pg_cron test, since a crash recovery would end its
 #      sessions
+#   8. README.md against the installed extension (test/docs/readme.sh): its
+#      SQL examples run in order (on the CPU), its function and settings
+#      tables match the catalog
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
@@ -64,6 +67,9 @@ nfail=$(echo "$out" | grep -cE '(FAILED|failed \(ignored\)|^not ok )')
 [ -f regression.diffs ] && head -60 regression.diffs
 [ "$ntests" -gt 0 ] || nfail=1
 tally regress $((ntests - nfail)) "$nfail"
+
+echo "== README against the installed extension"
+suite readme bash test/docs/readme.sh
 
 echo "== multi-session"
 out=$(GPUMF_TEST_DEVICE=$DEV bash test/multisession/run.sh 2>&1); echo "$out"
