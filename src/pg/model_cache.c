@@ -173,6 +173,52 @@ typedef struct ForgetArgs
 	const void *arg;
 } ForgetArgs;
 
+/*
+ * The entries take_out_entries takes: of database db (any, if invalid), those
+ * whose database is one of dbs, or (dbs NULL) whose handle is one of handles.
+ */
+typedef struct OidsOrHandles
+{
+	Oid			db;
+	const Oid  *dbs;
+	const dsm_handle *handles;
+	int			n;
+} OidsOrHandles;
+
+/*
+ * Take the entries w selects out of the registry (under its lock) and unpin
+ * their segments; returns how many.  A listed segment is pinned, and the
+ * backend that takes its entry out unpins it (it is freed when its last
+ * backend detaches).  Entries another backend took out meanwhile are that
+ * backend's to unpin.
+ */
+static int
+take_out_entries(SharedRegistry *reg, const OidsOrHandles *w)
+{
+	dsm_handle	removed[REGISTRY_SLOTS];
+	int			nremoved = 0;
+
+	SpinLockAcquire(&reg->mutex);
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		SharedEntry *e = &reg->entry[i];
+
+		if (e->dbid == InvalidOid || (OidIsValid(w->db) && e->dbid != w->db))
+			continue;
+		for (int g = 0; g < w->n; g++)
+			if (w->dbs ? e->dbid == w->dbs[g] : e->handle == w->handles[g])
+			{
+				removed[nremoved++] = e->handle;
+				memset(e, 0, sizeof(*e));
+				break;
+			}
+	}
+	SpinLockRelease(&reg->mutex);
+	for (int g = 0; g < nremoved; g++)
+		dsm_unpin_segment(removed[g]);
+	return nremoved;
+}
+
 static void
 forget_entries_in(void *p)
 {
@@ -180,10 +226,8 @@ forget_entries_in(void *p)
 	SharedRegistry *reg = registry_get();
 	SharedEntry mine[REGISTRY_SLOTS];
 	dsm_handle	gone[REGISTRY_SLOTS];
-	dsm_handle	removed[REGISTRY_SLOTS];
 	int			nmine = 0,
-				ngone = 0,
-				nremoved = 0;
+				ngone = 0;
 
 	/* the filter may look at the catalog: not under the spinlock */
 	SpinLockAcquire(&reg->mutex);
@@ -194,32 +238,12 @@ forget_entries_in(void *p)
 	for (int i = 0; i < nmine; i++)
 		if (a->drop(&mine[i], a->arg))
 			gone[ngone++] = mine[i].handle;
-	if (ngone == 0)
-		return;
-	SpinLockAcquire(&reg->mutex);
-	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	if (ngone > 0)
 	{
-		SharedEntry *e = &reg->entry[i];
+		OidsOrHandles h = {MyDatabaseId, NULL, gone, ngone};
 
-		if (e->dbid != MyDatabaseId)
-			continue;
-		for (int g = 0; g < ngone; g++)
-			if (e->handle == gone[g])
-			{
-				removed[nremoved++] = e->handle;
-				memset(e, 0, sizeof(*e));
-				break;
-			}
+		(void) take_out_entries(reg, &h);
 	}
-	SpinLockRelease(&reg->mutex);
-
-	/*
-	 * A listed segment is pinned, and the backend that takes its entry out
-	 * unpins it (it is freed when its last backend detaches).  Entries
-	 * another backend took out meanwhile are that backend's to unpin.
-	 */
-	for (int g = 0; g < nremoved; g++)
-		dsm_unpin_segment(removed[g]);
 }
 
 /* Let go of the shared versions of this database that drop selects (errors only logged). */
@@ -780,10 +804,10 @@ forget_dropped_databases(SharedRegistry *reg)
 {
 	Oid			dbs[REGISTRY_SLOTS];
 	Oid			gone[REGISTRY_SLOTS];
-	dsm_handle	removed[REGISTRY_SLOTS];
 	int			ndbs = 0,
 				ngone = 0,
-				nremoved = 0;
+				n;
+	OidsOrHandles w = {InvalidOid, gone, NULL, 0};
 
 	/* the catalog is not looked at under the spinlock */
 	SpinLockAcquire(&reg->mutex);
@@ -803,25 +827,10 @@ forget_dropped_databases(SharedRegistry *reg)
 			gone[ngone++] = dbs[j];
 	if (ngone == 0)
 		return;
-	SpinLockAcquire(&reg->mutex);
-	for (int i = 0; i < REGISTRY_SLOTS; i++)
-	{
-		SharedEntry *e = &reg->entry[i];
-
-		for (int g = 0; g < ngone; g++)
-			if (e->dbid == gone[g])
-			{
-				removed[nremoved++] = e->handle;
-				memset(e, 0, sizeof(*e));
-				break;
-			}
-	}
-	SpinLockRelease(&reg->mutex);
-	for (int g = 0; g < nremoved; g++)
-		dsm_unpin_segment(removed[g]);
+	w.n = ngone;
+	n = take_out_entries(reg, &w);
 	ereport(DEBUG1,
-			(errmsg("gpumf: released %d shared model versions of %d dropped databases",
-					nremoved, ngone)));
+			(errmsg("gpumf: released %d shared model versions of %d dropped databases", n, ngone)));
 }
 
 /*
