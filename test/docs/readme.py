@@ -74,6 +74,14 @@ def rows(sql):
 
 
 # ---------------------------------------------------------------- (a) blocks
+def body_until(lines, i, end):
+    """The lines from i up to the line that reads end, and the index after it."""
+    j = i
+    while j < len(lines) and lines[j].strip() != end:
+        j += 1
+    return "\n".join(lines[i:j]) + "\n", j + 1
+
+
 def parse_items(lines):
     """The README's setup/run/check/skip items in order, and marker errors."""
     items, errors = [], []
@@ -83,21 +91,12 @@ def parse_items(lines):
         m = re.match(r"<!-- test: (setup|check)\s*$", s)
         if m:
             start = i + 1
-            body = []
-            i += 1
-            while i < len(lines) and lines[i].strip() != "-->":
-                body.append(lines[i])
-                i += 1
-            items.append((m.group(1), start, "\n".join(body) + "\n", None))
-            i += 1
+            body, i = body_until(lines, i + 1, "-->")
+            items.append((m.group(1), start, body, None))
             continue
         if s.startswith("```sql"):
             start = i + 1
-            body = []
-            i += 1
-            while i < len(lines) and lines[i].strip() != "```":
-                body.append(lines[i])
-                i += 1
+            body, i = body_until(lines, i + 1, "```")
             prev = start - 2
             while prev >= 0 and lines[prev].strip() == "":
                 prev -= 1
@@ -106,8 +105,7 @@ def parse_items(lines):
             if not mr:
                 errors.append(start)
             else:
-                items.append((mr.group(1), start, "\n".join(body) + "\n", mr.group(2)))
-            i += 1
+                items.append((mr.group(1), start, body, mr.group(2)))
             continue
         i += 1
     return items, errors
