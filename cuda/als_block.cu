@@ -115,406 +115,410 @@ block_pass_kernel(gm_block_args a)
 	float	   *wytile = tile + 32 * TS;	/* TC only */
 	float	   *wv = tile + 32 * TS * (TC ? 2 : 1);
 	float	   *tv = wv + 32;
-	const int32_t task = blockIdx.x * BWARPS + warp;
 
 	/* G_BB for the whole thread block */
 	for (int i = threadIdx.x; i < B * B; i += BWARPS * 32)
 		gbb[i] = __ldg(a.G + (size_t) (a.b0 + i / B) * a.kp + a.b0 + i % B);
 	__syncthreads();
-	if (task >= a.nchunks)
-		return;
 
-	const int2	ch = a.chunks[task];
-	const int32_t row = ch.x;
-	const int64_t rb = a.indptr[row];
-	const int64_t re = a.indptr[row + 1];
-	const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
-	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
-	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
-	float		A[CPL][B],
-				r[CPL];
-
-	wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[TC ? B / 16 : 1][TC ? B / 16 : 1];
-
-#pragma unroll
-	for (int q = 0; q < CPL; q++)
+	for (int32_t task = gm_chunk_first(a.queue, BWARPS); task < a.nchunks;
+		 task = gm_chunk_next(a.queue, a.nchunks))
 	{
-		r[q] = 0.f;
-		if (!TC)
-#pragma unroll
-			for (int i = 0; i < B; i++)
-				A[q][i] = 0.f;
-	}
-	if constexpr (TC)
-#pragma unroll
-		for (int mt = 0; mt < B / 16; mt++)
-#pragma unroll
-			for (int nt = 0; nt < B / 16; nt++)
-				wmma::fill_fragment(acc[mt][nt], 0.f);
+		const int2	ch = a.chunks[task];
+		const int32_t row = ch.x;
+		const int64_t rb = a.indptr[row];
+		const int64_t re = a.indptr[row + 1];
+		const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
+		const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
+		const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
+		float		A[CPL][B],
+					r[CPL];
 
-	/* ---- accumulate the chunk's entries, 32 at a time */
-	for (int64_t base = cb; base < ce; base += 32)
-	{
-		const int64_t ent = base + lane;
-		const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
+		wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[TC ? B / 16 : 1][TC ? B / 16 : 1];
 
-		int32_t		id = 0;
-		float		w = 0.f;
-
-		if (ent < ce)
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
 		{
-			const float c = __ldg(a.data + ent);
-
-			id = __ldg(a.indices + ent);
-			w = c - a.alpha0;
-			wv[lane] = w;
-			tv[lane] = c - w * a.S[ent];
+			r[q] = 0.f;
+			if (!TC)
+#pragma unroll
+				for (int i = 0; i < B; i++)
+					A[q][i] = 0.f;
 		}
-		/*
-		 * the slices into the tile, 8 lanes an entry (lane l: float4 l % 8,
-		 * + 8, ... of entry 4 i + l / 8): every load instruction reads 4
-		 * entries' whole 128-byte lines, where a lane per entry touched 32
-		 * lines per instruction (the L1 traffic that bound the prediction
-		 * update, block_apply_kernel, at 97%).  Missing entries are zero
-		 * (the tensor cores take all 32 rows).
-		 */
-		if constexpr (CPL == 2 && !TC)
+		if constexpr (TC)
+#pragma unroll
+			for (int mt = 0; mt < B / 16; mt++)
+#pragma unroll
+				for (int nt = 0; nt < B / 16; nt++)
+					wmma::fill_fragment(acc[mt][nt], 0.f);
+
+		/* ---- accumulate the chunk's entries, 32 at a time */
+		for (int64_t base = cb; base < ce; base += 32)
 		{
-			/* b = 64 in FP32 measured faster with a lane per entry */
+			const int64_t ent = base + lane;
+			const int	cnt = ce - base < 32 ? (int) (ce - base) : 32;
+
+			int32_t		id = 0;
+			float		w = 0.f;
+
 			if (ent < ce)
 			{
-				const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
-				float4	   *tr = reinterpret_cast<float4 *>(tile + lane * TS);
+				const float c = __ldg(a.data + ent);
 
-#pragma unroll
-				for (int f = 0; f < B / 4; f++)
-					tr[f] = __ldg(yp + f);
+				id = __ldg(a.indices + ent);
+				w = c - a.alpha0;
+				wv[lane] = w;
+				tv[lane] = c - w * a.S[ent];
 			}
-		}
-		else
-#pragma unroll
-			for (int i = 0; i < 8; i++)
+			/*
+			 * the slices into the tile, 8 lanes an entry (lane l: float4 l % 8,
+			 * + 8, ... of entry 4 i + l / 8): every load instruction reads 4
+			 * entries' whole 128-byte lines, where a lane per entry touched 32
+			 * lines per instruction (the L1 traffic that bound the prediction
+			 * update, block_apply_kernel, at 97%).  Missing entries are zero
+			 * (the tensor cores take all 32 rows).
+			 */
+			if constexpr (CPL == 2 && !TC)
 			{
-				const int	e = 4 * i + (lane >> 3);
-				const int32_t ide = __shfl_sync(0xffffffffu, id, e);
-				const float we = __shfl_sync(0xffffffffu, w, e);
-				const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) ide * a.kp + a.b0);
-				float4	   *tr = reinterpret_cast<float4 *>(tile + e * TS);
-				float4	   *wr = reinterpret_cast<float4 *>(wytile + e * TS);
+				/* b = 64 in FP32 measured faster with a lane per entry */
+				if (ent < ce)
+				{
+					const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) id * a.kp + a.b0);
+					float4	   *tr = reinterpret_cast<float4 *>(tile + lane * TS);
 
 #pragma unroll
-				for (int f = lane & 7; f < B / 4; f += 8)
-				{
-					const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
-
-					tr[f] = y4;
-					if (TC)
-						wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
+					for (int f = 0; f < B / 4; f++)
+						tr[f] = __ldg(yp + f);
 				}
 			}
-		__syncwarp();
-		if constexpr (TC)
-		{
-			gram_tc<B>(acc, wytile, tile, TS);
-			for (int e = 0; e < cnt; e++)
-			{
-				const float tt = tv[e];
-
+			else
 #pragma unroll
-				for (int q = 0; q < CPL; q++)
-					r[q] = fmaf(tt, tile[e * TS + lane + 32 * q], r[q]);
-			}
-		}
-		else if constexpr (TILED)
-		{
-			const int	rg = lane >> 2,
-						cg = lane & 3;
-
-			for (int e = 0; e < cnt; e++)
-			{
-				const float *te = tile + e * TS;
-				const float4 *te4 = reinterpret_cast<const float4 *>(te);
-				const float4 yi = te4[rg],
-							ja = te4[2 * cg],
-							jb = te4[2 * cg + 1];
-				const float we = wv[e];
-				const float wyi[4] = {we * yi.x, we * yi.y, we * yi.z, we * yi.w};
-				const float yj[8] = {ja.x, ja.y, ja.z, ja.w, jb.x, jb.y, jb.z, jb.w};
-
-				r[0] = fmaf(tv[e], te[lane], r[0]);
-#pragma unroll
-				for (int i = 0; i < 4; i++)
-#pragma unroll
-					for (int j = 0; j < 8; j++)
-						A[0][8 * i + j] = fmaf(wyi[i], yj[j], A[0][8 * i + j]);
-			}
-		}
-		else
-		{
-			for (int e = 0; e < cnt; e++)
-			{
-				const float *te = tile + e * TS;
-				const float4 *te4 = reinterpret_cast<const float4 *>(te);
-				const float we = wv[e],
-							tt = tv[e];
-				float		wy[CPL];
-
-#pragma unroll
-				for (int q = 0; q < CPL; q++)
+				for (int i = 0; i < 8; i++)
 				{
-					const float yj = te[lane + 32 * q];
+					const int	e = 4 * i + (lane >> 3);
+					const int32_t ide = __shfl_sync(0xffffffffu, id, e);
+					const float we = __shfl_sync(0xffffffffu, w, e);
+					const float4 *yp = reinterpret_cast<const float4 *>(a.Y + (size_t) ide * a.kp + a.b0);
+					float4	   *tr = reinterpret_cast<float4 *>(tile + e * TS);
+					float4	   *wr = reinterpret_cast<float4 *>(wytile + e * TS);
 
-					r[q] = fmaf(tt, yj, r[q]);
-					wy[q] = we * yj;
+#pragma unroll
+					for (int f = lane & 7; f < B / 4; f += 8)
+					{
+						const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
+
+						tr[f] = y4;
+						if (TC)
+							wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
+					}
 				}
-#pragma unroll
-				for (int i = 0; i < B / 4; i++)
+			__syncwarp();
+			if constexpr (TC)
+			{
+				gram_tc<B>(acc, wytile, tile, TS);
+				for (int e = 0; e < cnt; e++)
 				{
-					const float4 y4 = te4[i];
+					const float tt = tv[e];
+
+#pragma unroll
+					for (int q = 0; q < CPL; q++)
+						r[q] = fmaf(tt, tile[e * TS + lane + 32 * q], r[q]);
+				}
+			}
+			else if constexpr (TILED)
+			{
+				const int	rg = lane >> 2,
+							cg = lane & 3;
+
+				for (int e = 0; e < cnt; e++)
+				{
+					const float *te = tile + e * TS;
+					const float4 *te4 = reinterpret_cast<const float4 *>(te);
+					const float4 yi = te4[rg],
+								ja = te4[2 * cg],
+								jb = te4[2 * cg + 1];
+					const float we = wv[e];
+					const float wyi[4] = {we * yi.x, we * yi.y, we * yi.z, we * yi.w};
+					const float yj[8] = {ja.x, ja.y, ja.z, ja.w, jb.x, jb.y, jb.z, jb.w};
+
+					r[0] = fmaf(tv[e], te[lane], r[0]);
+#pragma unroll
+					for (int i = 0; i < 4; i++)
+#pragma unroll
+						for (int j = 0; j < 8; j++)
+							A[0][8 * i + j] = fmaf(wyi[i], yj[j], A[0][8 * i + j]);
+				}
+			}
+			else
+			{
+				for (int e = 0; e < cnt; e++)
+				{
+					const float *te = tile + e * TS;
+					const float4 *te4 = reinterpret_cast<const float4 *>(te);
+					const float we = wv[e],
+								tt = tv[e];
+					float		wy[CPL];
 
 #pragma unroll
 					for (int q = 0; q < CPL; q++)
 					{
-						A[q][4 * i] = fmaf(wy[q], y4.x, A[q][4 * i]);
-						A[q][4 * i + 1] = fmaf(wy[q], y4.y, A[q][4 * i + 1]);
-						A[q][4 * i + 2] = fmaf(wy[q], y4.z, A[q][4 * i + 2]);
-						A[q][4 * i + 3] = fmaf(wy[q], y4.w, A[q][4 * i + 3]);
+						const float yj = te[lane + 32 * q];
+
+						r[q] = fmaf(tt, yj, r[q]);
+						wy[q] = we * yj;
+					}
+#pragma unroll
+					for (int i = 0; i < B / 4; i++)
+					{
+						const float4 y4 = te4[i];
+
+#pragma unroll
+						for (int q = 0; q < CPL; q++)
+						{
+							A[q][4 * i] = fmaf(wy[q], y4.x, A[q][4 * i]);
+							A[q][4 * i + 1] = fmaf(wy[q], y4.y, A[q][4 * i + 1]);
+							A[q][4 * i + 2] = fmaf(wy[q], y4.z, A[q][4 * i + 2]);
+							A[q][4 * i + 3] = fmaf(wy[q], y4.w, A[q][4 * i + 3]);
+						}
 					}
 				}
 			}
+			__syncwarp();
 		}
-		__syncwarp();
-	}
 
-	if constexpr (TILED)
-	{
-		/*
-		 * the 4 x 8 tiles into the (free) entry tile, rows 33 floats apart
-		 * (two-way bank conflicts at most), then a column per lane
-		 */
-		float	   *am = tile;
-		const int	rg = lane >> 2,
-					cg = lane & 3;
+		if constexpr (TILED)
+		{
+			/*
+			 * the 4 x 8 tiles into the (free) entry tile, rows 33 floats apart
+			 * (two-way bank conflicts at most), then a column per lane
+			 */
+			float	   *am = tile;
+			const int	rg = lane >> 2,
+						cg = lane & 3;
 
-		__syncwarp();
+			__syncwarp();
 #pragma unroll
-		for (int i = 0; i < 4; i++)
+			for (int i = 0; i < 4; i++)
 #pragma unroll
-			for (int j = 0; j < 8; j++)
-				am[(4 * rg + i) * 33 + 8 * cg + j] = A[0][8 * i + j];
-		__syncwarp();
+				for (int j = 0; j < 8; j++)
+					am[(4 * rg + i) * 33 + 8 * cg + j] = A[0][8 * i + j];
+			__syncwarp();
 #pragma unroll
-		for (int i = 0; i < B; i++)
-			A[0][i] = am[i * 33 + lane];
-		__syncwarp();
-	}
-	if constexpr (TC)
-	{
-		/* the tiles into the (free) entry tile as b x b row-major, then columns to registers */
-		float	   *am = tile;
+			for (int i = 0; i < B; i++)
+				A[0][i] = am[i * 33 + lane];
+			__syncwarp();
+		}
+		if constexpr (TC)
+		{
+			/* the tiles into the (free) entry tile as b x b row-major, then columns to registers */
+			float	   *am = tile;
 
 #pragma unroll
-		for (int mt = 0; mt < (TC ? B / 16 : 1); mt++)
+			for (int mt = 0; mt < (TC ? B / 16 : 1); mt++)
 #pragma unroll
-			for (int nt = mt; nt < (TC ? B / 16 : 1); nt++)
+				for (int nt = mt; nt < (TC ? B / 16 : 1); nt++)
+				{
+					wmma::store_matrix_sync(am + 16 * mt * B + 16 * nt, acc[mt][nt], B, wmma::mem_row_major);
+					if (nt != mt)
+						wmma::store_matrix_sync(am + 16 * nt * B + 16 * mt, acc[mt][nt], B,
+												wmma::mem_col_major);
+				}
+			__syncwarp();
+#pragma unroll
+			for (int q = 0; q < CPL; q++)
+#pragma unroll
+				for (int i = 0; i < B; i++)
+					A[q][i] = am[i * B + lane + 32 * q];
+			__syncwarp();
+		}
+
+		/* ---- a row of several chunks: sum into the scratch, the last one solves */
+		if (nch > 1)
+		{
+			float	   *sc = a.scratch + (size_t) a.slot[row] * (B * B + B);
+			int			last = 0;
+
+#pragma unroll
+			for (int q = 0; q < CPL; q++)
 			{
-				wmma::store_matrix_sync(am + 16 * mt * B + 16 * nt, acc[mt][nt], B, wmma::mem_row_major);
-				if (nt != mt)
-					wmma::store_matrix_sync(am + 16 * nt * B + 16 * mt, acc[mt][nt], B,
-											wmma::mem_col_major);
+#pragma unroll
+				for (int i = 0; i < B; i++)
+					atomicAdd(sc + i * B + lane + 32 * q, A[q][i]);
+				atomicAdd(sc + B * B + lane + 32 * q, r[q]);
 			}
-		__syncwarp();
+			__threadfence();
+			__syncwarp();
+			if (lane == 0)
+				last = atomicAdd(a.counter + row, 1) == nch - 1;
+			last = __shfl_sync(0xffffffffu, last, 0);
+			if (!last)
+				continue;	/* another chunk of the row solves */
+			__threadfence();
 #pragma unroll
-		for (int q = 0; q < CPL; q++)
-#pragma unroll
-			for (int i = 0; i < B; i++)
-				A[q][i] = am[i * B + lane + 32 * q];
-		__syncwarp();
-	}
-
-	/* ---- a row of several chunks: sum into the scratch, the last one solves */
-	if (nch > 1)
-	{
-		float	   *sc = a.scratch + (size_t) a.slot[row] * (B * B + B);
-		int			last = 0;
-
-#pragma unroll
-		for (int q = 0; q < CPL; q++)
-		{
-#pragma unroll
-			for (int i = 0; i < B; i++)
-				atomicAdd(sc + i * B + lane + 32 * q, A[q][i]);
-			atomicAdd(sc + B * B + lane + 32 * q, r[q]);
-		}
-		__threadfence();
-		__syncwarp();
-		if (lane == 0)
-			last = atomicAdd(a.counter + row, 1) == nch - 1;
-		last = __shfl_sync(0xffffffffu, last, 0);
-		if (!last)
-			return;
-		__threadfence();
-#pragma unroll
-		for (int q = 0; q < CPL; q++)
-		{
-#pragma unroll
-			for (int i = 0; i < B; i++)
+			for (int q = 0; q < CPL; q++)
 			{
-				A[q][i] = __ldcg(sc + i * B + lane + 32 * q);
-				sc[i * B + lane + 32 * q] = 0.f;
+#pragma unroll
+				for (int i = 0; i < B; i++)
+				{
+					A[q][i] = __ldcg(sc + i * B + lane + 32 * q);
+					sc[i * B + lane + 32 * q] = 0.f;
+				}
+				r[q] = __ldcg(sc + B * B + lane + 32 * q);
+				sc[B * B + lane + 32 * q] = 0.f;
 			}
-			r[q] = __ldcg(sc + B * B + lane + 32 * q);
-			sc[B * B + lane + 32 * q] = 0.f;
+			if (lane == 0)
+				a.counter[row] = 0;
 		}
-		if (lane == 0)
-			a.counter[row] = 0;
-	}
 
-	/* ---- the row's system: A += G_BB + reg I, r -= H + reg x; padding is the identity */
-	const float regu = a.reg ? a.reg[row] : 0.f;
-	float		x[CPL];
-
-#pragma unroll
-	for (int q = 0; q < CPL; q++)
-	{
-		const int	c = lane + 32 * q;
-		const bool	pad = a.b0 + c >= a.k;
-
-		x[q] = a.X[(size_t) row * a.kp + a.b0 + c];
-		r[q] = pad ? 0.f : r[q] - a.H[(size_t) row * B + c] - regu * x[q];
-#pragma unroll
-		for (int i = 0; i < B; i++)
-		{
-			const float g = gbb[i * B + c] + (i == c ? regu : 0.f);
-
-			A[q][i] = pad ? (i == c ? 1.f : 0.f) : A[q][i] + g;
-		}
-	}
-
-	/* ---- elimination: lane c updates its columns c > p at step p */
-	float	   *col = tile;		/* the tile is free now: column p's entries */
-	bool		ok = true;
-
-	__syncwarp();
-#pragma unroll
-	for (int p = 0; p < B; p++)
-	{
-#pragma unroll
-		for (int q = 0; q < CPL; q++)
-			col[lane + 32 * q] = A[q][p];	/* A(c, p) = A(p, c) */
-		const float rp = __shfl_sync(0xffffffffu, r[p / 32], p % 32);
-
-		__syncwarp();
-		const float piv = col[p];
-
-		ok = ok && piv > 0.f && isfinite(piv);
-		const float inv = 1.f / piv;
+		/* ---- the row's system: A += G_BB + reg I, r -= H + reg x; padding is the identity */
+		const float regu = a.reg ? a.reg[row] : 0.f;
+		float		x[CPL];
 
 #pragma unroll
 		for (int q = 0; q < CPL; q++)
 		{
 			const int	c = lane + 32 * q;
-			const float l = c > p ? A[q][p] * inv : 0.f;
+			const bool	pad = a.b0 + c >= a.k;
 
+			x[q] = a.X[(size_t) row * a.kp + a.b0 + c];
+			r[q] = pad ? 0.f : r[q] - a.H[(size_t) row * B + c] - regu * x[q];
 #pragma unroll
-			for (int i = p + 1; i < B; i++)
-				A[q][i] = fmaf(-l, col[i], A[q][i]);
-			r[q] = fmaf(-l, rp, r[q]);
+			for (int i = 0; i < B; i++)
+			{
+				const float g = gbb[i * B + c] + (i == c ? regu : 0.f);
+
+				A[q][i] = pad ? (i == c ? 1.f : 0.f) : A[q][i] + g;
+			}
 		}
+
+		/* ---- elimination: lane c updates its columns c > p at step p */
+		float	   *col = tile;		/* the tile is free now: column p's entries */
+		bool		ok = true;
+
 		__syncwarp();
-	}
+#pragma unroll
+		for (int p = 0; p < B; p++)
+		{
+#pragma unroll
+			for (int q = 0; q < CPL; q++)
+				col[lane + 32 * q] = A[q][p];	/* A(c, p) = A(p, c) */
+			const float rp = __shfl_sync(0xffffffffu, r[p / 32], p % 32);
 
-	/* ---- back substitution: U(c, p) = A[c][p] after step c */
-	float		d[CPL];
+			__syncwarp();
+			const float piv = col[p];
+
+			ok = ok && piv > 0.f && isfinite(piv);
+			const float inv = 1.f / piv;
 
 #pragma unroll
-	for (int q = 0; q < CPL; q++)
-		d[q] = 0.f;
-#pragma unroll
-	for (int p = B - 1; p >= 0; p--)
-	{
-		const float dp = __shfl_sync(0xffffffffu, r[p / 32] / A[p / 32][p], p % 32);
+			for (int q = 0; q < CPL; q++)
+			{
+				const int	c = lane + 32 * q;
+				const float l = c > p ? A[q][p] * inv : 0.f;
 
+#pragma unroll
+				for (int i = p + 1; i < B; i++)
+					A[q][i] = fmaf(-l, col[i], A[q][i]);
+				r[q] = fmaf(-l, rp, r[q]);
+			}
+			__syncwarp();
+		}
+
+		/* ---- back substitution: U(c, p) = A[c][p] after step c */
+		float		d[CPL];
+
+#pragma unroll
+		for (int q = 0; q < CPL; q++)
+			d[q] = 0.f;
+#pragma unroll
+		for (int p = B - 1; p >= 0; p--)
+		{
+			const float dp = __shfl_sync(0xffffffffu, r[p / 32] / A[p / 32][p], p % 32);
+
+#pragma unroll
+			for (int q = 0; q < CPL; q++)
+			{
+				const int	c = lane + 32 * q;
+
+				if (c == p)
+					d[q] = dp;
+				else if (c < p)
+					r[q] = fmaf(-A[q][p], dp, r[q]);
+			}
+		}
 #pragma unroll
 		for (int q = 0; q < CPL; q++)
 		{
 			const int	c = lane + 32 * q;
+			const float dq = ok ? d[q] : 0.f;
 
-			if (c == p)
-				d[q] = dp;
-			else if (c < p)
-				r[q] = fmaf(-A[q][p], dp, r[q]);
+			a.X[(size_t) row * a.kp + a.b0 + c] = x[q] + dq;
+			a.D[(size_t) row * B + c] = dq;
 		}
+		__syncwarp();				/* the tile is the next chunk's */
 	}
-#pragma unroll
-	for (int q = 0; q < CPL; q++)
-	{
-		const int	c = lane + 32 * q;
-		const float dq = ok ? d[q] : 0.f;
-
-		a.X[(size_t) row * a.kp + a.b0 + c] = x[q] + dq;
-		a.D[(size_t) row * B + c] = dq;
-	}
+	gm_chunk_done(a.queue, BWARPS);
 }
 
 /* s_e += y_eB . d_row for the chunk's entries, 8 lanes per entry */
 template <int CPL>
 __global__ void
-__launch_bounds__(BWARPS * 32)
+__launch_bounds__(BWARPS * 32, CPL == 1 ? 8 : 1)	/* b = 32: 32 registers, a full SM */
 block_apply_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
 	const int	lane = threadIdx.x & 31;
-	const int32_t task = blockIdx.x * BWARPS + (threadIdx.x >> 5);
-
-	if (task >= a.nchunks)
-		return;
-
-	const int2	ch = a.chunks[task];
-	const int64_t rb = a.indptr[ch.x];
-	const int64_t re = a.indptr[ch.x + 1];
-	const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
-	const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
-	const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
 	const int	sub = lane & 7;
-	float4		d[CPL];
 
-	/* 8 lanes an entry, lane l holding float4 l % 8 (+ 8) of d: whole lines per load */
-#pragma unroll
-	for (int q = 0; q < CPL; q++)
-		d[q] = dp[sub + 8 * q];
-	for (int64_t e0 = cb; e0 < ce; e0 += 16)
+	for (int32_t task = gm_chunk_first(a.queue, BWARPS); task < a.nchunks;
+		 task = gm_chunk_next(a.queue, a.nchunks))
 	{
-		float		s[4];
+		const int2	ch = a.chunks[task];
+		const int64_t rb = a.indptr[ch.x];
+		const int64_t re = a.indptr[ch.x + 1];
+		const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
+		const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
+		const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
+		float4		d[CPL];
 
+		/* 8 lanes an entry, lane l holding float4 l % 8 (+ 8) of d: whole lines per load */
 #pragma unroll
-		for (int u = 0; u < 4; u++)
+		for (int q = 0; q < CPL; q++)
+			d[q] = dp[sub + 8 * q];
+		for (int64_t e0 = cb; e0 < ce; e0 += 16)
 		{
-			const int64_t ent = e0 + 4 * u + (lane >> 3);
-
-			s[u] = 0.f;
-			if (ent < ce)
-			{
-				const float4 *yp = reinterpret_cast<const float4 *>(
-					a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
+			float		s[4];
 
 #pragma unroll
-				for (int q = 0; q < CPL; q++)
-					s[u] += dot4(__ldg(yp + sub + 8 * q), d[q]);
+			for (int u = 0; u < 4; u++)
+			{
+				const int64_t ent = e0 + 4 * u + (lane >> 3);
+
+				s[u] = 0.f;
+				if (ent < ce)
+				{
+					const float4 *yp = reinterpret_cast<const float4 *>(
+						a.Y + (size_t) __ldg(a.indices + ent) * a.kp + a.b0);
+
+#pragma unroll
+					for (int q = 0; q < CPL; q++)
+						s[u] += dot4(__ldg(yp + sub + 8 * q), d[q]);
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+			{
+				const int64_t ent = e0 + 4 * u + (lane >> 3);
+
+				s[u] += __shfl_xor_sync(0xffffffffu, s[u], 1);
+				s[u] += __shfl_xor_sync(0xffffffffu, s[u], 2);
+				s[u] += __shfl_xor_sync(0xffffffffu, s[u], 4);
+				if (sub == 0 && ent < ce)
+					a.S[ent] += s[u];
 			}
 		}
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-		{
-			const int64_t ent = e0 + 4 * u + (lane >> 3);
-
-			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 1);
-			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 2);
-			s[u] += __shfl_xor_sync(0xffffffffu, s[u], 4);
-			if (sub == 0 && ent < ce)
-				a.S[ent] += s[u];
-		}
 	}
+	gm_chunk_done(a.queue, BWARPS);
 }
 
 /* Shared memory of a gm_block_pass launch. */
@@ -547,24 +551,42 @@ gm_block_prepare(void)
 	return e;
 }
 
+/*
+ * The grid of a launch of kernel f: resident is kept per kernel (the first
+ * launch asks the runtime).
+ */
+template <typename F>
+static dim3
+chunk_grid(F f, int *resident, size_t smem, const gm_block_args &a)
+{
+	if (a.queue != NULL && *resident < 0)
+		*resident = gm_resident_blocks(f, BWARPS * 32, smem);
+	return dim3(gm_chunk_grid(a.nchunks, BWARPS, a.queue, *resident));
+}
+
 /* Launch the accumulate-and-solve pass over a's chunks (tc: Grams on tensor cores). */
 cudaError_t
 gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 {
-	dim3		grid((a.nchunks + BWARPS - 1) / BWARPS);
+	static int	resident[4] = {-1, -1, -1, -1};
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
+#define PASS(CPL, TC, I) \
+	block_pass_kernel<CPL, TC><<<chunk_grid(block_pass_kernel<CPL, TC>, &resident[I], \
+											gm_block_smem(32 * CPL, TC), a), \
+		BWARPS * 32, gm_block_smem(32 * CPL, TC), st>>>(a)
 	if (b == 32 && !tc)
-		block_pass_kernel<1, false><<<grid, BWARPS * 32, gm_block_smem(32, 0), st>>>(a);
+		PASS(1, false, 0);
 	else if (b == 64 && !tc)
-		block_pass_kernel<2, false><<<grid, BWARPS * 32, gm_block_smem(64, 0), st>>>(a);
+		PASS(2, false, 1);
 	else if (b == 32)
-		block_pass_kernel<1, true><<<grid, BWARPS * 32, gm_block_smem(32, 1), st>>>(a);
+		PASS(1, true, 2);
 	else if (b == 64)
-		block_pass_kernel<2, true><<<grid, BWARPS * 32, gm_block_smem(64, 1), st>>>(a);
+		PASS(2, true, 3);
 	else
 		return cudaErrorInvalidValue;
+#undef PASS
 	return cudaGetLastError();
 }
 
@@ -572,14 +594,16 @@ gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 cudaError_t
 gm_block_apply(int b, const gm_block_args &a, cudaStream_t st)
 {
-	dim3		grid((a.nchunks + BWARPS - 1) / BWARPS);
+	static int	resident[2] = {-1, -1};
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
 	if (b == 32)
-		block_apply_kernel<1><<<grid, BWARPS * 32, 0, st>>>(a);
+		block_apply_kernel<1><<<chunk_grid(block_apply_kernel<1>, &resident[0], 0, a),
+			BWARPS * 32, 0, st>>>(a);
 	else if (b == 64)
-		block_apply_kernel<2><<<grid, BWARPS * 32, 0, st>>>(a);
+		block_apply_kernel<2><<<chunk_grid(block_apply_kernel<2>, &resident[1], 0, a),
+			BWARPS * 32, 0, st>>>(a);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();

@@ -46,6 +46,7 @@ typedef struct gm_block_args
 	const int32_t *slot;		/* per row: its scratch slot, -1 for single-chunk rows */
 	float	   *scratch;		/* slots x (b^2 + b), zero between passes */
 	int		   *counter;		/* per row, zero between passes */
+	int		   *queue;			/* the chunk queue (device_csr.cuh), or NULL */
 	int			kp;
 	int			k;				/* real factors; columns k .. kp-1 are padding */
 	int			b0;				/* the block's first coordinate */

@@ -76,6 +76,7 @@ typedef struct als_gpu
 	int32_t		nslots[2];
 	int64_t    *perm;			/* position in R -> position in Rt (block solver) */
 	int		   *counter;		/* max(n), zero between passes */
+	int		   *queue;			/* 2 after counter: the chunk queue (device_csr.cuh) */
 	double	   *acc;			/* loss sums */
 	cublasHandle_t blas;
 	cudaStream_t stream;
@@ -135,6 +136,7 @@ struct pass_args
 	float	   *AP;
 	float	   *rs;
 	int		   *counter;
+	int		   *queue;			/* the chunk queue (device_csr.cuh), or NULL */
 	const float *reg;			/* per-row ridge, or NULL (then in G) */
 	float		alpha0;
 };
@@ -147,20 +149,14 @@ struct pass_args
  * q + LG * t (t < V) of every row vector.
  */
 template <int LG, int V, bool INIT>
-__global__ void
-__launch_bounds__(WARPS * 32)
-cg_pass(pass_args a)
+__device__ __forceinline__ void
+cg_chunk(const pass_args &a, int32_t task)
 {
 	constexpr int NG = 32 / LG;
 	constexpr int KP4 = LG * V;
 	const int	lane = threadIdx.x & 31;
 	const int	g = lane / LG;
 	const int	q = lane % LG;
-	const int32_t task = blockIdx.x * WARPS + (threadIdx.x >> 5);
-
-	if (task >= a.nchunks)
-		return;
-
 	const int2	ch = a.chunks[task];
 	const int32_t row = ch.x;
 	const int64_t rb = a.indptr[row];
@@ -417,6 +413,18 @@ cg_pass(pass_args a)
 	}
 }
 
+/* One CG pass over the chunks (cg_chunk), a warp at a time. */
+template <int LG, int V, bool INIT>
+__global__ void
+__launch_bounds__(WARPS * 32)
+cg_pass(pass_args a)
+{
+	for (int32_t task = gm_chunk_first(a.queue, WARPS); task < a.nchunks;
+		 task = gm_chunk_next(a.queue, a.nchunks))
+		cg_chunk<LG, V, INIT>(a, task);
+	gm_chunk_done(a.queue, WARPS);
+}
+
 /*
  * Per stored entry, s = x_row . y_col (MODE 0: into out[entry]) or the
  * loss's sparse part c (1 - s)^2 - alpha0 s^2 summed into *sum (MODE 1).
@@ -576,7 +584,9 @@ permute_entries(const float *src, float *dst, const int64_t *perm, int64_t n, in
 static cudaError_t
 launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 {
-	dim3		grid((a.nchunks + WARPS - 1) / WARPS);
+	/* resident thread blocks + 1 per kernel and kp / 32 (the queue's grid); 0: not asked yet */
+	static int	resident[2][GM_MAXK / 32];
+	int		   *res = &resident[init][(kp / 32 - 1) & (GM_MAXK / 32 - 1)];
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
@@ -584,10 +594,15 @@ launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 	{
 #define CASE(KP, LG, V) \
 		case KP: \
+			if (a.queue != NULL && *res == 0) \
+				*res = 1 + (init ? gm_resident_blocks(cg_pass<LG, V, true>, WARPS * 32, 0) : \
+							gm_resident_blocks(cg_pass<LG, V, false>, WARPS * 32, 0)); \
 			if (init) \
-				cg_pass<LG, V, true><<<grid, WARPS * 32, 0, st>>>(a); \
+				cg_pass<LG, V, true><<<gm_chunk_grid(a.nchunks, WARPS, a.queue, *res - 1), \
+					WARPS * 32, 0, st>>>(a); \
 			else \
-				cg_pass<LG, V, false><<<grid, WARPS * 32, 0, st>>>(a); \
+				cg_pass<LG, V, false><<<gm_chunk_grid(a.nchunks, WARPS, a.queue, *res - 1), \
+					WARPS * 32, 0, st>>>(a); \
 			break;
 			GM_SHAPES(CASE)
 #undef CASE
@@ -793,9 +808,10 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	if ((rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
 		return rc;
 	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
-	GM_CHECK(gm_dev_malloc((void **) &h->counter, sizeof(int) * nmax));
+	GM_CHECK(gm_dev_malloc((void **) &h->counter, sizeof(int) * (nmax + 2)));
 	GM_CHECK(gm_dev_malloc((void **) &h->acc, sizeof(double) * 4));
-	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * nmax));
+	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * (nmax + 2)));
+	h->queue = h->counter + nmax;
 	return GM_OK;
 }
 
@@ -1132,6 +1148,7 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 	a.AP = h->AP;
 	a.rs = h->rs;
 	a.counter = h->counter;
+	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
 	a.reg = h->reg[side];
 	a.alpha0 = h->p.alpha0;
 
@@ -1183,6 +1200,7 @@ run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
 	a.slot = h->slot[side];
 	a.scratch = h->scratch;
 	a.counter = h->counter;
+	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
 	a.kp = kp;
 	a.k = h->k;
 	a.b0 = b0;

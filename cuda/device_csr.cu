@@ -160,3 +160,13 @@ gm_dbins_free(gm_dbins *b)
 	b->perm = NULL;
 	b->bin_start = NULL;
 }
+
+/* Whether warp-per-chunk kernels take chunks from a queue (device_csr.cuh). */
+int			gm_chunk_queue_enabled = 0;
+
+/* Tests and benchmarks: 1 = chunks from a queue, 0 = a warp per chunk. */
+extern "C" void
+gm_cuda_set_chunk_queue(int on)
+{
+	gm_chunk_queue_enabled = on != 0;
+}

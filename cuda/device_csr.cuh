@@ -46,6 +46,104 @@ int			gm_dchunks_build(gm_dchunks *c, const int64_t *indptr, int32_t n_rows,
 void		gm_dchunks_free(gm_dchunks *c);
 
 /*
+ * A queue of chunks for kernels that run a warp per chunk.  Without a queue
+ * (q == NULL) warp w of thread block t takes chunk t * W + w and nothing
+ * else, so a thread block holds its registers and shared memory until its
+ * longest chunk is done (chunks range from 1 to GM_CHUNK entries).  With a
+ * queue the launch has only as many thread blocks as fit on the GPU at once
+ * and every warp takes the next chunk from the counter q[0] until none is
+ * left; q[1] counts the warps that are done, and the last of them sets both
+ * back to zero for the next launch.  q: two ints, zero before the first
+ * launch; launches that share one must be on one stream.
+ */
+__device__ __forceinline__ int32_t
+gm_chunk_first(int *q, int warps_per_block)
+{
+	int32_t		t = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
+
+	if (q != NULL)
+	{
+		if ((threadIdx.x & 31) == 0)
+			t = atomicAdd(q, 1);
+		t = __shfl_sync(0xffffffffu, t, 0);
+	}
+	return t;
+}
+
+/* The warp's next chunk: a number >= nchunks when there is none. */
+__device__ __forceinline__ int32_t
+gm_chunk_next(int *q, int32_t nchunks)
+{
+	int32_t		t = nchunks;
+
+	if (q != NULL)
+	{
+		__syncwarp();
+		if ((threadIdx.x & 31) == 0)
+			t = atomicAdd(q, 1);
+		t = __shfl_sync(0xffffffffu, t, 0);
+	}
+	return t;
+}
+
+/* Every warp of the launch calls this once, after its last chunk. */
+__device__ __forceinline__ void
+gm_chunk_done(int *q, int warps_per_block)
+{
+	if (q != NULL && (threadIdx.x & 31) == 0)
+	{
+		/* this warp's last take happens before its count */
+		__threadfence();
+		if (atomicAdd(q + 1, 1) == (int) (gridDim.x * warps_per_block) - 1)
+		{
+			atomicExch(q, 0);
+			atomicExch(q + 1, 0);
+		}
+	}
+}
+
+/*
+ * Thread blocks of a launch over nchunks chunks, W warps each: one per W
+ * chunks without a queue; with one, at most what fits on the GPU at once
+ * (resident, from cudaOccupancyMaxActiveBlocksPerMultiprocessor, times the
+ * multiprocessors).
+ */
+static inline unsigned
+gm_chunk_grid(int32_t nchunks, int warps_per_block, const int *q, int resident)
+{
+	unsigned	g = (unsigned) ((nchunks + warps_per_block - 1) / warps_per_block);
+
+	if (q != NULL && resident > 0 && g > (unsigned) resident)
+		g = (unsigned) resident;
+	return g;
+}
+
+/*
+ * Resident thread blocks of kernel f on the current device (blocks per SM
+ * times SMs); 0 if the runtime cannot say.
+ */
+template <typename F>
+static int
+gm_resident_blocks(F f, int threads, size_t smem)
+{
+	int			dev = 0,
+				sms = 0,
+				per = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+		cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+		cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, threads, smem) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return 0;
+	}
+	return per * sms;
+}
+
+/* Whether the kernels above take chunks from a queue (gm_cuda_set_chunk_queue). */
+extern int	gm_chunk_queue_enabled;
+
+/*
  * Rows grouped by nonzero count: perm (device, n_rows) lists the rows bin by
  * bin, bin_start (host, nbins + 1) where each bin begins in perm.
  */

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* cuda/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
+extern "C" void gm_cuda_set_chunk_queue(int on);
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1513,6 +1516,7 @@ main(int argc, char **argv)
 	bool		quick = false;
 	int			profile_k = 0;
 	std::vector<int> ks = {64, 128, 256, 512, 1024};
+	int			queue = 0;		/* --chunk-queue: 0 off, 1 on, 2 both (checks with it on) */
 	int			count = 0;
 	char		name[128];
 
@@ -1522,6 +1526,11 @@ main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--module") && i + 1 < argc)
 			module = argv[++i];
+		else if (!strcmp(argv[i], "--chunk-queue") && i + 1 < argc)
+		{
+			i++;
+			queue = !strcmp(argv[i], "on") ? 1 : !strcmp(argv[i], "both") ? 2 : 0;
+		}
 		else if (!strcmp(argv[i], "--profile") && i + 1 < argc)
 			profile_k = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--k") && i + 1 < argc)
@@ -1539,6 +1548,8 @@ main(int argc, char **argv)
 	}
 	printf("device: %s (%d visible)\n", name, count);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	gm_cuda_set_chunk_queue(queue != 0);
+	printf("chunk queue: %s\n", queue == 0 ? "off" : queue == 1 ? "on" : "on for the checks, both timed");
 
 	if (profile_k > 0)
 	{
@@ -1712,7 +1723,7 @@ main(int argc, char **argv)
 	int			iters = 15,
 				cg = 3;
 	float		reg = 0.05f;
-	const int	nsolv = 8;
+	const int	nsolv = 10;
 	std::vector<result> res(ks.size() * nsolv);
 
 	for (size_t j = 0; j < ks.size(); j++)
@@ -1747,6 +1758,27 @@ main(int argc, char **argv)
 			p.solver = GM_SOLVER_EXACT;
 			p.tf32 = 0;
 			bench_solver(&d, p, "gpumf exact", iters, sample, &r[7]);
+		}
+		if (queue == 2)
+		{
+			/* rows 1 and 3 again with the other scheduling of the chunks */
+			gm_cuda_set_chunk_queue(0);
+			p = gpu_params(k, cg, reg, d.alpha);
+			p.tf32 = 0;
+			bench_solver(&d, p, "gpumf CG 3, no chunk queue", iters, sample, &r[8]);
+			p.solver = GM_SOLVER_BLOCK;
+			p.block_size = 32;
+			bench_solver(&d, p, "gpumf block 32 x 1, no chunk queue", iters, sample, &r[9]);
+			gm_cuda_set_chunk_queue(1);
+			for (int v = 0; v < 2; v++)
+			{
+				const result *a = &r[v == 0 ? 1 : 3],
+						   *b = &r[8 + v];
+
+				CHECK(fabs(a->loss - b->loss) <= 1e-4 * fabs(b->loss) && fabs(a->p10 - b->p10) < 0.005,
+					  "k=%d %s: chunk queue vs none, loss %.8f vs %.8f, p@10 %.4f vs %.4f, %.2f vs %.2f ms",
+					  k, v == 0 ? "CG 3" : "block 32", a->loss, b->loss, a->p10, b->p10, a->ms, b->ms);
+			}
 		}
 	}
 
