@@ -5,6 +5,9 @@
  * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
  * No PostgreSQL.  Usage: gpu_als_bench [--quick] [--module path/to/gpumf_cuda.so]
+ *     [--k 64,128,...] [--chunk-queue on|off|both] [--profile K]
+ * (--chunk-queue: how the warp-per-chunk kernels schedule their chunks; both:
+ * the checks with the queue, CG 3 and block 32 also timed without it.)
  */
 #include "../../../src/core/gm_core.h"
 #include "../../../cuda/common.cuh"	/* the module's exported entry points */
@@ -1516,7 +1519,7 @@ main(int argc, char **argv)
 	bool		quick = false;
 	int			profile_k = 0;
 	std::vector<int> ks = {64, 128, 256, 512, 1024};
-	int			queue = 0;		/* --chunk-queue: 0 off, 1 on, 2 both (checks with it on) */
+	int			queue = 1;		/* --chunk-queue: 0 off, 1 on (the default), 2 both (checks with it on) */
 	int			count = 0;
 	char		name[128];
 
