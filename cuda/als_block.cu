@@ -124,13 +124,11 @@ block_pass_kernel(gm_block_args a)
 	for (int32_t task = gm_chunk_first(a.queue, BWARPS); task < a.nchunks;
 		 task = gm_chunk_next(a.queue, a.nchunks))
 	{
-		const int2	ch = a.chunks[task];
-		const int32_t row = ch.x;
-		const int64_t rb = a.indptr[row];
-		const int64_t re = a.indptr[row + 1];
-		const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
-		const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
-		const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
+		const gm_chunk_span sp = gm_chunk_at(a.chunks, a.indptr, task);
+		const int32_t row = sp.row;
+		const int	nch = sp.nch;
+		const int64_t cb = sp.b;
+		const int64_t ce = sp.e;
 		float		A[CPL][B],
 					r[CPL];
 

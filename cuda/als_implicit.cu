@@ -157,13 +157,11 @@ cg_chunk(const pass_args &a, int32_t task)
 	const int	lane = threadIdx.x & 31;
 	const int	g = lane / LG;
 	const int	q = lane % LG;
-	const int2	ch = a.chunks[task];
-	const int32_t row = ch.x;
-	const int64_t rb = a.indptr[row];
-	const int64_t re = a.indptr[row + 1];
-	const int	nch = re - rb > GM_CHUNK ? (int) ((re - rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
-	const int64_t b = rb + (int64_t) ch.y * GM_CHUNK;
-	const int64_t e = b + GM_CHUNK < re ? b + GM_CHUNK : re;
+	const gm_chunk_span sp = gm_chunk_at(a.chunks, a.indptr, task);
+	const int32_t row = sp.row;
+	const int	nch = sp.nch;
+	const int64_t b = sp.b;
+	const int64_t e = sp.e;
 	float		rsold = 0.0f;
 
 	if (!INIT)

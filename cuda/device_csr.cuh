@@ -45,6 +45,33 @@ int			gm_dchunks_build(gm_dchunks *c, const int64_t *indptr, int32_t n_rows,
 							 char *err, size_t errlen);
 void		gm_dchunks_free(gm_dchunks *c);
 
+/* What chunk task covers: its row, the row's entries [rb, re) and chunk
+ * count, and the chunk's entries [b, e). */
+typedef struct gm_chunk_span
+{
+	int32_t		row;
+	int			nch;
+	int64_t		rb,
+				re,
+				b,
+				e;
+} gm_chunk_span;
+
+__device__ __forceinline__ gm_chunk_span
+gm_chunk_at(const int2 *chunks, const int64_t *indptr, int32_t task)
+{
+	const int2	ch = chunks[task];
+	gm_chunk_span s;
+
+	s.row = ch.x;
+	s.rb = indptr[ch.x];
+	s.re = indptr[ch.x + 1];
+	s.nch = s.re - s.rb > GM_CHUNK ? (int) ((s.re - s.rb + GM_CHUNK - 1) / GM_CHUNK) : 1;
+	s.b = s.rb + (int64_t) ch.y * GM_CHUNK;
+	s.e = s.b + GM_CHUNK < s.re ? s.b + GM_CHUNK : s.re;
+	return s;
+}
+
 /*
  * A queue of chunks for kernels that run a warp per chunk.  Without a queue
  * (q == NULL) warp w of thread block t takes chunk t * W + w and nothing
@@ -57,16 +84,21 @@ void		gm_dchunks_free(gm_dchunks *c);
  * launch; launches that share one must be on one stream.
  */
 __device__ __forceinline__ int32_t
+gm_chunk_take(int *q, int32_t t)
+{
+	if ((threadIdx.x & 31) == 0)
+		t = atomicAdd(q, 1);
+	return __shfl_sync(0xffffffffu, t, 0);
+}
+
+/* The warp's first chunk. */
+__device__ __forceinline__ int32_t
 gm_chunk_first(int *q, int warps_per_block)
 {
 	int32_t		t = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
 
 	if (q != NULL)
-	{
-		if ((threadIdx.x & 31) == 0)
-			t = atomicAdd(q, 1);
-		t = __shfl_sync(0xffffffffu, t, 0);
-	}
+		t = gm_chunk_take(q, t);
 	return t;
 }
 
@@ -79,9 +111,7 @@ gm_chunk_next(int *q, int32_t nchunks)
 	if (q != NULL)
 	{
 		__syncwarp();
-		if ((threadIdx.x & 31) == 0)
-			t = atomicAdd(q, 1);
-		t = __shfl_sync(0xffffffffu, t, 0);
+		t = gm_chunk_take(q, t);
 	}
 	return t;
 }
