@@ -549,30 +549,17 @@ gm_block_prepare(void)
 	return e;
 }
 
-/*
- * The grid of a launch of kernel f: resident is kept per kernel (the first
- * launch asks the runtime).
- */
-template <typename F>
-static dim3
-chunk_grid(F f, int *resident, size_t smem, const gm_block_args &a)
-{
-	if (a.queue != NULL && *resident < 0)
-		*resident = gm_resident_blocks(f, BWARPS * 32, smem);
-	return dim3(gm_chunk_grid(a.nchunks, BWARPS, a.queue, *resident));
-}
-
 /* Launch the accumulate-and-solve pass over a's chunks (tc: Grams on tensor cores). */
 cudaError_t
 gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 {
-	static int	resident[4] = {-1, -1, -1, -1};
+	static int	resident[4];	/* per kernel (gm_chunk_grid) */
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
 #define PASS(CPL, TC, I) \
-	block_pass_kernel<CPL, TC><<<chunk_grid(block_pass_kernel<CPL, TC>, &resident[I], \
-											gm_block_smem(32 * CPL, TC), a), \
+	block_pass_kernel<CPL, TC><<<gm_chunk_grid(block_pass_kernel<CPL, TC>, &resident[I], BWARPS, \
+											   gm_block_smem(32 * CPL, TC), a.nchunks, a.queue), \
 		BWARPS * 32, gm_block_smem(32 * CPL, TC), st>>>(a)
 	if (b == 32 && !tc)
 		PASS(1, false, 0);
@@ -592,15 +579,17 @@ gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 cudaError_t
 gm_block_apply(int b, const gm_block_args &a, cudaStream_t st)
 {
-	static int	resident[2] = {-1, -1};
+	static int	resident[2];	/* per kernel (gm_chunk_grid) */
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
 	if (b == 32)
-		block_apply_kernel<1><<<chunk_grid(block_apply_kernel<1>, &resident[0], 0, a),
+		block_apply_kernel<1><<<gm_chunk_grid(block_apply_kernel<1>, &resident[0], BWARPS, 0,
+											  a.nchunks, a.queue),
 			BWARPS * 32, 0, st>>>(a);
 	else if (b == 64)
-		block_apply_kernel<2><<<chunk_grid(block_apply_kernel<2>, &resident[1], 0, a),
+		block_apply_kernel<2><<<gm_chunk_grid(block_apply_kernel<2>, &resident[1], BWARPS, 0,
+											  a.nchunks, a.queue),
 			BWARPS * 32, 0, st>>>(a);
 	else
 		return cudaErrorInvalidValue;

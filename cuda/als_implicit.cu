@@ -582,7 +582,7 @@ permute_entries(const float *src, float *dst, const int64_t *perm, int64_t n, in
 static cudaError_t
 launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 {
-	/* resident thread blocks + 1 per kernel and kp / 32 (the queue's grid); 0: not asked yet */
+	/* per kernel and kp / 32 (gm_chunk_grid) */
 	static int	resident[2][GM_MAXK / 32];
 	int		   *res = &resident[init][(kp / 32 - 1) & (GM_MAXK / 32 - 1)];
 
@@ -592,15 +592,12 @@ launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
 	{
 #define CASE(KP, LG, V) \
 		case KP: \
-			if (a.queue != NULL && *res == 0) \
-				*res = 1 + (init ? gm_resident_blocks(cg_pass<LG, V, true>, WARPS * 32, 0) : \
-							gm_resident_blocks(cg_pass<LG, V, false>, WARPS * 32, 0)); \
 			if (init) \
-				cg_pass<LG, V, true><<<gm_chunk_grid(a.nchunks, WARPS, a.queue, *res - 1), \
-					WARPS * 32, 0, st>>>(a); \
+				cg_pass<LG, V, true><<<gm_chunk_grid(cg_pass<LG, V, true>, res, WARPS, 0, \
+													 a.nchunks, a.queue), WARPS * 32, 0, st>>>(a); \
 			else \
-				cg_pass<LG, V, false><<<gm_chunk_grid(a.nchunks, WARPS, a.queue, *res - 1), \
-					WARPS * 32, 0, st>>>(a); \
+				cg_pass<LG, V, false><<<gm_chunk_grid(cg_pass<LG, V, false>, res, WARPS, 0, \
+													  a.nchunks, a.queue), WARPS * 32, 0, st>>>(a); \
 			break;
 			GM_SHAPES(CASE)
 #undef CASE

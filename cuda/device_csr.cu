@@ -163,8 +163,9 @@ gm_dbins_free(gm_dbins *b)
 
 /*
  * Whether warp-per-chunk kernels take chunks from a queue (device_csr.cuh):
- * on by default (H100, ML-20M shape: block 32 1.15-1.20x and CG 1.04-1.09x
- * faster per iteration, same losses; test/bench/gpu/README.md).
+ * on by default (H100, ML-20M shape, k 64-1024: block 32 1.17-1.20x and CG
+ * 1.04-1.18x faster per iteration, same losses; test/bench/README.md, "With
+ * the chunk queue").
  */
 int			gm_chunk_queue_enabled = 1;
 

@@ -133,22 +133,6 @@ gm_chunk_done(int *q, int warps_per_block)
 }
 
 /*
- * Thread blocks of a launch over nchunks chunks, W warps each: one per W
- * chunks without a queue; with one, at most what fits on the GPU at once
- * (resident, from cudaOccupancyMaxActiveBlocksPerMultiprocessor, times the
- * multiprocessors).
- */
-static inline unsigned
-gm_chunk_grid(int32_t nchunks, int warps_per_block, const int *q, int resident)
-{
-	unsigned	g = (unsigned) ((nchunks + warps_per_block - 1) / warps_per_block);
-
-	if (q != NULL && resident > 0 && g > (unsigned) resident)
-		g = (unsigned) resident;
-	return g;
-}
-
-/*
  * Resident thread blocks of kernel f on the current device (blocks per SM
  * times SMs); 0 if the runtime cannot say.
  */
@@ -168,6 +152,30 @@ gm_resident_blocks(F f, int threads, size_t smem)
 		return 0;
 	}
 	return per * sms;
+}
+
+/*
+ * Thread blocks of a launch of kernel f (W warps a block, smem bytes of
+ * dynamic shared memory) over nchunks chunks: one per W chunks without a
+ * queue; with one, at most what fits on the GPU at once.  *resident keeps
+ * that count for f between launches (static, zero at first: the runtime is
+ * asked once, gm_resident_blocks).
+ */
+template <typename F>
+static unsigned
+gm_chunk_grid(F f, int *resident, int warps_per_block, size_t smem, int32_t nchunks,
+			  const int *q)
+{
+	unsigned	g = (unsigned) ((nchunks + warps_per_block - 1) / warps_per_block);
+
+	if (q != NULL)
+	{
+		if (*resident <= 0)
+			*resident = gm_resident_blocks(f, warps_per_block * 32, smem);
+		if (*resident > 0 && g > (unsigned) *resident)
+			g = (unsigned) *resident;
+	}
+	return g;
 }
 
 /* Whether the kernels above take chunks from a queue (gm_cuda_set_chunk_queue). */
