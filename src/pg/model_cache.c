@@ -1401,11 +1401,6 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
 }
 
 /*
- * The worker: wait for the transaction, then serve the version once if it
- * is current.  Errors end the worker (logged); nothing is left half done,
- * since a segment is listed only when complete.
- */
-/*
  * After warming: the versions other than the model's current one are no
  * longer shared (readers keep their mapping).  The current version is read
  * afresh under the model's lock, which every training, switch and drop holds
@@ -1448,6 +1443,11 @@ warm_forget_replaced(int64 model_id, const char *name)
 	CommitTransactionCommand();
 }
 
+/*
+ * The worker: wait for the transaction, then serve the version once if it
+ * is current.  Errors end the worker (logged); nothing is left half done,
+ * since a segment is listed only when complete.
+ */
 void
 gpumf_warm_main(Datum arg)
 {
