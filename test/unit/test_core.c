@@ -2557,7 +2557,8 @@ test_row_solvers(void)
 					lam = (float) (0.05 + runif()),
 					nu = trial % 2 ? (float) runif() : 0.0f;
 		gm_als_side sd;
-		double		den = 0;
+		double		den = 0,
+					step = 0;
 
 		csr_random(&R, U, I, 0.15);
 		if (trial == 7)			/* an empty row: x -> 0 */
@@ -2618,6 +2619,17 @@ test_row_solvers(void)
 			for (int p = 0; p < k; p++)
 				den += (double) X0[u * k + p] * X0[u * k + p];
 		den = sqrt(den);
+		/*
+		 * The block solver and CG go from the start x0 by steps computed in
+		 * float32 from the residual b - A x0, so their floor is relative to
+		 * the step x* - x0 rather than to x*: with a large ridge (nu near 1)
+		 * x* is small against x0 (uniform in [-1, 1]), and one block's exact
+		 * step was seen 1.4e-4 from x* relative to |x*| (1.7e-7 relative to
+		 * the step).  In training x0 is the previous factors, near x*.
+		 */
+		for (int p = 0; p < k; p++)
+			step += ((double) X0[u * k + p] - b[p]) * ((double) X0[u * k + p] - b[p]);
+		step = sqrt(step) > den ? sqrt(step) : den;
 
 		sd.C = &C;
 		sd.X = X;
@@ -2636,6 +2648,7 @@ test_row_solvers(void)
 						prev_f;
 			static int	prev_bs;
 			double		e2 = 0,
+						e_step,
 						f;
 
 			if (v >= 4)
@@ -2645,6 +2658,7 @@ test_row_solvers(void)
 									(int) rint_range(1, 2)) == GM_OK, "solve failed");
 			for (int p = 0; p < k; p++)
 				e2 += (X[u * k + p] - b[p]) * (X[u * k + p] - b[p]);
+			e_step = sqrt(e2) / step;
 			e2 = sqrt(e2) / den;
 			f = row_objective(Af, bf, X + u * k, k);
 			for (int32_t w = 0; w < U; w++)
@@ -2652,9 +2666,10 @@ test_row_solvers(void)
 					CHECK(memcmp(X + w * k, X0 + w * k, sizeof(float) * k) == 0,
 						  "row %d changed though only row %d was solved", w, u);
 			if (v <= 2)
-				CHECK(e2 < 1e-4, "%s (k %d, alpha0 %g, nu %g, %lld entries): relative error %.3g",
+				CHECK((v == 0 ? e2 : e_step) < 1e-4,
+					  "%s (k %d, alpha0 %g, nu %g, %lld entries): relative error %.3g (%.3g of the step from x0)",
 					  v == 0 ? "exact" : v == 1 ? "one block" : "CG k steps", k, alpha0, nu,
-					  (long long) (C.indptr[u + 1] - C.indptr[u]), e2);
+					  (long long) (C.indptr[u + 1] - C.indptr[u]), e2, e_step);
 			else if (v > 3)
 			{
 				/*
@@ -2670,8 +2685,8 @@ test_row_solvers(void)
 					  bs, k, prev_f, f, sweeps);
 			}
 			if (v == 10)
-				CHECK(e2 < 1e-4, "block %d (k %d, alpha0 %g): %d sweeps leave a relative error %.3g",
-					  bs, k, alpha0, sweeps, e2);
+				CHECK(e_step < 1e-4, "block %d (k %d, alpha0 %g): %d sweeps leave a relative error %.3g of the step from x0",
+					  bs, k, alpha0, sweeps, e_step);
 			prev_err = e2;
 			prev_f = f;
 			prev_bs = bs;
