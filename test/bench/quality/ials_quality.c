@@ -32,6 +32,7 @@
  * Keys: k, iters, reg, alpha, alpha0, nu, solver (cg|exact|block), block,
  * sweeps, cg, tf32 (-1 auto, 0, 1), seed, eval_every (run: print the test metrics every so many
  * iterations, for the learning curve only); tune: budget, method, seeds,
+ * seed0 (the first seed's number, 1: seeds 4..6 are seed0=4 seeds=3),
  * holdout, factors (e.g. 64,128,256), alpha0_lo/hi, reg_lo/hi, nu_lo/hi,
  * patience, every, metric (recall@20).
  */
@@ -417,6 +418,7 @@ typedef struct config
 	/* tune */
 	int			budget,
 				seeds,
+				seed0,			/* the first seed's number (1) */
 				patience,
 				every;
 	double		holdout;
@@ -436,6 +438,7 @@ config_defaults(config *c)
 	c->p.threads = g_threads;
 	c->budget = 30;
 	c->seeds = 1;
+	c->seed0 = 1;
 	c->patience = 2;
 	c->every = 1;
 	c->holdout = 0.2;
@@ -525,6 +528,8 @@ set_key(config *c, const char *kv)
 		c->budget = atoi(v);
 	else if (!strcmp(key, "seeds"))
 		c->seeds = atoi(v);
+	else if (!strcmp(key, "seed0"))
+		c->seed0 = atoi(v);
 	else if (!strcmp(key, "patience"))
 		c->patience = atoi(v);
 	else if (!strcmp(key, "every"))
@@ -730,6 +735,9 @@ tune(const dataset *d, config *c)
 	outcome    *out = calloc((size_t) nm * c->seeds, sizeof(outcome));
 	char		mname[32];
 
+	if (c->seeds < 1 || c->seed0 < 1)
+		DIE("tune: seeds and seed0 must be at least 1");
+
 	if (gm_split_holdout(&d->train, c->holdout, 20240101, &tr, &va, err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&tr, &trt, err, sizeof(err)) != GM_OK)
 		DIE("%s", err);
@@ -770,7 +778,7 @@ tune(const dataset *d, config *c)
 			tc.space = c->space;
 			tc.method = c->methods[mi];
 			tc.budget = c->budget;
-			tc.seed = 1000 + sd;
+			tc.seed = 1000 + (c->seed0 - 1) + sd;
 			tc.base.seed = tc.seed;	/* as gpumf_tune does */
 			tc.metric = c->metric;
 			tc.K = c->K;
@@ -795,7 +803,7 @@ tune(const dataset *d, config *c)
 			o->test_recall = r.recall;
 			o->test_ndcg = r.ndcg;
 			printf("| %s | %s | %d | %d | %.4f | %d | %d | %.4g | %.4g | %.3g | %d | %.4f | %.4f | %.4f | %.0f | %.2f |\n",
-				   g_name, gm_tune_method_name(tc.method), sd + 1, c->budget, o->val,
+				   g_name, gm_tune_method_name(tc.method), c->seed0 + sd, c->budget, o->val,
 				   best + 1, p.factors, p.regularization, p.alpha0, p.nu, p.iterations,
 				   r.recall, r.ndcg, o->test_p10, o->search_s, t0);
 			fflush(stdout);
