@@ -164,9 +164,12 @@ typedef enum gm_precond
 typedef enum gm_spmv_impl
 {
 	GM_SPMV_AUTO = 0,			/* the faster of the two on this matrix (timed once) */
-	GM_SPMV_OWN = 1,			/* gpumf's row-block kernel */
+	GM_SPMV_OWN = 1,			/* gpumf's kernel: the diagonal layout where the
+								 * matrix has few diagonals, else row blocks */
 	GM_SPMV_CUSPARSE = 2,		/* cusparseSpMV (its default algorithm) */
-	GM_SPMV_CUSPARSE_ALG2 = 3	/* cusparseSpMV, CUSPARSE_SPMV_CSR_ALG2 (for comparisons) */
+	GM_SPMV_CUSPARSE_ALG2 = 3,	/* cusparseSpMV, CUSPARSE_SPMV_CSR_ALG2 (for comparisons) */
+	GM_SPMV_OWN_CSR = 4			/* gpumf's row-block kernel even where the diagonal
+								 * layout applies (for comparisons) */
 } gm_spmv_impl;
 
 typedef struct gm_linalg_ops gm_linalg_ops;

@@ -98,6 +98,80 @@ general_matrix(int64_t n, const std::vector<int64_t> &len, uint64_t stream, gm_s
 }
 
 /*
+ * A banded matrix for the diagonal layout: the given offsets, each entry
+ * present with probability fill (a row may be empty), random values.
+ */
+static void
+banded_matrix(int64_t n, const std::vector<int64_t> &offs, double fill, uint64_t stream,
+			  gm_spmat *A)
+{
+	std::vector<int64_t> r,
+				c;
+	std::vector<double> v;
+
+	for (int64_t i = 0; i < n; i++)
+		for (size_t d = 0; d < offs.size(); d++)
+		{
+			int64_t		j = i + offs[d];
+			uint64_t	k = (uint64_t) i * offs.size() + d;
+
+			if (j < 0 || j >= n || unif(stream, 2 * k) >= fill)
+				continue;
+			r.push_back(i);
+			c.push_back(j);
+			v.push_back(unif(stream, 2 * k + 1) - 0.5);
+		}
+	from_triplets(n, r, c, v, GM_TRI_BOTH, A);
+}
+
+/*
+ * A banded SPD matrix: a weighted graph Laplacian on an nx x ny grid (edges
+ * to the right, below and, with probability 1/2, below-right; weights
+ * 0.1 + U(0, 1)), plus diag_extra, under a random diagonal scaling 10^U(-1, 1)
+ * (so Jacobi matters); seven diagonals.  Given as the lower triangle.
+ */
+static void
+banded_spd(int64_t nx, int64_t ny, double diag_extra, uint64_t stream, gm_spmat *A)
+{
+	int64_t		n = nx * ny;
+	std::vector<int64_t> r,
+				c;
+	std::vector<double> v,
+				sc((size_t) n),
+				dg((size_t) n, 0.0);
+
+	for (int64_t i = 0; i < n; i++)
+		sc[i] = pow(10.0, 2.0 * unif(stream, i) - 1.0);
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		x = i % nx,
+					y = i / nx;
+		int64_t		nb[3] = {x < nx - 1 ? i + 1 : -1, y < ny - 1 ? i + nx : -1,
+		(x < nx - 1 && y < ny - 1 && unif(stream + 1, i) < 0.5) ? i + nx + 1 : -1};
+
+		for (int t = 0; t < 3; t++)
+		{
+			double		w = 0.1 + unif(stream + 2, 3 * (uint64_t) i + t);
+
+			if (nb[t] < 0)
+				continue;
+			dg[i] += w;
+			dg[nb[t]] += w;
+			r.push_back(nb[t]);
+			c.push_back(i);
+			v.push_back(-w * sc[i] * sc[nb[t]]);
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		r.push_back(i);
+		c.push_back(i);
+		v.push_back((dg[i] + diag_extra) * sc[i] * sc[i]);
+	}
+	from_triplets(n, r, c, v, GM_TRI_LOWER, A);
+}
+
+/*
  * Power-law symmetric diagonally dominant (Chung-Lu): edge endpoints drawn
  * with probability ~ (rank + r0)^-a over a random relabelling, values
  * -U(0.1, 1.1), diagonal = sum |off-diagonal| + 1.  nnz ~ 2 edges + n.
@@ -442,7 +516,7 @@ check_spmv_shape(const char *name, gm_spmat *A)
 			xf[i] = (float) x[i];
 		CK(cudaMemcpy(dx, pi ? (void *) xf.data() : (void *) x.data(), ts * n,
 					  cudaMemcpyHostToDevice));
-		for (int impl = GM_SPMV_OWN; impl <= GM_SPMV_CUSPARSE_ALG2; impl++)
+		for (int impl : {GM_SPMV_OWN, GM_SPMV_OWN_CSR, GM_SPMV_CUSPARSE, GM_SPMV_CUSPARSE_ALG2})
 		{
 			cudaStream_t st = (cudaStream_t) ops->sparse_stream(h);
 			int			rc;
@@ -455,7 +529,7 @@ check_spmv_shape(const char *name, gm_spmat *A)
 			if (rc != GM_OK)
 			{
 				CHECK(false, "%-22s %s %-9s: %s", name, pi ? "fp32" : "fp64",
-					  impl == GM_SPMV_OWN ? "own" : "cusparse", err);
+					  impl == GM_SPMV_OWN ? "own" : impl == GM_SPMV_OWN_CSR ? "own-csr" : "cusparse", err);
 				continue;
 			}
 			if (pi)
@@ -469,7 +543,8 @@ check_spmv_shape(const char *name, gm_spmat *A)
 			e = row_err(A, x.data(), y.data(), yref.data());
 			CHECK(e <= (pi ? 2e-5 : 1e-12), "%-22s %s %-13s max |y - y_cpu| / (|A||x|) = %.2e",
 				  name, pi ? "fp32" : "fp64",
-				  impl == GM_SPMV_OWN ? "own" : impl == GM_SPMV_CUSPARSE ? "cusparse" : "cusparse-alg2",
+				  impl == GM_SPMV_OWN ? "own" : impl == GM_SPMV_OWN_CSR ? "own-csr"
+				  : impl == GM_SPMV_CUSPARSE ? "cusparse" : "cusparse-alg2",
 				  e);
 		}
 		/* the host-vector entry point too */
@@ -540,6 +615,34 @@ spmv_checks()
 	/* power-law */
 	powerlaw_spd(200000, 3000000, 0.6, 21, &A);
 	check_spmv_shape("power-law 200k", &A);
+	gm_spmat_free(&A);
+	/* the diagonal layout: a stencil, scattered offsets near both ends, one diagonal */
+	poisson2d(300, &A);
+	check_spmv_shape("Poisson 300^2 (dia)", &A);
+	gm_spmat_free(&A);
+	{
+		std::vector<int64_t> offs = {0};
+		const int64_t n = 100003;
+
+		/* 27 near the diagonal, 2 a third of the way out, 2 at the corners */
+		for (int d = 0; d < 40 && offs.size() < 28; d++)
+		{
+			int64_t		o = (int64_t) (unif(22, d) * 101) - 50;
+
+			if (std::find(offs.begin(), offs.end(), o) == offs.end())
+				offs.push_back(o);
+		}
+		for (int64_t o : {n / 3, -n / 3 - 7, n - 1, -(n - 1)})
+			offs.push_back(o);
+		banded_matrix(n, offs, 0.9, 23, &A);
+		check_spmv_shape("32 diagonals (dia)", &A);
+		gm_spmat_free(&A);
+	}
+	banded_matrix(200001, std::vector<int64_t>{0}, 1.0, 24, &A);
+	check_spmv_shape("diagonal only (dia)", &A);
+	gm_spmat_free(&A);
+	banded_matrix(7, std::vector<int64_t>{-6, -1, 0, 2}, 1.0, 25, &A);
+	check_spmv_shape("7 x 7 banded (dia)", &A);
 	gm_spmat_free(&A);
 }
 
@@ -626,6 +729,59 @@ pcg_checks()
 			  err);
 	}
 	gm_spmat_free(&A);
+
+	/*
+	 * the diagonal layout: banded SPD systems, Jacobi (Â's unit diagonal not
+	 * stored) and no preconditioner; against the CPU and the row blocks
+	 */
+	for (int pc = 0; pc < 2; pc++)
+	{
+		const int64_t nx = pc ? 100 : 400,
+					ny = pc ? 120 : 500,
+					nb = nx * ny;
+		std::vector<double> bb((size_t) nb),
+					xcpu((size_t) nb, 0.0);
+		gm_cg_params q;
+		gm_cg_result rb;
+
+		banded_spd(nx, ny, pc ? 1.0 : 0.01, 41 + pc, &A);
+		for (int64_t i = 0; i < nb; i++)
+			bb[i] = normal(43, i);
+		gm_cg_params_default(&q);
+		q.tolerance = 1e-10;
+		q.max_iterations = 50000;
+		q.preconditioner = pc ? GM_PRECOND_NONE : GM_PRECOND_JACOBI;
+		GM(gm_cg_solve(&A, bb.data(), xcpu.data(), &q, NULL, &rb, err, sizeof(err)));
+		printf("  banded %lld x %lld, %s, cpu fp64: %d iterations, residual %.2e\n",
+			   (long long) nx, (long long) ny, pc ? "no preconditioner" : "Jacobi",
+			   rb.iterations, rb.residual);
+		CHECK(rb.converged, "banded, %s: CPU converged", pc ? "none" : "Jacobi");
+		for (int v = 0; v < 3; v++)
+		{
+			std::vector<double> x((size_t) nb, 0.0);
+			const char *what[] = {"fp64 own (diagonal layout)", "fp64 own-csr",
+			"fp32 own (diagonal layout)"};
+			const bool	want_dia = v != 1;
+
+			q.gpu = ops;
+			q.precision = v == 2 ? GM_PRECISION_SINGLE : GM_PRECISION_DOUBLE;
+			q.spmv = v == 1 ? GM_SPMV_OWN_CSR : GM_SPMV_OWN;
+			GM(gm_cg_solve(&A, bb.data(), x.data(), &q, NULL, &r, err, sizeof(err)));
+			CHECK(r.converged && r.residual <= 1e-10 &&
+				  (strstr(r.device, "diagonal layout") != NULL) == want_dia,
+				  "banded, %s, %s: %d iterations (cpu %d), %d restarts, residual %.2e; %s",
+				  pc ? "none" : "Jacobi", what[v], r.iterations, rb.iterations,
+				  r.replacements, r.residual, r.device);
+			CHECK(rel_err(x.data(), xcpu.data(), nb) < 1e-6,
+				  "banded, %s, %s: |x - x_cpu| / |x_cpu| = %.2e", pc ? "none" : "Jacobi",
+				  what[v], rel_err(x.data(), xcpu.data(), nb));
+			if (v < 2)
+				CHECK(abs(r.iterations - rb.iterations) <= rb.iterations / 20 + 16,
+					  "banded, %s, %s: iterations %d vs cpu %d", pc ? "none" : "Jacobi",
+					  what[v], r.iterations, rb.iterations);
+		}
+		gm_spmat_free(&A);
+	}
 	/* indefinite: [[1, 2], [2, 1]] */
 	{
 		std::vector<int64_t> rr = {0, 1, 0, 1},
@@ -887,15 +1043,122 @@ struct Bench
 {
 	const char *name;
 	gm_spmat	A;
-	double		spmv_gbs[2][2];	/* [fp64, fp32][own, cusparse best] */
+	double		spmv_ms[2][3];	/* [fp64, fp32][own, own-csr, cusparse best] */
+	double		spmv_gbs[2][3];	/* GB/s of the CSR minimum bytes */
+	double		gather_ms[2];	/* the gathers alone (gather_only) */
 	const char *cus_alg[2];
-	double		cg_ms[2][2];	/* [fp64, fp32][own, cusparse] ms per iteration */
+	double		cg_ms[2][3];	/* [fp64, fp32][own, own-csr, cusparse] ms per iteration */
 	int			iters[2];		/* to 1e-8, [fp64, fp32] */
 	double		solve_s[2];
 	double		resid[2];
-	double		floor_ms[2];
+	double		floor_ms[2];	/* the CSR's bytes */
+	double		floor_own_ms[2];	/* the bytes of the layout gpumf's SpMV uses */
 	double		cupy_ms[2];		/* [fp64, fp32] */
+	int			ndiag;			/* the diagonal layout's diagonals (0: row blocks) */
+	bool		has_diag;		/* offset 0 among them (Jacobi leaves it out) */
 };
+
+/*
+ * The diagonals the diagonal layout would take (the rule of
+ * cuda/spmv_pcg.cu's find_diagonals: at most 32 offsets, no more bytes
+ * than the CSR's values and indices), for the bytes of the floors; 0 if none.
+ */
+static int
+diagonals_of(const gm_spmat *A, size_t ts, bool *has_diag)
+{
+	std::vector<int64_t> offs;
+
+	*has_diag = false;
+	for (int64_t i = 0; i < A->n; i++)
+		for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++)
+		{
+			int64_t		o = A->indices[e] - i;
+
+			if (std::find(offs.begin(), offs.end(), o) == offs.end())
+			{
+				if (offs.size() == 32)
+					return 0;
+				offs.push_back(o);
+			}
+		}
+	if ((double) offs.size() * ((A->n + 3) / 4 * 4) * ts >
+		(double) A->nnz * (ts + 4) + 4.0 * (A->n + 1))
+		return 0;
+	*has_diag = std::find(offs.begin(), offs.end(), 0) != offs.end();
+	return (int) offs.size();
+}
+
+/*
+ * The gathers an SpMV of A cannot avoid, alone: every column index read
+ * (16-byte vectors, in CSR order) and x[col] gathered, summed per thread;
+ * no values, no rows.  Its time bounds from below any CSR SpMV that reads x
+ * through the caches once per nonzero.
+ */
+template <typename T>
+__global__ void
+gather_only(int64_t nnz4, const int4 *__restrict__ idx, const T *__restrict__ x, T *out)
+{
+	T			acc = 0;
+
+	for (int64_t k = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; k < nnz4;
+		 k += (int64_t) gridDim.x * blockDim.x)
+	{
+		int4		c = __ldg(idx + k);
+
+		acc += __ldg(x + c.x) + __ldg(x + c.y) + __ldg(x + c.z) + __ldg(x + c.w);
+	}
+	out[blockIdx.x * (int64_t) blockDim.x + threadIdx.x] = acc;
+}
+
+/* median ms of gather_only over A's indices with x of ts bytes */
+static double
+time_gather(const gm_spmat *A, size_t ts)
+{
+	int64_t		nnz4 = (A->nnz + 3) / 4;
+	int		   *idx;
+	void	   *x,
+			   *out;
+	int			nsm,
+				grid;
+	cudaEvent_t e0,
+				e1;
+	std::vector<double> t;
+
+	CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+	grid = 8 * nsm;
+	CK(cudaMalloc(&idx, sizeof(int) * 4 * nnz4));
+	CK(cudaMemset(idx, 0, sizeof(int) * 4 * nnz4));
+	CK(cudaMemcpy(idx, A->indices, sizeof(int) * A->nnz, cudaMemcpyHostToDevice));
+	CK(cudaMalloc(&x, ts * A->n));
+	CK(cudaMemset(x, 0, ts * A->n));
+	CK(cudaMalloc(&out, ts * grid * 256));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int i = 0; i < 60; i++)
+	{
+		float		ms;
+
+		CK(cudaEventRecord(e0));
+		if (ts == sizeof(float))
+			gather_only<float><<<grid, 256>>>(nnz4, (const int4 *) idx, (const float *) x,
+											  (float *) out);
+		else
+			gather_only<double><<<grid, 256>>>(nnz4, (const int4 *) idx, (const double *) x,
+											   (double *) out);
+		CK(cudaGetLastError());
+		CK(cudaEventRecord(e1));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 10)
+			t.push_back(ms);
+	}
+	CK(cudaEventDestroy(e0));
+	CK(cudaEventDestroy(e1));
+	CK(cudaFree(idx));
+	CK(cudaFree(x));
+	CK(cudaFree(out));
+	return median(t);
+}
 
 /* write A (int32 indptr, int32 indices, float64 values) and b for the CuPy script */
 static void
@@ -921,7 +1184,11 @@ write_matrix(const char *dir, const char *name, const gm_spmat *A, const std::ve
 	fclose(f);
 }
 
-/* ms per iteration: the difference of two fixed-length runs (tolerance 0) */
+/*
+ * ms per iteration: the difference of the fastest of three 220-iteration
+ * runs and the fastest of three 20-iteration runs (tolerance 0), after one
+ * of each to warm up: linalg_cupy.py's estimator for cupyx
+ */
 static double
 cg_ms_per_iteration(const gm_spmat *A, const std::vector<double> &b, gm_precision prec,
 					gm_spmv_impl impl, void *h)
@@ -929,14 +1196,14 @@ cg_ms_per_iteration(const gm_spmat *A, const std::vector<double> &b, gm_precisio
 	gm_cg_params p;
 	gm_cg_result r;
 	std::vector<double> x((size_t) A->n);
-	double		t[2];
-	const int	its[2] = {30, 150};
+	const int	its[2] = {20, 220};
+	double		best[2] = {1e300, 1e300};
 
 	gm_cg_params_default(&p);
 	p.precision = prec;
 	p.spmv = impl;
 	p.tolerance = 0.0;
-	for (int rep = 0; rep < 3; rep++)	/* the first pair warms up */
+	for (int rep = 0; rep < 4; rep++)
 		for (int k = 0; k < 2; k++)
 		{
 			std::fill(x.begin(), x.end(), 0.0);
@@ -944,11 +1211,12 @@ cg_ms_per_iteration(const gm_spmat *A, const std::vector<double> &b, gm_precisio
 			double		t0 = now();
 
 			GM(ops->sparse_cg(h, b.data(), x.data(), &p, NULL, &r, err, sizeof(err)));
-			t[k] = now() - t0;
+			if (rep > 0)
+				best[k] = std::min(best[k], now() - t0);
 			if (r.iterations != its[k])
 				printf("  (warning: %d iterations run, %d asked)\n", r.iterations, its[k]);
 		}
-	return (t[1] - t[0]) * 1e3 / (its[1] - its[0]);
+	return (best[1] - best[0]) * 1e3 / (its[1] - its[0]);
 }
 
 static void
@@ -996,8 +1264,11 @@ run_bench(Bench &B, const char *dir, const char *cupy)
 		char		dev[128];
 		double		bytes = (double) A->nnz * (ts + 4) + 4.0 * (n + 1) + 2.0 * ts * n;
 		double		ms_own,
+					ms_csr,
 					ms_c1,
 					ms_c2;
+		bool		has_diag;
+		const int	nd = diagonals_of(A, ts, &has_diag);
 		std::vector<float> xf((size_t) n);
 		std::vector<double> xd((size_t) n);
 
@@ -1012,21 +1283,35 @@ run_bench(Bench &B, const char *dir, const char *cupy)
 		CK(cudaMemcpy(dx, pi ? (void *) xf.data() : (void *) xd.data(), ts * n,
 					  cudaMemcpyHostToDevice));
 		ms_own = time_spmv(h, GM_SPMV_OWN, dx, dy);
+		ms_csr = time_spmv(h, GM_SPMV_OWN_CSR, dx, dy);
 		ms_c1 = time_spmv(h, GM_SPMV_CUSPARSE, dx, dy);
 		ms_c2 = time_spmv(h, GM_SPMV_CUSPARSE_ALG2, dx, dy);
-		B.spmv_gbs[pi][0] = bytes / (ms_own * 1e-3) / 1e9;
-		B.spmv_gbs[pi][1] = bytes / (std::min(ms_c1, ms_c2) * 1e-3) / 1e9;
+		B.ndiag = nd;
+		B.has_diag = has_diag;
+		B.spmv_ms[pi][0] = ms_own;
+		B.spmv_ms[pi][1] = ms_csr;
+		B.spmv_ms[pi][2] = std::min(ms_c1, ms_c2);
+		for (int k = 0; k < 3; k++)
+			B.spmv_gbs[pi][k] = bytes / (B.spmv_ms[pi][k] * 1e-3) / 1e9;
 		B.cus_alg[pi] = ms_c1 <= ms_c2 ? "default" : "alg2";
-		printf("  SpMV %s: own %.3f ms, cuSPARSE default %.3f ms, alg2 %.3f ms (%.0f MB minimum)\n",
-			   pi ? "fp32" : "fp64", ms_own, ms_c1, ms_c2, bytes / 1e6);
+		B.gather_ms[pi] = time_gather(A, ts);
+		printf("  SpMV %s: own %.4f ms (%s), own-csr %.4f ms, cuSPARSE default %.4f ms, alg2 %.4f ms "
+			   "(%.0f MB minimum); the gathers alone %.4f ms\n",
+			   pi ? "fp32" : "fp64", ms_own, nd ? "diagonal layout" : "row blocks", ms_csr, ms_c1,
+			   ms_c2, bytes / 1e6, B.gather_ms[pi]);
 		CK(cudaFree(dx));
 		CK(cudaFree(dy));
 
 		/* PCG: ms per iteration (own and cuSPARSE), iterations and time to 1e-8 */
 		B.cg_ms[pi][0] = cg_ms_per_iteration(A, b, prec, GM_SPMV_OWN, h);
-		B.cg_ms[pi][1] = cg_ms_per_iteration(A, b, prec, GM_SPMV_CUSPARSE, h);
+		B.cg_ms[pi][1] = cg_ms_per_iteration(A, b, prec, GM_SPMV_OWN_CSR, h);
+		B.cg_ms[pi][2] = cg_ms_per_iteration(A, b, prec, GM_SPMV_CUSPARSE, h);
 		/* floor: the matrix once, 10 vector words a row (pcg_impl.h), 4-byte row pointers */
 		B.floor_ms[pi] = ((double) A->nnz * (ts + 4) + 4.0 * (n + 1) + 10.0 * ts * n) /
+			(copy_gbs * 1e9) * 1e3;
+		/* the diagonal layout's: its stored diagonals (Jacobi's unit one left out) */
+		B.floor_own_ms[pi] = nd == 0 ? B.floor_ms[pi]
+			: ((double) (nd - has_diag) * ((n + 3) / 4 * 4) * ts + 10.0 * ts * n) /
 			(copy_gbs * 1e9) * 1e3;
 		{
 			gm_cg_params p;
@@ -1235,12 +1520,24 @@ main(int argc, char **argv)
 				else
 				{
 					double		o = time_spmv(h, GM_SPMV_OWN, dx, dy),
-								c = time_spmv(h, GM_SPMV_CUSPARSE, dx, dy);
+								oc = time_spmv(h, GM_SPMV_OWN_CSR, dx, dy),
+								c = time_spmv(h, GM_SPMV_CUSPARSE, dx, dy),
+								g = time_gather(A, ts);
 
-					printf("%s %s own %.4f ms %.0f GB/s, cusparse %.4f ms %.0f GB/s\n",
+					printf("%s %s own %.4f ms %.0f GB/s, own-csr %.4f ms %.0f GB/s, cusparse %.4f ms %.0f GB/s, gathers alone %.4f ms\n",
 						   A == &P ? "poisson" : A == &Q ? "powerlaw" : "powerlaw, degree-ordered",
-						   pi ? "fp32" : "fp64", o,
-						   bytes / o / 1e6, c, bytes / c / 1e6);
+						   pi ? "fp32" : "fp64", o, bytes / o / 1e6, oc, bytes / oc / 1e6,
+						   c, bytes / c / 1e6, g);
+					if (A == &P)
+					{
+						std::vector<double> b((size_t) A->n, 1.0);
+						gm_precision prec = pi ? GM_PRECISION_SINGLE : GM_PRECISION_DOUBLE;
+
+						printf("poisson %s PCG ms per iteration: own %.4f, own-csr %.4f\n",
+							   pi ? "fp32" : "fp64",
+							   cg_ms_per_iteration(A, b, prec, GM_SPMV_OWN, h),
+							   cg_ms_per_iteration(A, b, prec, GM_SPMV_OWN_CSR, h));
+					}
 				}
 				CK(cudaDeviceSynchronize());
 				CK(cudaFree(dx));
@@ -1278,23 +1575,32 @@ main(int argc, char **argv)
 		seed_bench();
 		ols_bench(ols_rows, ols_cols);
 
-		printf("\n== SpMV: GB/s of minimum bytes (values, indices, 32-bit row pointers, x once, y once); copy ceiling %.0f GB/s\n",
+		printf("\n== SpMV: ms, and GB/s of the CSR's minimum bytes (values, indices, 32-bit row pointers, x once, y once); copy ceiling %.0f GB/s\n",
 			   copy_gbs);
-		printf("%-16s %-5s %9s %9s %-8s %7s\n", "matrix", "prec", "own", "cuSPARSE", "(alg)", "ratio");
+		printf("(own: the diagonal layout where the matrix has one, else row blocks; own-csr: row blocks;\n"
+			   " gathers: column indices read and x gathered, nothing else: a bound under any SpMV gathering x per nonzero)\n");
+		printf("%-16s %-5s %-6s %8s %7s %8s %7s %8s %7s %-8s %7s %7s %8s\n", "matrix", "prec", "own is",
+			   "own ms", "GB/s", "csr ms", "GB/s", "cus ms", "GB/s", "(alg)", "own/cus", "csr/cus",
+			   "gathers");
 		for (auto &b : B)
 			for (int pi = 1; pi >= 0; pi--)
-				printf("%-16s %-5s %9.0f %9.0f %-8s %6.2fx\n", b.name, pi ? "fp32" : "fp64",
-					   b.spmv_gbs[pi][0], b.spmv_gbs[pi][1], b.cus_alg[pi],
-					   b.spmv_gbs[pi][0] / b.spmv_gbs[pi][1]);
-		printf("\n== Jacobi PCG: ms per iteration; floor = (matrix once + 10 vector words a row) / copy bandwidth\n");
-		printf("%-16s %-5s %8s %8s %7s %10s %8s %8s %7s %9s\n", "matrix", "prec", "own", "floor",
-			   "/floor", "w/cuSPARSE", "cupyx", "speedup", "iters", "solve s");
+				printf("%-16s %-5s %-6s %8.4f %7.0f %8.4f %7.0f %8.4f %7.0f %-8s %6.2fx %6.2fx %8.4f\n",
+					   b.name, pi ? "fp32" : "fp64", b.ndiag ? "dia" : "csr", b.spmv_ms[pi][0],
+					   b.spmv_gbs[pi][0], b.spmv_ms[pi][1], b.spmv_gbs[pi][1], b.spmv_ms[pi][2],
+					   b.spmv_gbs[pi][2], b.cus_alg[pi], b.spmv_ms[pi][2] / b.spmv_ms[pi][0],
+					   b.spmv_ms[pi][2] / b.spmv_ms[pi][1], b.gather_ms[pi]);
+		printf("\n== Jacobi PCG: ms per iteration; floor = (matrix once + 10 vector words a row) / copy bandwidth,\n"
+			   "   the matrix as CSR (csr floor) or as gpumf's SpMV stores it (own floor)\n");
+		printf("%-16s %-5s %8s %9s %6s %9s %6s %8s %10s %8s %7s %7s %9s\n", "matrix", "prec", "own",
+			   "own floor", "/floor", "csr floor", "/floor", "own-csr", "w/cuSPARSE", "cupyx",
+			   "speedup", "iters", "solve s");
 		for (auto &b : B)
 			for (int pi = 1; pi >= 0; pi--)
-				printf("%-16s %-5s %8.4f %8.4f %6.2fx %10.4f %8.4f %7.1fx %7d %9.3f\n", b.name,
-					   pi ? "fp32" : "fp64", b.cg_ms[pi][0], b.floor_ms[pi],
-					   b.cg_ms[pi][0] / b.floor_ms[pi], b.cg_ms[pi][1], b.cupy_ms[pi],
-					   b.cupy_ms[pi] / b.cg_ms[pi][0], b.iters[pi], b.solve_s[pi]);
+				printf("%-16s %-5s %8.4f %9.4f %5.2fx %9.4f %5.2fx %8.4f %10.4f %8.4f %6.1fx %7d %9.3f\n",
+					   b.name, pi ? "fp32" : "fp64", b.cg_ms[pi][0], b.floor_own_ms[pi],
+					   b.cg_ms[pi][0] / b.floor_own_ms[pi], b.floor_ms[pi],
+					   b.cg_ms[pi][0] / b.floor_ms[pi], b.cg_ms[pi][1], b.cg_ms[pi][2],
+					   b.cupy_ms[pi], b.cupy_ms[pi] / b.cg_ms[pi][0], b.iters[pi], b.solve_s[pi]);
 		printf("(iters and solve s: to a true residual of 1e-8; fp32 reaches it by restarts from the float64 residual)\n");
 		for (auto &b : B)
 			gm_spmat_free(&b.A);
