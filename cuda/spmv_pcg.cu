@@ -22,12 +22,25 @@
  * same kernel, in CG mode, also forms p.q, r.q and q.q for the iteration.
  * cuSPARSE's cusparseSpMV sits behind the same calls (gm_spmv_impl).
  *
+ * SpMV (gpumf's own, "diagonal layout"): a banded matrix (find_diagonals:
+ * at most DIA_MAX distinct offsets j - i, and no more bytes than the CSR)
+ * is stored by diagonals, ndiag x n values with zeros where an entry is
+ * missing: no column indices or row pointers to read, and the x of a
+ * diagonal's consecutive rows are consecutive (spmv_dia).  GM_SPMV_OWN takes
+ * it where it exists; GM_SPMV_OWN_CSR keeps the row blocks (comparisons).
+ *
  * CG: the scaled system Â ŷ = b̂ (Â = S A S, S = D^-1/2 for Jacobi), two
  * kernels per iteration, no host round trip (pcg_impl.h has the algebra):
  *
  *   K1  q = Â p and the dots; the last block computes alpha, beta on the device
  *   K2  y += alpha p; r -= alpha q; p = r + beta p; r.r (and every m-th
  *       iteration |S^-1 r|^2, setting a "done" flag below the tolerance)
+ *
+ * In the diagonal layout the iteration is one fused kernel instead
+ * (cg_fused_dia): K2 of iteration k and K1 of k + 1 in one pass, the
+ * neighbours' new p formed on the fly, r, p, q double-buffered, 8 vector
+ * words a row instead of 10; with Jacobi, Â's diagonal (all ones) is not
+ * stored.  A first product (fused_first) follows each (re)start.
  *
  * A batch of m iterations is one CUDA graph; two batches are in flight while
  * the host reads the status of the older one (pinned memory), so the host
@@ -69,6 +82,14 @@ constexpr int DIA_GROUP = 8;		/* loads of values a thread has in flight together
  */
 constexpr int DIA_ROWS_SINGLE = 4;
 constexpr int DIA_ROWS_DOUBLE = 2;
+
+/*
+ * rows per thread of the fused CG iteration (cg_fused_dia), both
+ * precisions: Poisson 2048^2 on an H100, float32 0.098 / 0.088 / 0.099 ms an
+ * iteration with 1 / 2 / 4 rows, float64 0.158 / 0.151 / 0.167 ms (unfused,
+ * spmv_dia + cg_update: 0.098 and 0.208 ms)
+ */
+constexpr int FUSED_ROWS = 2;
 constexpr int DEFAULT_CHECK_EVERY = 8;
 constexpr int STALL_LIMIT = 3;
 constexpr unsigned FULL = 0xffffffffu;
@@ -576,6 +597,180 @@ spmv_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 	}
 }
 
+/* r' = r - alpha q, p' = r' + beta p: one expression wherever it is formed */
+template <typename T>
+__device__ __forceinline__ void
+cg_step(T r, T q, T p, T a, T b, T &rn, T &pn)
+{
+	rn = fma(-a, q, r);
+	pn = fma(b, p, rn);
+}
+
+/*
+ * One fused CG iteration in the diagonal layout (the update of iteration k
+ * and the product of iteration k + 1 in one pass; pcg_impl.h's algebra):
+ *
+ *   y += alpha p; r' = r - alpha q; p' = r' + beta p      (own rows)
+ *   q' = Â p', p' of the neighbours formed on the fly from their r, q, p
+ *   p'.q', r'.q', q'.q', r'.r' (and |S^-1 r'|^2 with CHECK)
+ *
+ * r, p, q are double-buffered (index st->iter & 1 read, the other written),
+ * because a block forms its neighbours' p' from their old values while
+ * their own block writes the new ones; cg_step makes both bit-identical.
+ * The last block counts the iteration, checks as cg_update does, and sets
+ * alpha and beta for the next.  Eight vector words a row instead of ten,
+ * and one grid-wide sum an iteration instead of two.
+ */
+template <typename T, bool UNIT, bool CHECK, int R>
+__global__ void __launch_bounds__(TPB)
+cg_fused_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
+			 const T *__restrict__ vals, T *__restrict__ y, T *r0, T *r1, T *p0, T *p1,
+			 T *q0, T *q1, const double *__restrict__ dsq, CgState *st, double *partials)
+{
+	/* four loads a neighbour (value, r, q, p): half spmv_dia's diagonals in flight */
+	constexpr int G = DIA_GROUP / R / 2 > 0 ? DIA_GROUP / R / 2 : 1;
+	__shared__ int soff[DIA_MAX];
+	__shared__ double red[5 * (TPB / 32)];
+	__shared__ bool am_last;
+	double		acc[5] = {0, 0, 0, 0, 0},
+				out[5];
+
+	if (st->done)
+		return;
+
+	const int	par = st->iter & 1;
+	const T    *__restrict__ ro = par ? r1 : r0;
+	const T    *__restrict__ po = par ? p1 : p0;
+	const T    *__restrict__ qo = par ? q1 : q0;
+	T		   *__restrict__ rn = par ? r0 : r1;
+	T		   *__restrict__ pn = par ? p0 : p1;
+	T		   *__restrict__ qn = par ? q0 : q1;
+	const T		a = (T) st->alpha,
+				b = (T) st->beta;
+
+	if (threadIdx.x < ndiag)
+		soff[threadIdx.x] = off[threadIdx.x];
+	__syncthreads();
+	for (int64_t base = blockIdx.x * (int64_t) (R * TPB) + threadIdx.x; base < n;
+		 base += (int64_t) gridDim.x * (R * TPB))
+	{
+		T			s[R],
+					rni[R],
+					pni[R];
+
+#pragma unroll
+		for (int u = 0; u < R; u++)
+		{
+			const int64_t i = base + u * TPB;
+
+			rni[u] = pni[u] = s[u] = 0;
+			if (i < n)
+			{
+				const T		pi = po[i];
+
+				cg_step(ro[i], qo[i], pi, a, b, rni[u], pni[u]);
+				y[i] = fma(a, pi, y[i]);
+				rn[i] = rni[u];
+				pn[i] = pni[u];
+				if (UNIT)
+					s[u] = pni[u];
+			}
+		}
+		for (int d0 = 0; d0 < ndiag; d0 += G)
+		{
+			T			v[G][R],
+						pj[G][R];
+
+#pragma unroll
+			for (int k = 0; k < G; k++)
+			{
+				const int	o = soff[min(d0 + k, ndiag - 1)];
+				const bool	dk = d0 + k < ndiag;
+
+#pragma unroll
+				for (int u = 0; u < R; u++)
+				{
+					const int64_t i = base + u * TPB,
+								j = i + o;
+					const bool	in = dk && i < n && j >= 0 && j < n;
+					T			rj = 0,
+								qj = 0,
+								pjo = 0,
+								dummy;
+
+					v[k][u] = in ? __ldg(vals + (int64_t) (d0 + k) * npad + i) : (T) 0;
+					if (in)
+					{
+						rj = ro[j];
+						qj = qo[j];
+						pjo = po[j];
+					}
+					cg_step(rj, qj, pjo, a, b, dummy, pj[k][u]);
+				}
+			}
+#pragma unroll
+			for (int k = 0; k < G; k++)
+#pragma unroll
+				for (int u = 0; u < R; u++)
+					s[u] += v[k][u] * pj[k][u];
+		}
+#pragma unroll
+		for (int u = 0; u < R; u++)
+		{
+			const int64_t i = base + u * TPB;
+
+			if (i >= n)
+				break;
+
+			const double qi = (double) s[u],
+						ri = (double) rni[u];
+
+			qn[i] = s[u];
+			acc[0] += (double) pni[u] * qi;
+			acc[1] += ri * qi;
+			acc[2] += qi * qi;
+			acc[3] += ri * ri;
+			if (CHECK)
+			{
+				const double w = dsq[i] * ri;
+
+				acc[4] += w * w;
+			}
+		}
+	}
+	if (grid_sum<5>(acc, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
+	{
+		st->rr = out[3];
+		st->iter++;
+		if (CHECK)
+		{
+			st->rru = out[4];
+			if (out[4] <= st->target2)
+			{
+				st->done = 1;
+				st->reason = REASON_CONVERGED;
+			}
+		}
+		if (!st->done && out[3] == 0.0)
+		{
+			st->done = 1;
+			st->reason = REASON_CONVERGED;
+		}
+		if (!st->done && !isfinite(out[3]))
+		{
+			st->done = 1;
+			st->reason = REASON_BREAKDOWN;
+		}
+		if (!st->done && st->iter >= st->max_iter)
+		{
+			st->done = 1;
+			st->reason = REASON_ITERATIONS;
+		}
+		if (!st->done)
+			cg_scalars(st, out[0], out[1], out[2]);
+	}
+}
+
 /*
  * The diagonal layout's values from the CSR (rows sorted, no duplicate
  * columns): out[d * npad + i] = s_i v_ij s_j (v_ij when s is null), d the
@@ -953,13 +1148,14 @@ struct SparseHandle
 	int			ndiag;
 	int			ndiag_nz;		/* the offsets other than 0 */
 	int			dia_rows;		/* rows per thread of spmv_dia: 1, 2 or 4 */
+	int			fused_rows;		/* and of cg_fused_dia */
 	int		   *dia_off;		/* ndiag sorted offsets */
 	int		   *dia_off_nz;		/* the same without 0 */
 	void	   *dia_vals;		/* ndiag x npad values of the handle's precision */
 	int			nlongpart;
 	void	   *longpart;		/* partial sums, double (serves float too) */
 	unsigned   *longcnt;
-	double	   *partials;		/* 3 x max grid */
+	double	   *partials;		/* 5 x max grid */
 	CgState    *st;
 	int			max_grid;
 	/* cuSPARSE */
@@ -1299,7 +1495,10 @@ struct CgWork
 			   *p = nullptr,
 			   *q = nullptr,
 			   *vh = nullptr,	/* Â's values: CSR (nnz + PAD) */
-			   *vdia = nullptr;	/* or the diagonal layout (ndiag x npad) */
+			   *vdia = nullptr,	/* or the diagonal layout (ndiag x npad) */
+			   *r2 = nullptr,	/* the fused iteration's second r, p, q */
+			   *p2 = nullptr,
+			   *q2 = nullptr;
 	CgState    *status = nullptr;	/* pinned, 2 slots */
 	cudaEvent_t ev[2] = {nullptr, nullptr};
 	cudaGraph_t graph = nullptr;
@@ -1332,7 +1531,7 @@ struct CgWork
 				cudaEventDestroy(e);
 		if (status)
 			cudaFreeHost(status);
-		for (void *ptr : {(void *) b, (void *) x, (void *) s, (void *) dsq, (void *) rt, y, r, p, q, vh, vdia})
+		for (void *ptr : {(void *) b, (void *) x, (void *) s, (void *) dsq, (void *) rt, y, r, p, q, vh, vdia, r2, p2, q2})
 			if (ptr)
 				gm_dev_free(ptr);
 	}
@@ -1349,15 +1548,111 @@ struct CgSolveGuard
 	}
 };
 
-/* The iterations of one batch (m of them, the last with the check), queued on the stream. */
+/* grid of the fused iteration: one wave of resident blocks */
+template <typename T, bool UNIT, bool CHECK, int R>
+int
+fused_grid(const SparseHandle *h)
+{
+	static int	per_sm = 0;
+
+	if (per_sm == 0 &&
+		(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cg_fused_dia<T, UNIT, CHECK, R>,
+													   TPB, 0) != cudaSuccess || per_sm < 1))
+		per_sm = 1;
+	return (int) std::max<int64_t>(1, std::min<int64_t>((h->n + R * TPB - 1) / (R * TPB),
+														  (int64_t) per_sm * h->nsm));
+}
+
+template <typename T, bool UNIT, bool CHECK, int R>
+void
+launch_fused_r(SparseHandle *h, CgWork &w)
+{
+	cg_fused_dia<T, UNIT, CHECK, R><<<fused_grid<T, UNIT, CHECK, R>(h), TPB, 0, h->stream>>>(
+		h->n, h->npad, UNIT ? h->ndiag_nz : h->ndiag, UNIT ? h->dia_off_nz : h->dia_off,
+		(const T *) w.vdia, (T *) w.y, (T *) w.r, (T *) w.r2, (T *) w.p, (T *) w.p2,
+		(T *) w.q, (T *) w.q2, w.dsq, h->st, h->partials);
+}
+
+template <typename T, bool UNIT, bool CHECK>
+void
+launch_fused(SparseHandle *h, CgWork &w)
+{
+	if (h->fused_rows == 4)
+		launch_fused_r<T, UNIT, CHECK, 4>(h, w);
+	else if (h->fused_rows == 2)
+		launch_fused_r<T, UNIT, CHECK, 2>(h, w);
+	else
+		launch_fused_r<T, UNIT, CHECK, 1>(h, w);
+}
+
+/* the launch shapes of the fused iteration, asked for outside a graph capture */
+template <typename T>
+void
+fused_grids(const SparseHandle *h)
+{
+	(void) fused_grid<T, true, true, 1>(h);
+	(void) fused_grid<T, true, true, 2>(h);
+	(void) fused_grid<T, true, true, 4>(h);
+	(void) fused_grid<T, true, false, 1>(h);
+	(void) fused_grid<T, true, false, 2>(h);
+	(void) fused_grid<T, true, false, 4>(h);
+	(void) fused_grid<T, false, true, 1>(h);
+	(void) fused_grid<T, false, true, 2>(h);
+	(void) fused_grid<T, false, true, 4>(h);
+	(void) fused_grid<T, false, false, 1>(h);
+	(void) fused_grid<T, false, false, 2>(h);
+	(void) fused_grid<T, false, false, 4>(h);
+}
+
+/*
+ * The fused iteration's start (after cg_restart): q = Â p and the scalars,
+ * on the buffers of index cur = st.iter & 1
+ */
+template <typename T>
+int
+fused_first(SparseHandle *h, CgWork &w, int dia, int cur, char *err, size_t errlen)
+{
+	const T    *p = (const T *) (cur ? w.p2 : w.p),
+			   *r = (const T *) (cur ? w.r2 : w.r);
+	T		   *q = (T *) (cur ? w.q2 : w.q);
+
+	if (dia == 2)
+		launch_dia<T, true, true>(h, h->ndiag_nz, h->dia_off_nz, (const T *) w.vdia, p, q, r);
+	else
+		launch_dia<T, true, false>(h, h->ndiag, h->dia_off, (const T *) w.vdia, p, q, r);
+	GM_CHECK_LAUNCH();
+	return GM_OK;
+}
+
+/*
+ * The iterations of one batch (m of them, the last with the check), queued
+ * on the stream.  fused: m fused iterations (cg_fused_dia; the diagonal
+ * layout, after fused_first); else an SpMV with its dots and cg_update each.
+ */
 template <typename T, typename OT>
 int
 enqueue_batch(SparseHandle *h, CgWork &w, int m, bool use_cusparse, cusparseSpMVAlg_t alg,
-			  int dia, char *err, size_t errlen)
+			  int dia, bool fused, char *err, size_t errlen)
 {
 	const int	g1 = spmv_grid<T, OT, true>(h),
 				g2 = update_grid<T>(h);
 
+	if (fused)
+	{
+		for (int it = 0; it < m; it++)
+		{
+			if (dia == 2 && it == m - 1)
+				launch_fused<T, true, true>(h, w);
+			else if (dia == 2)
+				launch_fused<T, true, false>(h, w);
+			else if (it == m - 1)
+				launch_fused<T, false, true>(h, w);
+			else
+				launch_fused<T, false, false>(h, w);
+			GM_CHECK_LAUNCH();
+		}
+		return GM_OK;
+	}
 	for (int it = 0; it < m; it++)
 	{
 		if (dia == 2)
@@ -1413,6 +1708,16 @@ true_residual(SparseHandle *h, CgWork &w, double *norm, char *err, size_t errlen
 	return GM_OK;
 }
 
+/* the error of a breakdown (p.Âp <= 0 or not finite) */
+int
+breakdown_error(const CgState &st, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+			 "the matrix is not positive definite: p'Ap = %.6g at iteration %d of the "
+			 "conjugate gradient", st.pq, st.iter + 1);
+	return GM_EINVAL;
+}
+
 template <typename T, typename OT>
 int
 cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
@@ -1439,6 +1744,9 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	 */
 	const int	dia = impl != GM_SPMV_OWN || h->ndiag == 0 ? 0
 		: prm->preconditioner == GM_PRECOND_JACOBI && h->ndiag_nz < h->ndiag ? 2 : 1;
+	/* the diagonal layout iterates fused (cg_fused_dia); GPUMF_CG_FUSED=0 for comparisons */
+	const char *fv = getenv("GPUMF_CG_FUSED");
+	const bool	fused = dia && !(fv && atoi(fv) == 0);
 	bool		use_graph = true;
 	double		bn = 0.0,
 				target,
@@ -1490,6 +1798,14 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	}
 	if (dia && w.vdia == nullptr)
 		GM_CHECK(gm_dev_malloc(&w.vdia, sizeof(T) * (size_t) h->ndiag * (size_t) h->npad));
+	if (fused && w.r2 == nullptr)
+	{
+		GM_CHECK(gm_dev_malloc(&w.r2, tb));
+		GM_CHECK(gm_dev_malloc(&w.p2, tb));
+		GM_CHECK(gm_dev_malloc(&w.q2, tb));
+		for (void *ptr : {w.r2, w.p2, w.q2})
+			GM_CHECK(cudaMemsetAsync(ptr, 0, tb, h->stream));
+	}
 	GM_CHECK(cudaMemcpyAsync(w.b, b, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
 	GM_CHECK(cudaMemcpyAsync(w.x, x, sizeof(double) * n, cudaMemcpyHostToDevice, h->stream));
 
@@ -1540,17 +1856,24 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	cg_restart<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, w.rt, (T *) w.r, (T *) w.p,
 														  (T *) w.y, h->st, h->partials);
 	GM_CHECK_LAUNCH();
+	if (fused && (rc = fused_first<T>(h, w, dia, 0, err, errlen)) != GM_OK)
+		return rc;
 	GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
+	/* the fused iteration's first product may already have met p.Âp <= 0 */
+	if (st.done && st.reason == REASON_BREAKDOWN && prm->max_iterations > 0)
+		return breakdown_error(st, err, errlen);
 
 	/* one batch as a graph (the first one, with cuSPARSE, is run directly: it preprocesses) */
 	if (use_cusparse)
 	{
-		if ((rc = enqueue_batch<T, OT>(h, w, m, true, alg, 0, err, errlen)) != GM_OK)
+		if ((rc = enqueue_batch<T, OT>(h, w, m, true, alg, 0, false, err, errlen)) != GM_OK)
 			return rc;
 		GM_CHECK(cudaStreamSynchronize(h->stream));
 		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
 		GM_CHECK(cudaStreamSynchronize(h->stream));
+		if (st.done && st.reason == REASON_BREAKDOWN)
+			return breakdown_error(st, err, errlen);
 	}
 	/* launch shapes are asked for outside the capture */
 	(void) spmv_grid<T, OT, true>(h);
@@ -1560,11 +1883,12 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 	(void) dia_grid<T, true, false, 1>(h);
 	(void) dia_grid<T, true, false, 2>(h);
 	(void) dia_grid<T, true, false, 4>(h);
+	fused_grids<T>(h);
 	(void) update_grid<T>(h);
 	(void) spmv_grid<double, OT, false>(h);
 	if (cudaStreamBeginCapture(h->stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess)
 	{
-		rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, dia, err, errlen);
+		rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, dia, fused, err, errlen);
 		if (cudaStreamEndCapture(h->stream, &w.graph) != cudaSuccess || rc != GM_OK ||
 			cudaGraphInstantiate(&w.exec, w.graph, 0) != cudaSuccess)
 		{
@@ -1588,7 +1912,7 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 			if (use_graph)
 				GM_CHECK(cudaGraphLaunch(w.exec, h->stream));
 			else if ((rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, dia,
-												err, errlen)) != GM_OK)
+												fused, err, errlen)) != GM_OK)
 				return rc;
 			GM_CHECK(cudaMemcpyAsync(&w.status[k], h->st, sizeof(CgState),
 									 cudaMemcpyDeviceToHost, h->stream));
@@ -1608,7 +1932,7 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 			if (use_graph)
 				GM_CHECK(cudaGraphLaunch(w.exec, h->stream));
 			else if ((rc = enqueue_batch<T, OT>(h, w, m, use_cusparse, alg, dia,
-												err, errlen)) != GM_OK)
+												fused, err, errlen)) != GM_OK)
 				return rc;
 			GM_CHECK(cudaMemcpyAsync(&w.status[slot], h->st, sizeof(CgState),
 									 cudaMemcpyDeviceToHost, h->stream));
@@ -1619,12 +1943,7 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
 		GM_CHECK(cudaStreamSynchronize(h->stream));
 		if (st.reason == REASON_BREAKDOWN)
-		{
-			snprintf(err, errlen,
-					 "the matrix is not positive definite: p'Ap = %.6g at iteration %d of the "
-					 "conjugate gradient", st.pq, st.iter + 1);
-			return GM_EINVAL;
-		}
+			return breakdown_error(st, err, errlen);
 		if (st.reason != REASON_CONVERGED)
 			break;				/* iterations spent */
 
@@ -1641,12 +1960,21 @@ cg_solve_t(SparseHandle *h, const double *b, double *x, const gm_cg_params *prm,
 		res->replacements++;
 		stall = nr > 0.5 * last_true ? stall + 1 : 0;
 		last_true = nr;
-		cg_restart<T><<<grid_for(n, h), TPB, 0, h->stream>>>(n, w.s, w.rt, (T *) w.r,
-															  (T *) w.p, (T *) w.y, h->st,
-															  h->partials);
-		GM_CHECK_LAUNCH();
+		{
+			/* the fused iteration's current buffers are those of index iter & 1 */
+			const int	cur = fused ? (st.iter & 1) : 0;
+
+			cg_restart<T><<<grid_for(n, h), TPB, 0, h->stream>>>(
+				n, w.s, w.rt, (T *) (cur ? w.r2 : w.r), (T *) (cur ? w.p2 : w.p), (T *) w.y,
+				h->st, h->partials);
+			GM_CHECK_LAUNCH();
+			if (fused && (rc = fused_first<T>(h, w, dia, cur, err, errlen)) != GM_OK)
+				return rc;
+		}
 		GM_CHECK(cudaMemcpyAsync(&st, h->st, sizeof(st), cudaMemcpyDeviceToHost, h->stream));
 		GM_CHECK(cudaStreamSynchronize(h->stream));
+		if (st.done && st.reason == REASON_BREAKDOWN)
+			return breakdown_error(st, err, errlen);
 		if ((stall >= STALL_LIMIT && prm->tolerance > 0.0) || st.rr == 0.0)
 		{
 			res->stagnated = 1;
@@ -1802,12 +2130,13 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 			h->ndiag = nd;
 			h->ndiag_nz = k;
 			{
-				/* rows per thread; GPUMF_DIA_ROWS (1, 2, 4) overrides, for experiments */
+				/* rows per thread; GPUMF_DIA_ROWS (1, 2, 4) overrides both, for experiments */
 				const char *rv = getenv("GPUMF_DIA_ROWS");
 				const int	want = rv ? atoi(rv)
 					: prec == GM_PRECISION_SINGLE ? DIA_ROWS_SINGLE : DIA_ROWS_DOUBLE;
 
 				h->dia_rows = want == 4 || want == 2 ? want : 1;
+				h->fused_rows = rv ? h->dia_rows : FUSED_ROWS;
 			}
 			GM_CHECK(gm_dev_malloc((void **) &h->dia_off, sizeof(int) * DIA_MAX));
 			GM_CHECK(gm_dev_malloc((void **) &h->dia_off_nz, sizeof(int) * DIA_MAX));
@@ -1847,7 +2176,7 @@ sparse_create_inner(SparseHandle *h, const gm_spmat *A, gm_precision prec, char 
 	GM_CHECK(gm_dev_malloc(&h->longpart, sizeof(double) * (size_t) std::max(1, h->nlongpart)));
 	GM_CHECK(gm_dev_malloc(&h->longcnt, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
 	GM_CHECK(cudaMemset(h->longcnt, 0, sizeof(unsigned) * std::max<size_t>(1, longs.size())));
-	GM_CHECK(gm_dev_malloc(&h->partials, sizeof(double) * 3 * (size_t) h->max_grid));
+	GM_CHECK(gm_dev_malloc(&h->partials, sizeof(double) * 5 * (size_t) h->max_grid));
 	GM_CHECK(gm_dev_malloc(&h->st, sizeof(CgState)));
 	GM_CHECK(cudaMemset(h->st, 0, sizeof(CgState)));
 

@@ -780,6 +780,26 @@ pcg_checks()
 					  "banded, %s, %s: iterations %d vs cpu %d", pc ? "none" : "Jacobi",
 					  what[v], r.iterations, rb.iterations);
 		}
+		for (int every : {3, 5, 7})
+		{
+			/*
+			 * checks every 3, 5 or 7 iterations: float32's restarts then
+			 * start from odd and even iteration counts (the fused
+			 * iteration's two sets of buffers)
+			 */
+			std::vector<double> x((size_t) nb, 0.0);
+
+			q.precision = GM_PRECISION_SINGLE;
+			q.spmv = GM_SPMV_OWN;
+			q.check_every = every;
+			GM(gm_cg_solve(&A, bb.data(), x.data(), &q, NULL, &r, err, sizeof(err)));
+			CHECK(r.converged && r.residual <= 1e-10 && r.replacements > 0 &&
+				  rel_err(x.data(), xcpu.data(), nb) < 1e-6,
+				  "banded, %s, fp32 own, a check every %d: %d iterations, %d restarts, residual %.2e, "
+				  "|x - x_cpu| / |x_cpu| = %.2e", pc ? "none" : "Jacobi", every, r.iterations,
+				  r.replacements, r.residual, rel_err(x.data(), xcpu.data(), nb));
+		}
+		q.check_every = 0;
 		gm_spmat_free(&A);
 	}
 	/* indefinite: [[1, 2], [2, 1]] */
@@ -795,6 +815,50 @@ pcg_checks()
 		rc = gm_cg_solve(&A, bb, xx, &p, NULL, &r, err, sizeof(err));
 		CHECK(rc == GM_EINVAL && strstr(err, "not positive definite"), "indefinite on the GPU: %s",
 			  err);
+		gm_spmat_free(&A);
+	}
+	/*
+	 * indefinite, met at the first product (the diagonal layout's fused
+	 * iteration and cuSPARSE's first batch run outside the graph report it
+	 * from there): tridiagonal 1, 2, 1 on 1000 rows (the diagonal layout),
+	 * and [-1] without a preconditioner
+	 */
+	for (int k = 0; k < 2; k++)
+	{
+		std::vector<int64_t> rr,
+					cc;
+		std::vector<double> vv;
+		const int64_t nn = k ? 1 : 1000;
+		std::vector<double> bb((size_t) nn),
+					xx((size_t) nn, 0.0);
+		int			rc;
+
+		for (int64_t i = 0; i < nn; i++)
+		{
+			bb[i] = i % 2 ? -1.0 : 1.0;		/* b.Ab = -3 n + 2 < 0 */
+			rr.push_back(i);
+			cc.push_back(i);
+			vv.push_back(k ? -1.0 : 1.0);
+			if (i > 0)
+			{
+				rr.push_back(i);
+				cc.push_back(i - 1);
+				vv.push_back(2.0);
+			}
+		}
+		from_triplets(nn, rr, cc, vv, GM_TRI_LOWER, &A);
+		for (int impl : {GM_SPMV_OWN, GM_SPMV_OWN_CSR, GM_SPMV_CUSPARSE})
+		{
+			p.spmv = (gm_spmv_impl) impl;
+			p.preconditioner = k ? GM_PRECOND_NONE : GM_PRECOND_JACOBI;
+			std::fill(xx.begin(), xx.end(), 0.0);
+			rc = gm_cg_solve(&A, bb.data(), xx.data(), &p, NULL, &r, err, sizeof(err));
+			CHECK(rc == GM_EINVAL && strstr(err, "not positive definite"),
+				  "indefinite %s on the GPU, %s: %s", k ? "[-1]" : "tridiagonal 1, 2, 1",
+				  impl == GM_SPMV_OWN ? "own" : impl == GM_SPMV_OWN_CSR ? "own-csr" : "cusparse",
+				  err);
+		}
+		p.preconditioner = GM_PRECOND_JACOBI;
 		gm_spmat_free(&A);
 	}
 }
@@ -1309,9 +1373,12 @@ run_bench(Bench &B, const char *dir, const char *cupy)
 		/* floor: the matrix once, 10 vector words a row (pcg_impl.h), 4-byte row pointers */
 		B.floor_ms[pi] = ((double) A->nnz * (ts + 4) + 4.0 * (n + 1) + 10.0 * ts * n) /
 			(copy_gbs * 1e9) * 1e3;
-		/* the diagonal layout's: its stored diagonals (Jacobi's unit one left out) */
+		/*
+		 * the diagonal layout's: its stored diagonals (Jacobi's unit one left
+		 * out) and the fused iteration's 8 vector words a row
+		 */
 		B.floor_own_ms[pi] = nd == 0 ? B.floor_ms[pi]
-			: ((double) (nd - has_diag) * ((n + 3) / 4 * 4) * ts + 10.0 * ts * n) /
+			: ((double) (nd - has_diag) * ((n + 3) / 4 * 4) * ts + 8.0 * ts * n) /
 			(copy_gbs * 1e9) * 1e3;
 		{
 			gm_cg_params p;
@@ -1589,8 +1656,9 @@ main(int argc, char **argv)
 					   b.spmv_gbs[pi][0], b.spmv_ms[pi][1], b.spmv_gbs[pi][1], b.spmv_ms[pi][2],
 					   b.spmv_gbs[pi][2], b.cus_alg[pi], b.spmv_ms[pi][2] / b.spmv_ms[pi][0],
 					   b.spmv_ms[pi][2] / b.spmv_ms[pi][1], b.gather_ms[pi]);
-		printf("\n== Jacobi PCG: ms per iteration; floor = (matrix once + 10 vector words a row) / copy bandwidth,\n"
-			   "   the matrix as CSR (csr floor) or as gpumf's SpMV stores it (own floor)\n");
+		printf("\n== Jacobi PCG: ms per iteration; floor = bytes an iteration moves / copy bandwidth: csr floor = the CSR once\n"
+			   "   + 10 vector words a row; own floor = what gpumf's iteration moves (diagonal layout: the stored diagonals\n"
+			   "   + 8 words, fused; else the csr floor); per iteration: (fastest of 3 x 220 - fastest of 3 x 20) / 200\n");
 		printf("%-16s %-5s %8s %9s %6s %9s %6s %8s %10s %8s %7s %7s %9s\n", "matrix", "prec", "own",
 			   "own floor", "/floor", "csr floor", "/floor", "own-csr", "w/cuSPARSE", "cupyx",
 			   "speedup", "iters", "solve s");
