@@ -133,14 +133,24 @@ gm_rank_metrics_at_k(int32_t n_users, int32_t n_items, int k, const int32_t *top
 	return GM_OK;
 }
 
-/* RMSE and MAE of mu + b_u + c_i + x_u . y_i against vals. */
+/*
+ * RMSE and MAE of mu + b_u + c_i + x_u . y_i against vals.  The sums are
+ * taken over RATING_CHUNKS fixed ranges, each in order, then added in
+ * order: the same result to the last bit whatever the thread count or the
+ * order threads finish in (an OpenMP reduction's combining order is not
+ * fixed, and the SQL result is compared across sessions).
+ */
+#define RATING_CHUNKS 256
+
 int
 gm_rating_errors(int64_t n, const int32_t *rows, const int32_t *cols, const float *vals,
 				 const float *X, const float *Y, int k, const float *user_bias,
 				 const float *item_bias, double global_mean, double *rmse, double *mae,
 				 char *err, size_t errlen)
 {
-	double		se = 0,
+	double		se_part[RATING_CHUNKS],
+				ae_part[RATING_CHUNKS],
+				se = 0,
 				ae = 0;
 
 	if (k < 1 || n < 0 || (n > 0 && (!rows || !cols || !vals || !X || !Y)))
@@ -148,23 +158,38 @@ gm_rating_errors(int64_t n, const int32_t *rows, const int32_t *cols, const floa
 		snprintf(err, errlen, "invalid rating-error problem");
 		return GM_EINVAL;
 	}
-#pragma omp parallel for schedule(static) reduction(+:se, ae)
-	for (int64_t e = 0; e < n; e++)
+#pragma omp parallel for schedule(static)
+	for (int c = 0; c < RATING_CHUNKS; c++)
 	{
-		const float *x = X + (size_t) rows[e] * k;
-		const float *y = Y + (size_t) cols[e] * k;
-		double		p = global_mean,
-					d;
+		const int64_t e0 = n * c / RATING_CHUNKS,
+					e1 = n * (c + 1) / RATING_CHUNKS;
+		double		cse = 0,
+					cae = 0;
 
-		if (user_bias)
-			p += user_bias[rows[e]];
-		if (item_bias)
-			p += item_bias[cols[e]];
-		for (int f = 0; f < k; f++)
-			p += (double) x[f] * (double) y[f];
-		d = p - (double) vals[e];
-		se += d * d;
-		ae += fabs(d);
+		for (int64_t e = e0; e < e1; e++)
+		{
+			const float *x = X + (size_t) rows[e] * k;
+			const float *y = Y + (size_t) cols[e] * k;
+			double		p = global_mean,
+						d;
+
+			if (user_bias)
+				p += user_bias[rows[e]];
+			if (item_bias)
+				p += item_bias[cols[e]];
+			for (int f = 0; f < k; f++)
+				p += (double) x[f] * (double) y[f];
+			d = p - (double) vals[e];
+			cse += d * d;
+			cae += fabs(d);
+		}
+		se_part[c] = cse;
+		ae_part[c] = cae;
+	}
+	for (int c = 0; c < RATING_CHUNKS; c++)
+	{
+		se += se_part[c];
+		ae += ae_part[c];
 	}
 	*rmse = n > 0 ? sqrt(se / (double) n) : NAN;
 	*mae = n > 0 ? ae / (double) n : NAN;
