@@ -3092,7 +3092,13 @@ test_train_eval(void)
 	CHECK(gm_csr_transpose(&tr, &trt, err, sizeof(err)) == GM_OK, "%s", err);
 	(void) Rt;
 
-	for (int trial = 0; trial < 4; trial++)
+	/*
+	 * trials 0-3 draw their settings; should none of them have stopped on
+	 * the patience (a drawn setting can keep improving to the end), up to six
+	 * more with a check every iteration and a patience of 1 make sure the
+	 * stopping path is taken
+	 */
+	for (int trial = 0; trial < 4 || (stopped == 0 && trial < 10); trial++)
 	{
 		gm_mf_params p = als_params(16, 3, 0.05f, 2.0f, 12);
 		gm_mf_data	d;
@@ -3108,6 +3114,11 @@ test_train_eval(void)
 		ev.every = (int) rint_range(1, 3);
 		ev.patience = trial == 0 ? 0 : (int) rint_range(1, 2);
 		ev.keep_best = trial != 3;
+		if (trial >= 4)
+		{
+			ev.every = 1;
+			ev.patience = 1;
+		}
 		ev.on_eval = log_eval;
 		ev.arg = &el;
 		/* a large ridge late makes the metric fall and the patience run out */
