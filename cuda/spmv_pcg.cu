@@ -362,6 +362,44 @@ cg_scalars(CgState *st, double pq, double rq, double qq)
 	st->beta = (rrn > 0.0 && rr > 0.0) ? rrn / rr : 0.0;
 }
 
+/*
+ * The end of an iteration (the last block of cg_update or cg_fused_dia,
+ * thread 0): rr = r.r, count it, and set done when the check (|S^-1 r|^2 =
+ * rru below the tolerance) passes, r is 0 or not finite, or the iterations
+ * are spent.
+ */
+template <bool CHECK>
+__device__ __forceinline__ void
+end_iteration(CgState *st, double rr, double rru)
+{
+	st->rr = rr;
+	st->iter++;
+	if (CHECK)
+	{
+		st->rru = rru;
+		if (rru <= st->target2)
+		{
+			st->done = 1;
+			st->reason = REASON_CONVERGED;
+		}
+	}
+	if (!st->done && rr == 0.0)
+	{
+		st->done = 1;
+		st->reason = REASON_CONVERGED;
+	}
+	if (!st->done && !isfinite(rr))
+	{
+		st->done = 1;
+		st->reason = REASON_BREAKDOWN;
+	}
+	if (!st->done && st->iter >= st->max_iter)
+	{
+		st->done = 1;
+		st->reason = REASON_ITERATIONS;
+	}
+}
+
 /* ------------------------------------------------------------ kernels */
 
 /*
@@ -740,32 +778,7 @@ cg_fused_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 	}
 	if (grid_sum<5>(acc, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
 	{
-		st->rr = out[3];
-		st->iter++;
-		if (CHECK)
-		{
-			st->rru = out[4];
-			if (out[4] <= st->target2)
-			{
-				st->done = 1;
-				st->reason = REASON_CONVERGED;
-			}
-		}
-		if (!st->done && out[3] == 0.0)
-		{
-			st->done = 1;
-			st->reason = REASON_CONVERGED;
-		}
-		if (!st->done && !isfinite(out[3]))
-		{
-			st->done = 1;
-			st->reason = REASON_BREAKDOWN;
-		}
-		if (!st->done && st->iter >= st->max_iter)
-		{
-			st->done = 1;
-			st->reason = REASON_ITERATIONS;
-		}
+		end_iteration<CHECK>(st, out[3], out[4]);
 		if (!st->done)
 			cg_scalars(st, out[0], out[1], out[2]);
 	}
@@ -902,34 +915,7 @@ cg_update(int64_t n4, T *__restrict__ y, T *__restrict__ r, T *__restrict__ p,
 		store4(p + 4 * i, pv);
 	}
 	if (grid_sum<2>(v, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
-	{
-		st->rr = out[0];
-		st->iter++;
-		if (CHECK)
-		{
-			st->rru = out[1];
-			if (out[1] <= st->target2)
-			{
-				st->done = 1;
-				st->reason = REASON_CONVERGED;
-			}
-		}
-		if (!st->done && out[0] == 0.0)
-		{
-			st->done = 1;
-			st->reason = REASON_CONVERGED;
-		}
-		if (!st->done && !isfinite(out[0]))
-		{
-			st->done = 1;
-			st->reason = REASON_BREAKDOWN;
-		}
-		if (!st->done && st->iter >= st->max_iter)
-		{
-			st->done = 1;
-			st->reason = REASON_ITERATIONS;
-		}
-	}
+		end_iteration<CHECK>(st, out[0], out[1]);
 }
 
 /* s = 1/sqrt(A_ii) (Jacobi) or 1, dsq = 1/s; a warp per row */

@@ -1075,11 +1075,11 @@ measure_copy()
 	CK(cudaEventDestroy(e1));
 }
 
-/* median ms of one SpMV on device vectors */
+/* median ms of launch() on stream st over 50 runs after 10 to warm up */
+template <typename F>
 static double
-time_spmv(void *h, gm_spmv_impl impl, void *dx, void *dy)
+time_launch(cudaStream_t st, F launch)
 {
-	cudaStream_t st = (cudaStream_t) ops->sparse_stream(h);
 	cudaEvent_t e0,
 				e1;
 	std::vector<double> t;
@@ -1091,7 +1091,7 @@ time_spmv(void *h, gm_spmv_impl impl, void *dx, void *dy)
 		float		ms;
 
 		CK(cudaEventRecord(e0, st));
-		GM(ops->sparse_spmv_device(h, impl, dx, dy, err, sizeof(err)));
+		launch();
 		CK(cudaEventRecord(e1, st));
 		CK(cudaEventSynchronize(e1));
 		CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -1101,6 +1101,15 @@ time_spmv(void *h, gm_spmv_impl impl, void *dx, void *dy)
 	CK(cudaEventDestroy(e0));
 	CK(cudaEventDestroy(e1));
 	return median(t);
+}
+
+/* median ms of one SpMV on device vectors */
+static double
+time_spmv(void *h, gm_spmv_impl impl, void *dx, void *dy)
+{
+	return time_launch((cudaStream_t) ops->sparse_stream(h), [&]() {
+		GM(ops->sparse_spmv_device(h, impl, dx, dy, err, sizeof(err)));
+	});
 }
 
 struct Bench
@@ -1184,9 +1193,7 @@ time_gather(const gm_spmat *A, size_t ts)
 			   *out;
 	int			nsm,
 				grid;
-	cudaEvent_t e0,
-				e1;
-	std::vector<double> t;
+	double		ms;
 
 	CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
 	grid = 8 * nsm;
@@ -1196,13 +1203,7 @@ time_gather(const gm_spmat *A, size_t ts)
 	CK(cudaMalloc(&x, ts * A->n));
 	CK(cudaMemset(x, 0, ts * A->n));
 	CK(cudaMalloc(&out, ts * grid * 256));
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = 0; i < 60; i++)
-	{
-		float		ms;
-
-		CK(cudaEventRecord(e0));
+	ms = time_launch((cudaStream_t) 0, [&]() {
 		if (ts == sizeof(float))
 			gather_only<float><<<grid, 256>>>(nnz4, (const int4 *) idx, (const float *) x,
 											  (float *) out);
@@ -1210,18 +1211,11 @@ time_gather(const gm_spmat *A, size_t ts)
 			gather_only<double><<<grid, 256>>>(nnz4, (const int4 *) idx, (const double *) x,
 											   (double *) out);
 		CK(cudaGetLastError());
-		CK(cudaEventRecord(e1));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 10)
-			t.push_back(ms);
-	}
-	CK(cudaEventDestroy(e0));
-	CK(cudaEventDestroy(e1));
+	});
 	CK(cudaFree(idx));
 	CK(cudaFree(x));
 	CK(cudaFree(out));
-	return median(t);
+	return ms;
 }
 
 /* write A (int32 indptr, int32 indices, float64 values) and b for the CuPy script */
