@@ -8,6 +8,7 @@
  */
 #include "gm_core.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2249,7 +2250,7 @@ fail:
  */
 static int
 ref_half_step(int n, int m, int k, const double *W, const double *P,
-			  const double *lam, double *X, const double *Y)
+			  const double *lam, double *X, const double *Y, double *kappa)
 {
 	double	   *A = xmalloc(sizeof(double) * k * k),
 			   *b = xmalloc(sizeof(double) * k);
@@ -2273,6 +2274,15 @@ ref_half_step(int n, int m, int k, const double *W, const double *P,
 		}
 		for (int p = 0; p < k; p++)
 			A[p * k + p] += lam[r];
+		{
+			/* trace(A) / lambda bounds A's condition number (its least eigenvalue is >= lambda) */
+			double		tr = 0;
+
+			for (int p = 0; p < k; p++)
+				tr += A[p * k + p];
+			if (lam[r] > 0 && tr / lam[r] > *kappa)
+				*kappa = tr / lam[r];
+		}
 		rc = cholesky_solve(A, b, k);
 		memcpy(X + (size_t) r * k, b, sizeof(double) * k);
 	}
@@ -2353,6 +2363,8 @@ test_model_forms(void)
 		gm_mf_result res;
 		gm_mf_data	d;
 		double		scale = form == 1 ? sqrt(1.0 + alpha0) : 1.0,
+					kappa = 1.0,
+					tol,
 					ex,
 					ey;
 
@@ -2420,15 +2432,23 @@ test_model_forms(void)
 		Pt = dense_t(P, U, I);
 		for (int it = 0; it < iters; it++)
 		{
-			CHECK(ref_half_step(U, I, k, W, P, lu, Xr, Yr) == 0, "reference not SPD");
-			CHECK(ref_half_step(I, U, k, Wt, Pt, li, Yr, Xr) == 0, "reference not SPD");
+			CHECK(ref_half_step(U, I, k, W, P, lu, Xr, Yr, &kappa) == 0, "reference not SPD");
+			CHECK(ref_half_step(I, U, k, Wt, Pt, li, Yr, Xr, &kappa) == 0, "reference not SPD");
 		}
 		ex = rel_diff(X, Xr, (int64_t) U * k, scale);
 		ey = rel_diff(Y, Yr, (int64_t) I * k, scale);
-		CHECK(ex < 2e-4 && ey < 2e-4,
+		/*
+		 * float32 solves lose about kappa * eps: 2e-4, or 0.1 kappa eps where
+		 * the reference's systems are worse conditioned (kappa bounded by
+		 * trace / lambda; measured: error / (kappa eps) at most 0.08 over 72
+		 * draws, kappa up to 3e5), at most 1e-2
+		 */
+		tol = fmin(1e-2, fmax(2e-4, 0.1 * kappa * FLT_EPSILON));
+		CHECK(ex < tol && ey < tol,
 			  "form %d (%dx%d, k %d, alpha %g, alpha0 %g, nu %g, lambda %g): "
-			  "X differs from the reference by %.3g, Y by %.3g (relative)",
-			  form, U, I, k, alpha, alpha0, nu, lam, ex, ey);
+			  "X differs from the reference by %.3g, Y by %.3g (relative; tolerance %.3g, "
+			  "condition number <= %.3g)",
+			  form, U, I, k, alpha, alpha0, nu, lam, ex, ey, tol, kappa);
 		/* the objective it reports is the reference's */
 		{
 			float	   *rx = xmalloc(sizeof(float) * U),
