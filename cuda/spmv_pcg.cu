@@ -362,6 +362,28 @@ cg_scalars(CgState *st, double pq, double rq, double qq)
 	st->beta = (rrn > 0.0 && rr > 0.0) ? rrn / rr : 0.0;
 }
 
+/* one row's terms of p.q, r.q, q.q (the dots the CG's product kernels form) */
+__device__ __forceinline__ void
+dots_add(double (&d)[3], double p, double r, double q)
+{
+	d[0] += p * q;
+	d[1] += r * q;
+	d[2] += q * q;
+}
+
+/*
+ * The close of a CG product kernel: the grid's p.q, r.q, q.q, and alpha and
+ * beta set by the last block (red: 3 x TPB/32 doubles of shared memory)
+ */
+__device__ __forceinline__ void
+dots_close(double (&d)[3], CgState *st, double *partials, double *red, bool *am_last)
+{
+	double		out[3];
+
+	if (grid_sum<3>(d, partials, &st->ticket, out, red, am_last) && threadIdx.x == 0)
+		cg_scalars(st, out[0], out[1], out[2]);
+}
+
 /*
  * The end of an iteration (the last block of cg_update or cg_fused_dia,
  * thread 0): rr = r.r, count it, and set done when the check (|S^-1 r|^2 =
@@ -420,9 +442,7 @@ spmv_rowblocks(int nblocks, const RowBlock *__restrict__ blocks,
 	__shared__ int roff[MAX_ROWS + 1];
 	__shared__ double red[3 * (TPB / 32)];
 	__shared__ bool am_last;
-	double		pq = 0.0,
-				rq = 0.0,
-				qq = 0.0;
+	double		dots[3] = {0, 0, 0};	/* CG: p.q, r.q, q.q */
 
 	if (CG && st->done)
 		return;
@@ -472,13 +492,7 @@ spmv_rowblocks(int nblocks, const RowBlock *__restrict__ blocks,
 				{
 					y[row + ri] = s;
 					if (CG)
-					{
-						double		qi = (double) s;
-
-						pq += (double) x[row + ri] * qi;
-						rq += (double) r[row + ri] * qi;
-						qq += qi * qi;
-					}
+						dots_add(dots, (double) x[row + ri], (double) r[row + ri], (double) s);
 				}
 			}
 		}
@@ -514,25 +528,55 @@ spmv_rowblocks(int nblocks, const RowBlock *__restrict__ blocks,
 				{
 					y[row] = s;
 					if (CG)
-					{
-						double		qi = (double) s;
-
-						pq += (double) x[row] * qi;
-						rq += (double) r[row] * qi;
-						qq += qi * qi;
-					}
+						dots_add(dots, (double) x[row], (double) r[row], (double) s);
 				}
 			}
 		}
 		__syncthreads();
 	}
 	if (CG)
-	{
-		double		v[3] = {pq, rq, qq},
-					out[3];
+		dots_close(dots, st, partials, red, &am_last);
+}
 
-		if (grid_sum<3>(v, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
-			cg_scalars(st, out[0], out[1], out[2]);
+/*
+ * s[u] += vals[d][i] * nb(j, in) over the stored diagonals d, for the R rows
+ * i = base + u TPB (j = i + off[d]; in: the entry lies inside the matrix,
+ * else its value is taken as 0 and nb must not read); the loads of G
+ * diagonals are issued before any is used.  spmv_dia's neighbour value is
+ * x[j], cg_fused_dia's the neighbour's new p.
+ */
+template <typename T, int R, int G, typename NB>
+__device__ __forceinline__ void
+dia_accumulate(int64_t base, int n, int64_t npad, int ndiag, const int *soff,
+			   const T *__restrict__ vals, T (&s)[R], NB nb)
+{
+	for (int d0 = 0; d0 < ndiag; d0 += G)
+	{
+		T			v[G][R],
+					w[G][R];
+
+#pragma unroll
+		for (int k = 0; k < G; k++)
+		{
+			const int	o = soff[min(d0 + k, ndiag - 1)];
+			const bool	dk = d0 + k < ndiag;
+
+#pragma unroll
+			for (int u = 0; u < R; u++)
+			{
+				const int64_t i = base + u * TPB,
+							j = i + o;
+				const bool	in = dk && i < n && j >= 0 && j < n;
+
+				v[k][u] = in ? __ldg(vals + (int64_t) (d0 + k) * npad + i) : (T) 0;
+				w[k][u] = nb(j, in);
+			}
+		}
+#pragma unroll
+		for (int k = 0; k < G; k++)
+#pragma unroll
+			for (int u = 0; u < R; u++)
+				s[u] += v[k][u] * w[k][u];
 	}
 }
 
@@ -558,9 +602,7 @@ spmv_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 	__shared__ int soff[DIA_MAX];
 	__shared__ double red[3 * (TPB / 32)];
 	__shared__ bool am_last;
-	double		pq = 0.0,
-				rq = 0.0,
-				qq = 0.0;
+	double		dots[3] = {0, 0, 0};	/* CG: p.q, r.q, q.q */
 
 	if (CG && st->done)
 		return;
@@ -579,34 +621,10 @@ spmv_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 
 			s[u] = UNIT && i < n ? __ldg(x + i) : (T) 0;
 		}
-		for (int d0 = 0; d0 < ndiag; d0 += G)
-		{
-			T			v[G][R],
-						xv[G][R];
-
-#pragma unroll
-			for (int k = 0; k < G; k++)
-			{
-				const int	o = soff[min(d0 + k, ndiag - 1)];
-				const bool	dk = d0 + k < ndiag;
-
-#pragma unroll
-				for (int u = 0; u < R; u++)
-				{
-					const int64_t i = base + u * TPB,
-								j = i + o;
-					const bool	in = dk && i < n && j >= 0 && j < n;
-
-					v[k][u] = in ? __ldg(vals + (int64_t) (d0 + k) * npad + i) : (T) 0;
-					xv[k][u] = in ? __ldg(x + j) : (T) 0;
-				}
-			}
-#pragma unroll
-			for (int k = 0; k < G; k++)
-#pragma unroll
-				for (int u = 0; u < R; u++)
-					s[u] += v[k][u] * xv[k][u];
-		}
+		dia_accumulate<T, R, G>(base, n, npad, ndiag, soff, vals, s,
+								[&](int64_t j, bool in) {
+									return in ? __ldg(x + j) : (T) 0;
+								});
 #pragma unroll
 		for (int u = 0; u < R; u++)
 		{
@@ -616,23 +634,11 @@ spmv_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 				break;
 			y[i] = s[u];
 			if (CG)
-			{
-				double		qi = (double) s[u];
-
-				pq += (double) __ldg(x + i) * qi;
-				rq += (double) r[i] * qi;
-				qq += qi * qi;
-			}
+				dots_add(dots, (double) __ldg(x + i), (double) r[i], (double) s[u]);
 		}
 	}
 	if (CG)
-	{
-		double		v[3] = {pq, rq, qq},
-					out[3];
-
-		if (grid_sum<3>(v, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
-			cg_scalars(st, out[0], out[1], out[2]);
-	}
+		dots_close(dots, st, partials, red, &am_last);
 }
 
 /* r' = r - alpha q, p' = r' + beta p: one expression wherever it is formed */
@@ -714,44 +720,23 @@ cg_fused_dia(int n, int64_t npad, int ndiag, const int *__restrict__ off,
 					s[u] = pni[u];
 			}
 		}
-		for (int d0 = 0; d0 < ndiag; d0 += G)
-		{
-			T			v[G][R],
-						pj[G][R];
+		dia_accumulate<T, R, G>(base, n, npad, ndiag, soff, vals, s,
+								[&](int64_t j, bool in) {
+									T			rj = 0,
+												qj = 0,
+												pjo = 0,
+												rnj,
+												pnj;
 
-#pragma unroll
-			for (int k = 0; k < G; k++)
-			{
-				const int	o = soff[min(d0 + k, ndiag - 1)];
-				const bool	dk = d0 + k < ndiag;
-
-#pragma unroll
-				for (int u = 0; u < R; u++)
-				{
-					const int64_t i = base + u * TPB,
-								j = i + o;
-					const bool	in = dk && i < n && j >= 0 && j < n;
-					T			rj = 0,
-								qj = 0,
-								pjo = 0,
-								dummy;
-
-					v[k][u] = in ? __ldg(vals + (int64_t) (d0 + k) * npad + i) : (T) 0;
-					if (in)
-					{
-						rj = ro[j];
-						qj = qo[j];
-						pjo = po[j];
-					}
-					cg_step(rj, qj, pjo, a, b, dummy, pj[k][u]);
-				}
-			}
-#pragma unroll
-			for (int k = 0; k < G; k++)
-#pragma unroll
-				for (int u = 0; u < R; u++)
-					s[u] += v[k][u] * pj[k][u];
-		}
+									if (in)
+									{
+										rj = ro[j];
+										qj = qo[j];
+										pjo = po[j];
+									}
+									cg_step(rj, qj, pjo, a, b, rnj, pnj);
+									return pnj;
+								});
 #pragma unroll
 		for (int u = 0; u < R; u++)
 		{
@@ -836,22 +821,14 @@ cg_dots(int64_t n, const T *__restrict__ p, const T *__restrict__ r,
 {
 	__shared__ double red[3 * (TPB / 32)];
 	__shared__ bool am_last;
-	double		v[3] = {0, 0, 0},
-				out[3];
+	double		dots[3] = {0, 0, 0};
 
 	if (st->done)
 		return;
 	for (int64_t i = blockIdx.x * (int64_t) TPB + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * TPB)
-	{
-		double		qi = (double) q[i];
-
-		v[0] += (double) p[i] * qi;
-		v[1] += (double) r[i] * qi;
-		v[2] += qi * qi;
-	}
-	if (grid_sum<3>(v, partials, &st->ticket, out, red, &am_last) && threadIdx.x == 0)
-		cg_scalars(st, out[0], out[1], out[2]);
+		dots_add(dots, (double) p[i], (double) r[i], (double) q[i]);
+	dots_close(dots, st, partials, red, &am_last);
 }
 
 /*
