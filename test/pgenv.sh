@@ -4,8 +4,10 @@
 #  - Otherwise start a throw-away cluster in $GPUMF_PGDATA (default
 #    /tmp/gpumf-pgdata) on port ${GPUMF_PGPORT:-5499}, owned by the non-root
 #    user 'postgres' (created by Debian's postgresql package), socket in /tmp.
-export PATH=/usr/lib/postgresql/15/bin:$PATH
-export PG_CONFIG=${PG_CONFIG:-$(command -v pg_config)}
+# PG_CONFIG picks the installation (default: Debian's PostgreSQL 15); its
+# bindir goes first on PATH, so initdb, pg_ctl and psql are of the same build
+export PG_CONFIG=${PG_CONFIG:-$(command -v /usr/lib/postgresql/15/bin/pg_config || command -v pg_config)}
+export PATH=$($PG_CONFIG --bindir):$PATH
 if [ -n "${PGHOST:-}" ] && pg_isready -q; then
   return 0 2>/dev/null || exit 0
 fi
