@@ -176,7 +176,7 @@ create_target(const char *qname, Oid utype, Oid itype)
 							qname, format_type_be_qualified(utype), format_type_be_qualified(itype)),
 				   SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
-	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							 RowExclusiveLock, false);
 	return table_open(relid, NoLock);
 }

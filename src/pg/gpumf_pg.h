@@ -38,6 +38,8 @@
 #include "utils/jsonb.h"
 #include "utils/snapshot.h"
 
+#include "pg_compat.h"
+
 #include "gm_core.h"
 #include "gm_linalg.h"
 
@@ -82,8 +84,9 @@ extern Oid	gpumf_schema(void);
 /* "$libdir/gpumf_cuda.so" expanded */
 extern const char *gpumf_cuda_module_path(void);
 /*
- * A struct of the main shared memory found by name, made (zeroed, its
- * spinlock at mutex_offset initialised) by the first process that asks;
+ * A struct in shared memory found by name, made (zeroed, its spinlock at
+ * mutex_offset initialised) by the first process that asks (gm_named_shmem:
+ * the main segment's reserve before 17, the DSM registry from 17 on);
  * ERRORs when no room is left.
  */
 extern void *gpumf_shmem_struct(const char *name, Size size, Size mutex_offset);

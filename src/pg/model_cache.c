@@ -362,7 +362,7 @@ sweep(void)
 static Oid
 table_oid(const char *qname)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, true);
 }
 
@@ -991,7 +991,7 @@ load_version(GpumfServed *m, const GpumfModel *cat)
 								   ALLOCSET_DEFAULT_SIZES);
 	memset(&key, 0, sizeof(key));
 	key.item_rel = m->item_rel;
-	key.item_node = rel->rd_node.relNode;
+	key.item_node = gm_rel_filenumber(rel);
 	key.model_id = cat->id;
 	key.version = cat->version;
 	if (gpumf_shared_models)
@@ -1207,7 +1207,7 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   idx->rd_indcollation[0], m->key_eq.fn_oid, key);
-	scan = index_beginscan(rel, idx, snap, 1, 0);
+	scan = gm_index_beginscan(rel, idx, snap, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{

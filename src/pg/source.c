@@ -1135,7 +1135,7 @@ read_direct(GpumfSource *src)
 			else if (!got && active > 0)
 			{
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
-								 WAIT_EVENT_MQ_RECEIVE);
+								 GM_WAIT_EVENT_MQ_RECEIVE);
 				ResetLatch(MyLatch);
 			}
 			CHECK_FOR_INTERRUPTS();
