@@ -20,6 +20,8 @@
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
+# PG_CONFIG picks the PostgreSQL to build against and test (default: Debian
+# 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
 # unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
 # gpu-linalg cron hostile load faults memory (unset: all of them; an unknown
