@@ -224,13 +224,6 @@ typedef enum
 	GPUMF_VALUES_RATINGS
 } GpumfValuePolicy;
 
-/* dense integer keys -> key map index (-1: not seen), before the hash map */
-typedef struct KeyCache
-{
-	int32	   *idx;			/* malloc'ed */
-	int64		n;
-} KeyCache;
-
 typedef struct GpumfSource
 {
 	Oid			relid;
@@ -252,8 +245,6 @@ typedef struct GpumfSource
 	/* filled by gpumf_source_read; malloc'ed, freed with the memory context */
 	gm_keymap  *users;
 	gm_keymap  *items;
-	KeyCache	ucache;
-	KeyCache	icache;
 	int32	   *rows;
 	int32	   *cols;
 	float	   *vals;
