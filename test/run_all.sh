@@ -11,9 +11,9 @@
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
 #      (make -C test/unit check-sanitize)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
-#      roles, load during retraining, faults (SIGKILL, cancel), backend
-#      memory; after the pg_cron test, since a crash recovery would end its
-#      sessions
+#      roles, keys at the limits of their types, load during retraining,
+#      faults (SIGKILL, cancel), backend memory; after the pg_cron test, since
+#      a crash recovery would end its sessions
 #   8. README.md against the installed extension (test/docs/readme.sh): its
 #      SQL examples run in order (on the CPU), its function and settings
 #      tables match the catalog
@@ -22,13 +22,13 @@
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
 # unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
-# gpu-linalg cron hostile load faults memory (unset: all of them; an unknown
+# gpu-linalg cron hostile limits load faults memory (unset: all of them; an unknown
 # name is an error) -- for running the whole set in parts on a machine that
 # limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile load faults memory"
+ALL_SUITES="unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -123,6 +123,8 @@ fi
 export GPUMF_TEST_DEVICE=$DEV
 want hostile && echo "== reliability: hostile roles"
 suite hostile bash test/reliability/hostile.sh
+want limits && echo "== reliability: keys at the limits of their types"
+suite limits bash test/reliability/limits.sh
 want load && echo "== reliability: load during retraining"
 suite load bash test/reliability/load.sh --fast
 want faults && echo "== reliability: faults"

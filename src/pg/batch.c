@@ -150,6 +150,8 @@ users_from_table(Oid relid, const char *col, GpumfUsers *u, GpumfServed *m, cons
 			}
 			SPI_freetuptable(SPI_tuptable);
 			CHECK_FOR_INTERRUPTS();
+			/* the unknown keys are only counted, but each is kept once */
+			gpumf_check_memory((double) gm_keymap_memory(unknown), "counting the users the model lacks");
 		}
 		SPI_cursor_close(portal);
 	}
