@@ -9,7 +9,9 @@
 #      test/bench/gpu (--quick: correctness only): implicit ALS, batch
 #      scoring, the explicit models, the linear algebra
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
-#      (make -C test/unit check-sanitize)
+#      (make -C test/unit check-sanitize), and the libFuzzer target over the
+#      key maps and the COO -> CSR path for GPUMF_FUZZ_SECONDS (45) seconds
+#      (test/fuzz/run.sh)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
 #      roles, keys at the limits of their types, load during retraining,
 #      faults (SIGKILL, cancel), backend memory; after the pg_cron test, since
@@ -21,14 +23,14 @@
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
+# unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit
 # gpu-linalg cron hostile limits load faults memory (unset: all of them; an unknown
 # name is an error) -- for running the whole set in parts on a machine that
 # limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
+ALL_SUITES="unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -78,6 +80,9 @@ fi
 
 want sanitizers && echo "== C unit tests under AddressSanitizer, LeakSanitizer and UBSan"
 suite sanitizers make -s -C test/unit check-sanitize
+
+want fuzz && echo "== fuzzing the key maps and the COO -> CSR path (${GPUMF_FUZZ_SECONDS:-45} s)"
+suite fuzz env FUZZ_TIMEOUT=10 bash test/fuzz/run.sh "${GPUMF_FUZZ_SECONDS:-45}"
 
 if want regress; then
   echo "== pg_regress (gpumf.device=$DEV)"
