@@ -178,6 +178,19 @@ int			gm_mf_warmup(const gm_mf_params *p, char *err, size_t errlen);
  */
 int32_t		gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work);
 
+/*
+ * Host bytes gm_mf_train_eval allocates for p, at most, beside d's arrays
+ * (R, Rt, the factors and biases): the algorithm's copies and scratch on
+ * the CPU backend with gm_resolve_threads(p->threads) threads, a copy of
+ * the best model (keep_best) and the held-out evaluation's (eval_K > 0: its
+ * K).  *per_thread (may be NULL) gets what each thread's scratch adds (the
+ * exact and block solvers' systems grow with factors^2, the block solver's
+ * with the longest row too): the callers check the total against their
+ * memory limit before training.
+ */
+double		gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+						 int eval_K, int keep_best, double *per_thread);
+
 /* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
 int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
 							 const gm_callbacks *cb, gm_mf_eval *ev,

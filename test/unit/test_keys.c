@@ -8,6 +8,7 @@
  */
 #include "harness.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "gm_core.h"
@@ -274,10 +275,66 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_mf_memory counts what grows with threads: at factors 1024 the exact
+ * solver's and explicit ALS's systems are about 12 MB a thread, the block
+ * solver's scratch grows with the longest row too, and the total is the
+ * shared part plus threads x the per-thread part.
+ */
+static int
+test_mf_memory(void)
+{
+	gm_csr		R,
+				Rt;
+	gm_mf_params p;
+	int32_t		rows[6] = {0, 0, 0, 0, 1, 2},
+				cols[6] = {0, 1, 2, 3, 0, 0};
+	float		vals[6] = {1, 1, 1, 1, 1, 1};
+	char		err[GM_ERRLEN];
+	double		pt1,
+				pt2,
+				m1,
+				m200;
+
+	memset(&R, 0, sizeof(R));
+	memset(&Rt, 0, sizeof(Rt));
+	CHECK(gm_csr_from_coo(3, 4, 6, rows, cols, vals, &R, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(gm_csr_transpose(&R, &Rt, err, sizeof(err)) == GM_OK, "%s", err);
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+	p.factors = 1024;
+	p.solver = GM_SOLVER_EXACT;
+	p.threads = 1;
+	m1 = gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1);
+	p.threads = 200;
+	m200 = gm_mf_memory(&p, &R, &Rt, 0, 0, &pt2);
+	CHECK(pt1 == pt2 && pt1 > 12.0 * 1024 * 1024 && pt1 < 13.0 * 1024 * 1024,
+		  "exact, factors 1024: %.0f bytes a thread", pt1);
+	CHECK(fabs(m200 - m1 - 199 * pt1) < 1, "200 threads: %.0f, 1 thread %.0f", m200, m1);
+	p.solver = GM_SOLVER_CG;
+	CHECK(gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1) < m1 && pt1 < 16 * 1024, "cg: %.0f a thread", pt1);
+	p.solver = GM_SOLVER_BLOCK;
+	p.block_size = 32;
+	(void) gm_mf_memory(&p, &R, &Rt, 0, 0, &pt2);
+	CHECK(pt2 >= 4 * sizeof(float) + 32 * 32 * 12, "block: %.0f a thread", pt2);
+	gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
+	p.factors = 1024;
+	p.threads = 4;
+	(void) gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1);
+	CHECK(pt1 > 12.0 * 1024 * 1024, "als_explicit, factors 1024: %.0f a thread", pt1);
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	return 0;
+fail:
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	return 1;
+}
+
 static const gm_test tests[] = {
 	{"keymap: int2/int4/int8 extremes and 2^62 through the dense array", test_dense_extremes},
 	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
 	{"keymap sort, csr build and transpose stop when asked", test_polled_cancel},
+	{"mf_memory counts every thread's scratch", test_mf_memory},
 };
 
 int
