@@ -237,7 +237,14 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 		p.seen_ptr = sp;
 		p.seen_idx = si;
 		p.n = k;
-		gpumf_check_memory((double) neval * k * 8, "evaluating");
+		{
+			/* the top k of every user, the gathered factors, the CPU scorer's block */
+			int			threads = gpumf_threads > 0 ? gpumf_threads : gm_default_threads();
+			double		block = gm_score_cpu_memory(m->n_items, threads);
+
+			gpumf_check_memory_threads((double) neval * k * 8 + (double) neval * m->k * 4 + block,
+									   block / threads, threads, "evaluating");
+		}
 		memset(&r, 0, sizeof(r));
 		r.idx = palloc_extended(sizeof(int32) * (size_t) neval * k, MCXT_ALLOC_HUGE);
 		r.score = palloc_extended(sizeof(float) * (size_t) neval * k, MCXT_ALLOC_HUGE);

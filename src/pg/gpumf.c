@@ -31,7 +31,9 @@
 PG_MODULE_MAGIC;
 
 int			gpumf_device = GPUMF_DEVICE_AUTO;
-int			gpumf_threads = 0;
+int			gpumf_threads = 0;	/* gpumf.threads capped by gpumf.max_threads */
+static int	gpumf_threads_setting = 0;	/* gpumf.threads as set */
+int			gpumf_max_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
@@ -67,6 +69,45 @@ static const struct config_enum_entry spmv_options[] = {
 
 void		_PG_init(void);
 
+/* the machine's cores (at most gpumf.threads' maximum) */
+static int
+machine_cores(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int) Min(n, 1024) : 1;
+}
+
+/*
+ * The thread count gpumf uses: gpumf.threads (0: one per core), at most
+ * gpumf.max_threads (0: the machine's cores).  gpumf.threads is a user's
+ * setting; the cap is a superuser's, since every thread's scratch (and
+ * OpenMP's and OpenBLAS's per-thread buffers) is memory of the server's.
+ */
+static void
+threads_update(int setting, int cap)
+{
+	int			cores = machine_cores(),
+				limit = cap > 0 ? cap : cores;
+
+	if (setting == 0)
+		gpumf_threads = cores <= limit ? 0 : limit;
+	else
+		gpumf_threads = Min(setting, limit);
+}
+
+static void
+assign_threads(int newval, void *extra)
+{
+	threads_update(newval, gpumf_max_threads);
+}
+
+static void
+assign_max_threads(int newval, void *extra)
+{
+	threads_update(gpumf_threads_setting, newval);
+}
+
 /* gpumf.gpu_memory_limit's assign hook: hand the cap to the core (bytes) */
 static void
 assign_gpu_memory_limit(int newval, void *extra)
@@ -83,8 +124,14 @@ _PG_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.threads",
 							"CPU threads gpumf trains with; 0 means one per core.",
-							NULL, &gpumf_threads, 0, 0, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							"At most gpumf.max_threads are used.",
+							&gpumf_threads_setting, 0, 0, 1024,
+							PGC_USERSET, 0, NULL, assign_threads, NULL);
+	DefineCustomIntVariable("gpumf.max_threads",
+							"Most CPU threads one gpumf call uses, whatever gpumf.threads says; 0 means the machine's cores.",
+							"Each thread has scratch memory of its own (counted against gpumf.max_memory): a superuser's cap.",
+							&gpumf_max_threads, 0, 0, 1024,
+							PGC_SUSET, 0, NULL, assign_max_threads, NULL);
 	DefineCustomBoolVariable("gpumf.progress",
 							 "Report each training iteration's loss and time in a NOTICE.",
 							 NULL, &gpumf_progress, true,
@@ -243,6 +290,24 @@ gpumf_memory_limit(void)
 			return (Size) 1 << 40;
 		return (Size) pages * (Size) page / 2;
 	}
+}
+
+void
+gpumf_check_memory_threads(double need_bytes, double per_thread, int threads, const char *what)
+{
+	Size		limit = gpumf_memory_limit();
+
+	if (need_bytes <= (double) limit)
+		return;
+	if (threads > 1 && per_thread * threads >= need_bytes / 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s needs about %.0f MB, more than gpumf.max_memory allows (%.0f MB)",
+						what, need_bytes / 1048576.0, (double) limit / 1048576.0),
+				 errdetail("%d threads with %.1f MB of scratch each are %.0f MB of it.",
+						   threads, per_thread / 1048576.0, per_thread * threads / 1048576.0),
+				 errhint("Use fewer threads (SET gpumf.threads), fewer factors or solver 'cg'; a superuser can raise gpumf.max_memory.")));
+	gpumf_check_memory(need_bytes, what);
 }
 
 void

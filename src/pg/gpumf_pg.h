@@ -51,7 +51,8 @@ typedef enum
 } GpumfDevice;
 
 extern int	gpumf_device;
-extern int	gpumf_threads;
+extern int	gpumf_threads;		/* gpumf.threads at most gpumf.max_threads; 0: one per core */
+extern int	gpumf_max_threads;	/* 0: the machine's cores */
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
@@ -97,6 +98,9 @@ extern ErrorData *gpumf_try_subxact(void (*fn) (void *), void *arg);
 extern Size gpumf_memory_limit(void);
 /* ERROR naming what when need exceeds gpumf.max_memory */
 extern void gpumf_check_memory(double need_bytes, const char *what);
+/* the same, saying how much of it threads threads' scratch (per_thread each) is */
+extern void gpumf_check_memory_threads(double need_bytes, double per_thread, int threads,
+									   const char *what);
 
 /* ---------------------------------------------------------- device.c */
 
@@ -287,6 +291,8 @@ extern void gpumf_source_read(GpumfSource *src);
 extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
 extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt);
+/* bytes a CSR holds */
+extern double gpumf_csr_bytes(const gm_csr *a);
 /* the key of index idx as a Datum of type (the stored key type) */
 extern Datum gpumf_key_datum(gm_keymap *m, GpumfKeyKind kind, Oid type, int32 idx);
 

@@ -1242,6 +1242,13 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 		core_step_failed(rc, err);
 }
 
+double
+gpumf_csr_bytes(const gm_csr *a)
+{
+	return (double) a->nnz * (sizeof(int32) + sizeof(float)) +
+		((double) a->n_rows + 1) * sizeof(int64);
+}
+
 Datum
 gpumf_key_datum(gm_keymap *m, GpumfKeyKind kind, Oid type, int32 idx)
 {

@@ -114,6 +114,63 @@ if [ $gpu = 1 ]; then
   else bad "GPU memory back to its first-run level" "$g1 -> $g2 MB"; fi
 fi
 
+# ------------------------------------------------ threads against gpumf.max_memory
+# Each CPU thread of a training has scratch of its own (the exact and block
+# solvers' systems: 12 bytes x factors^2), which gpumf.max_memory must count:
+# once 200 threads at factors 1024 peaked at 1.07 GB under max_memory = 100 MB.
+ROLE=gpumf_memory_role
+psql -X -qAt -d "$DB" -c "DROP ROLE IF EXISTS $ROLE" -c "CREATE ROLE $ROLE LOGIN" >/dev/null 2>&1
+q "GRANT SELECT ON r1 TO $ROLE; GRANT CREATE ON SCHEMA public TO $ROLE" >/dev/null
+cores=$(nproc)
+# an ordinary role: gpumf.threads = 200 uses at most gpumf.max_threads (the cores); the cap is not its to raise
+out=$(timeout 120 psql -X -qAt -d "$DB" -U $ROLE -c "SET gpumf.threads = 200" \
+  -c "SELECT device FROM gpumf_train('r1', 'user_id', 'item_id', factors => 8, iterations => 1, model => 'role_threads')" \
+  -c "SET gpumf.max_threads = 200" 2>&1)
+used=$(sed -n 's/^cpu (\([0-9]*\) threads)$/\1/p' <<<"$out")
+if [ -n "$used" ] && [ "$used" -le "$cores" ]; then ok "gpumf.threads = 200 as an ordinary role: $used threads used (the machine's $cores cores)"
+else bad "gpumf.threads = 200 as an ordinary role: at most $cores threads" "$out"; fi
+if grep -q 'permission denied to set parameter "gpumf.max_threads"' <<<"$out"; then ok "an ordinary role cannot raise gpumf.max_threads"
+else bad "an ordinary role cannot raise gpumf.max_threads" "$out"; fi
+
+# a superuser lifts the cap: 200 threads at factors 1024 with max_memory = 100 MB are
+# refused before anything is allocated (the message names the threads), for each
+# solver and algorithm whose scratch grows with factors^2; the backend's peak RSS
+# (VmHWM) stays within max_memory of where it was
+peak() { echo "SELECT 'HWM|' || (regexp_match(pg_read_file('/proc/self/status'), 'VmHWM:\s+(\d+)'))[1];"; }
+t0=$(date +%s.%N)
+out=$({ echo "SET statement_timeout = '60s'; SET gpumf.max_memory = 100; SET gpumf.max_threads = 200; SET gpumf.threads = 200;"
+  peak
+  echo "SELECT 1 FROM gpumf_train('r1', 'user_id', 'item_id', factors => 1024, solver => 'exact', iterations => 1, model => 'threads');"
+  echo "SELECT 1 FROM gpumf_train('r1', 'user_id', 'item_id', factors => 1024, solver => 'block', block_size => 1024, iterations => 1, model => 'threads');"
+  echo "SELECT 1 FROM gpumf_train('r1', 'user_id', 'item_id', 'value', factors => 1024, algorithm => 'als_explicit', iterations => 1, model => 'threads');"
+  echo "SELECT count(*) FROM gpumf_tune('r1', 'user_id', 'item_id', factors => '{1024}', solver => 'exact', budget => 1, iterations => 1);"
+  peak; } | timeout 300 psql -X -qAt -d "$DB" 2>&1)
+dt=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }")
+nref=$(grep -c 'needs about .* MB, more than gpumf.max_memory allows (100 MB)' <<<"$out")
+nthr=$(grep -c 'DETAIL:  200 threads with 12.0 MB of scratch each' <<<"$out")
+if [ "$nref" = 4 ] && [ "$nthr" = 4 ]; then ok "200 threads at factors 1024 (exact, block, als_explicit, tune) under max_memory = 100 MB: refused, naming the threads' scratch (${dt} s)"
+else bad "200 threads at factors 1024 under max_memory = 100 MB: refused, naming the threads' scratch" "$(grep -v '^HWM' <<<"$out" | head -6)"; fi
+h0=$(grep '^HWM|' <<<"$out" | head -1 | cut -d'|' -f2); h1=$(grep '^HWM|' <<<"$out" | tail -1 | cut -d'|' -f2)
+grow=$(awk "BEGIN { printf \"%.1f\", (${h1:-0} - ${h0:-0}) / 1024 }")
+if [ -n "$h0" ] && awk "BEGIN { exit !($grow <= 100) }"; then ok "peak RSS of the refused trainings' backend within max_memory (+$grow MB)"
+else bad "peak RSS of the refused trainings' backend within max_memory" "+$grow MB"; fi
+
+# 64 threads at factors 256 that fit in max_memory = 200 MB train, and the backend's
+# peak RSS grows by less than that
+out=$({ echo "SET statement_timeout = '120s'; SET gpumf.max_memory = 200; SET gpumf.max_threads = 64; SET gpumf.threads = 64;"
+  echo "CREATE TEMP TABLE small AS SELECT user_id, item_id FROM r1 WHERE user_id <= 300 AND item_id <= 600;"
+  peak
+  echo "SELECT 'DEV|' || device FROM gpumf_train('small', 'user_id', 'item_id', factors => 256, solver => 'exact', iterations => 1, model => 'threads');"
+  peak; } | timeout 300 psql -X -qAt -d "$DB" 2>&1)
+h0=$(grep '^HWM|' <<<"$out" | head -1 | cut -d'|' -f2); h1=$(grep '^HWM|' <<<"$out" | tail -1 | cut -d'|' -f2)
+grow=$(awk "BEGIN { printf \"%.1f\", (${h1:-0} - ${h0:-0}) / 1024 }")
+if grep -q '^DEV|cpu (64 threads)' <<<"$out" && awk "BEGIN { exit !($grow <= 200) }"; then
+  ok "64 threads at factors 256 within max_memory = 200 MB: trained, peak RSS +$grow MB"
+else bad "64 threads at factors 256 within max_memory = 200 MB: trained, peak RSS within it" "+$grow MB; $(grep -v '^HWM' <<<"$out" | head -4)"; fi
+echo "# threads: an ordinary role's 200 -> $used; refused in ${dt} s; 64 threads at factors 256: peak RSS +$grow MB"
+
+psql -X -qAt -d "$DB" -c "SELECT gpumf_drop_model(name) FROM gpumf.models" >/dev/null
 dropdb "$DB"
+psql -X -qAt -d postgres -c "DROP ROLE IF EXISTS $ROLE" >/dev/null
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
