@@ -36,6 +36,7 @@ static int	gpumf_threads_setting = 0;	/* gpumf.threads as set */
 int			gpumf_max_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
+int			gpumf_shared_models_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 int			gpumf_read_workers = -1;
 bool		gpumf_shared_models = true;
@@ -161,6 +162,11 @@ _PG_init(void)
 							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
 							 &gpumf_shared_models, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.shared_models_memory",
+							"Total size of the model versions served from shared memory; -1 means a quarter of the machine's memory.",
+							"A version whose segment would take the total past it is not shared: serving it is an ERROR with a hint.",
+							&gpumf_shared_models_memory_mb, -1, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpumf.warm_new_models",
 							 "Read a model version into shared memory when its training commits, also for a model nobody serves yet.",
 							 "A background worker reads the committed version into shared memory, so that the first gpumf_recommend of every session attaches to it. Off: only versions of models already served are read at commit; a new model is read by its first call.",

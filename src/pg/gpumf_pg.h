@@ -58,6 +58,7 @@ extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
+extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
