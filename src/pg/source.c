@@ -153,9 +153,6 @@ source_free(void *arg)
 
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
-	free(src->ucache.idx);
-	free(src->icache.idx);
-	src->ucache.idx = src->icache.idx = NULL;
 	free(src->rows);
 	free(src->cols);
 	free(src->vals);
@@ -250,64 +247,41 @@ key_text(Oid coltype, Datum d)
 		coltype == UUIDOID ? s : quote_literal_cstr(s);
 }
 
-/*
- * Integer keys in a dense range (row numbers, serial ids) are looked up in
- * an array indexed by the key before the hash map: one load instead of a
- * hash probe into tables larger than the caches, the most of a read's time
- * otherwise.  The array covers keys 0 .. n-1 and grows to at most
- * DENSE_MAX entries, and to no more than DENSE_SLACK times the distinct keys
- * seen (a few large keys never make it large).
- */
-#define DENSE_MIN		(1 << 16)
-#define DENSE_MAX		(1 << 26)
-#define DENSE_SLACK		8
-
-static int32
-map_int_key(gm_keymap *m, KeyCache *c, int64 key)
+/* ERROR for a key m could not take: more keys than an index holds, or no memory. */
+static void
+keymap_full(gm_keymap *m)
 {
-	int32		idx;
-
-	if (key < 0)
-		return gm_keymap_int(m, key);
-	if (key >= c->n)
-	{
-		int64		want = Max(c->n * 2, DENSE_MIN);
-		int32	   *a;
-
-		while (want <= key)
-			want *= 2;
-		if (want > DENSE_MAX ||
-			want > Max((int64) DENSE_SLACK * gm_keymap_size(m), DENSE_MIN))
-			return gm_keymap_int(m, key);
-		a = realloc(c->idx, sizeof(int32) * want);
-		if (a == NULL)
-			return gm_keymap_int(m, key);
-		memset(a + c->n, 0xff, sizeof(int32) * (want - c->n));	/* -1: not seen */
-		c->idx = a;
-		c->n = want;
-	}
-	if ((idx = c->idx[key]) >= 0)
-		return idx;
-	idx = gm_keymap_int(m, key);
-	c->idx[key] = idx;
-	return idx;
+	if (gm_keymap_size(m) >= PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("more than %d distinct users or items", PG_INT32_MAX - 1),
+				 errhint("Train on a view that keeps fewer distinct keys.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of memory mapping keys (%d distinct keys, %zu MB of key maps)",
+					gm_keymap_size(m), gm_keymap_memory(m) >> 20)));
 }
 
+/*
+ * A key's index in m.  Integer keys in a dense range (row numbers, serial
+ * ids) are looked up in the map's direct-index array before its hash table
+ * (gm_keymap_int_dense: bounded growth, any int2/int4/int8 value).
+ */
 static int32
-map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
+map_key(gm_keymap *m, Oid coltype, Datum d)
 {
 	int32		idx;
 
 	switch (coltype)
 	{
 		case INT2OID:
-			idx = map_int_key(m, c, DatumGetInt16(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt16(d));
 			break;
 		case INT4OID:
-			idx = map_int_key(m, c, DatumGetInt32(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt32(d));
 			break;
 		case INT8OID:
-			idx = map_int_key(m, c, DatumGetInt64(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt64(d));
 			break;
 		case UUIDOID:
 			idx = gm_keymap_bytes(m, DatumGetUUIDP(d)->data, UUID_LEN);
@@ -327,9 +301,7 @@ map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
 			}
 	}
 	if (idx < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory mapping keys")));
+		keymap_full(m);
 	return idx;
 }
 
@@ -377,6 +349,11 @@ bad_value(GpumfSource *src, Datum u, Datum i, double v)
 			 errhint("%s", hint)));
 }
 
+/*
+ * Room for twice the rows, counted against gpumf.max_memory first: the COO
+ * at its new size, the CSR and its transpose built from it, and the key
+ * maps as they are now.
+ */
 static void
 grow(GpumfSource *src)
 {
@@ -384,8 +361,9 @@ grow(GpumfSource *src)
 	int32	   *r;
 	float	   *f;
 
-	/* the COO, then the CSR and its transpose built from it */
-	gpumf_check_memory((double) cap * 3 * (sizeof(int32) * 2 + sizeof(float)),
+	gpumf_check_memory((double) cap * 3 * (sizeof(int32) * 2 + sizeof(float)) +
+					   (double) gm_keymap_memory(src->users) +
+					   (double) gm_keymap_memory(src->items),
 					   "reading the source");
 	r = realloc(src->rows, sizeof(int32) * cap);
 	if (r)
@@ -438,8 +416,8 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 		else
 			grow(src);
 	}
-	src->rows[src->n] = map_key(src->users, &src->ucache, src->ucoltype, u);
-	src->cols[src->n] = map_key(src->items, &src->icache, src->icoltype, i);
+	src->rows[src->n] = map_key(src->users, src->ucoltype, u);
+	src->cols[src->n] = map_key(src->items, src->icoltype, i);
 	src->vals[src->n] = (float) v;
 	if (v < src->vmin)
 		src->vmin = v;
@@ -851,8 +829,6 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	/* the keys maps are malloc'ed: this process ends here, but free them anyway */
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
-	free(src->ucache.idx);
-	free(src->icache.idx);
 	shm_mq_detach(w->mqh);
 }
 
@@ -869,14 +845,22 @@ typedef struct WorkerFeed
 				icap;
 } WorkerFeed;
 
-/* Append v to a growing local-to-global index map. */
+/* Append v to a growing local-to-global index map (at most PG_INT32_MAX entries). */
 static int32 *
 append_index(int32 *map, int32 *n, int32 *cap, int32 v)
 {
 	if (*n == *cap)
 	{
-		*cap = *cap ? *cap * 2 : 4096;
-		map = map ? repalloc(map, sizeof(int32) * *cap) : palloc(sizeof(int32) * *cap);
+		int64		want = *cap ? (int64) *cap * 2 : 4096;
+		Size		bytes;
+
+		if (*n == PG_INT32_MAX)
+			elog(ERROR, "gpumf: a parallel read worker sent more than %d keys", PG_INT32_MAX);
+		want = Min(want, PG_INT32_MAX);
+		bytes = sizeof(int32) * (Size) want;
+		map = map ? repalloc_huge(map, bytes) :
+			MemoryContextAllocHuge(CurrentMemoryContext, bytes);
+		*cap = (int32) want;
 	}
 	map[(*n)++] = v;
 	return map;
@@ -1182,6 +1166,29 @@ gpumf_source_read(GpumfSource *src)
 		read_executor(src);
 }
 
+/* the core's cancellation poll: a cancel, statement_timeout or termination is pending */
+static int
+interrupt_pending(void *arg)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+/* ERROR for a core step that returned rc (GM_ECANCELED: the pending interrupt's own) */
+static void
+core_step_failed(int rc, const char *err)
+{
+	if (rc == GM_ECANCELED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s", err)));
+	}
+	ereport(ERROR,
+			(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+			 errmsg("%s", err)));
+}
+
+#define RENUMBER_CHUNK	((int64) 1 << 22)	/* entries renumbered between interrupt checks */
+
 void
 gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 {
@@ -1189,41 +1196,57 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 				ni = gm_keymap_size(src->items);
 	int32	   *umap,
 			   *imap;
+	gm_callbacks cb;
 	char		err[GM_ERRLEN];
 	int			rc;
 
-	umap = malloc(sizeof(int32) * (nu > 0 ? nu : 1));
-	imap = malloc(sizeof(int32) * (ni > 0 ? ni : 1));
-	if (!umap || !imap || gm_keymap_sort(src->users, umap) != GM_OK ||
-		gm_keymap_sort(src->items, imap) != GM_OK)
-	{
-		free(umap);
-		free(imap);
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	}
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = interrupt_pending;
+	/* palloc'd: an interrupt between the steps frees them with the context */
+	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
+	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
+	rc = gm_keymap_sort_polled(src->users, umap, &cb);
+	if (rc == GM_OK)
+		rc = gm_keymap_sort_polled(src->items, imap, &cb);
+	if (rc != GM_OK)
+		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
+						 "out of memory sorting the keys");
 	/* renumber in place: one lookup an entry, in parallel for large inputs */
-#pragma omp parallel for schedule(static) if (src->n > 1000000) \
-	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-	for (int64 e = 0; e < src->n; e++)
+	for (int64 b = 0; b < src->n; b += RENUMBER_CHUNK)
 	{
-		src->rows[e] = umap[src->rows[e]];
-		src->cols[e] = imap[src->cols[e]];
+		int64		e_end = Min(src->n, b + RENUMBER_CHUNK);
+
+#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 e = b; e < e_end; e++)
+		{
+			src->rows[e] = umap[src->rows[e]];
+			src->cols[e] = imap[src->cols[e]];
+		}
+		CHECK_FOR_INTERRUPTS();
 	}
-	free(umap);
-	free(imap);
-	CHECK_FOR_INTERRUPTS();
-	rc = gm_csr_from_coo(nu, ni, src->n, src->rows, src->cols, src->vals, R, err, sizeof(err));
+	pfree(umap);
+	pfree(imap);
+	rc = gm_csr_from_coo_polled(nu, ni, src->n, src->rows, src->cols, src->vals, &cb,
+								R, err, sizeof(err));
 	free(src->rows);
 	free(src->cols);
 	free(src->vals);
 	src->rows = src->cols = NULL;
 	src->vals = NULL;
 	if (rc != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		core_step_failed(rc, err);
 	CHECK_FOR_INTERRUPTS();
-	rc = gm_csr_transpose(R, Rt, err, sizeof(err));
+	rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
 	if (rc != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		core_step_failed(rc, err);
+}
+
+double
+gpumf_csr_bytes(const gm_csr *a)
+{
+	return (double) a->nnz * (sizeof(int32) + sizeof(float)) +
+		((double) a->n_rows + 1) * sizeof(int64);
 }
 
 Datum
