@@ -1,4 +1,7 @@
--- upgrade: a 0.1 installation with a model updates to 0.2 and keeps serving it
+-- upgrade: a 0.1 installation with a model updates to 0.2 and keeps serving it;
+-- before the update the library refuses it (it serves only its own catalog
+-- version); a model trained under 0.2 serves the same after an update to the
+-- newest version
 SET gpumf.progress = off;
 SET client_min_messages = warning;
 DROP EXTENSION gpumf CASCADE;
@@ -28,6 +31,18 @@ INSERT INTO gpumf.m1_v3_items
 ALTER TABLE gpumf.m1_v3_users ADD PRIMARY KEY (key);
 ALTER TABLE gpumf.m1_v3_items ADD PRIMARY KEY (idx), ADD UNIQUE (key);
 GRANT SELECT ON gpumf.m1_v3_users, gpumf.m1_v3_items TO regress_gpumf_old WITH GRANT OPTION;
+
+-- the library reads and writes the catalog of its own version only: every
+-- function that touches the catalog refuses a 0.1 one at once, with a hint
+-- (and no internal statement); functions that do not touch it still work
+CREATE TABLE fresh_ratings (user_id int, item_id int);
+INSERT INTO fresh_ratings SELECT u, i FROM generate_series(1, 4) u, generate_series(1, 5) i WHERE (u + i) % 2 = 0;
+SELECT name FROM gpumf_train('fresh_ratings', 'user_id', 'item_id', NULL, 3, 'fresh');
+SELECT * FROM gpumf_recommend_text('legacy', 2, 3);
+SELECT * FROM gpumf_recommend('legacy', 2, 3);
+SELECT gpumf_drop_model('legacy');
+SELECT count(*) FROM gpumf_synthetic(10, 10, 40, min_per_user => 4, clusters => 2);
+SELECT count(*) FROM gpumf.models;
 
 ALTER EXTENSION gpumf UPDATE TO '0.2';
 SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
@@ -60,3 +75,45 @@ RESET ROLE;
 DROP TABLE old_items;
 REVOKE CREATE ON SCHEMA public FROM regress_gpumf_old;
 DROP ROLE regress_gpumf_old;
+
+-- the table refused above trains once the catalog is updated
+SELECT name, version, algorithm FROM gpumf_train('fresh_ratings', 'user_id', 'item_id', NULL, 3, 'fresh', iterations => 2);
+SELECT gpumf_drop_model('fresh');
+DROP TABLE fresh_ratings;
+
+-- a model trained under 0.2 serves the same after ALTER EXTENSION gpumf
+-- UPDATE to the newest version (a no-op while 0.2 is the newest)
+SET client_min_messages = warning;
+DROP EXTENSION gpumf CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION gpumf VERSION '0.2';
+CREATE TABLE kept_ratings AS
+  SELECT user_id, item_id, value FROM gpumf_synthetic(40, 30, 400, seed => 11, min_per_user => 5, clusters => 3);
+CREATE TABLE kept_explicit AS
+  SELECT user_id, item_id, rating FROM gpumf_synthetic_ratings(40, 30, 400, rank => 3, seed => 11);
+SELECT version, algorithm FROM gpumf_train('kept_ratings', 'user_id', 'item_id', 'value', factors => 4, iterations => 3, model => 'kept');
+SELECT version, algorithm FROM gpumf_train('kept_explicit', 'user_id', 'item_id', 'rating', factors => 3, iterations => 3, model => 'kept_ccd', algorithm => 'ccd');
+CREATE TABLE kept_before AS
+  SELECT 'stored' AS how, u, r.item, r.score FROM generate_series(1, 40) u, LATERAL gpumf_recommend('kept', u, 5) r
+  UNION ALL
+  SELECT 'folded', u, r.item, r.score FROM generate_series(1, 40) u, LATERAL gpumf_recommend('kept', u, 5, recompute => true) r
+  UNION ALL
+  SELECT 'predicted', u, i, gpumf_predict('kept_ccd', u, i) FROM generate_series(1, 40) u, generate_series(1, 30) i;
+SET client_min_messages = warning;
+ALTER EXTENSION gpumf UPDATE;
+RESET client_min_messages;
+SELECT e.extversion = a.default_version AS newest
+  FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';
+CREATE TABLE kept_after AS
+  SELECT 'stored' AS how, u, r.item, r.score FROM generate_series(1, 40) u, LATERAL gpumf_recommend('kept', u, 5) r
+  UNION ALL
+  SELECT 'folded', u, r.item, r.score FROM generate_series(1, 40) u, LATERAL gpumf_recommend('kept', u, 5, recompute => true) r
+  UNION ALL
+  SELECT 'predicted', u, i, gpumf_predict('kept_ccd', u, i) FROM generate_series(1, 40) u, generate_series(1, 30) i;
+SELECT how, count(*) AS rows, count(score) AS scored FROM kept_before GROUP BY how ORDER BY how;
+SELECT (SELECT count(*) FROM (SELECT * FROM kept_before EXCEPT ALL SELECT * FROM kept_after) b) AS lost,
+       (SELECT count(*) FROM (SELECT * FROM kept_after EXCEPT ALL SELECT * FROM kept_before) a) AS gained;
+SELECT version, "current" FROM gpumf_model_versions('kept');
+SELECT version FROM gpumf_train('kept_ratings', 'user_id', 'item_id', 'value', factors => 4, iterations => 3, model => 'kept');
+SELECT gpumf_drop_model('kept'), gpumf_drop_model('kept_ccd');
+DROP TABLE kept_ratings, kept_explicit, kept_before, kept_after;

@@ -75,6 +75,21 @@ extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: neve
 
 /* ----------------------------------------------------------- gpumf.c */
 
+/*
+ * The version of the extension's SQL objects (pg_extension.extversion) whose
+ * model catalog this library reads and writes: the newest version, the
+ * default_version of gpumf.control.  Bump both together.
+ */
+#define GPUMF_CATALOG_VERSION "0.2"
+
+/*
+ * ERROR (with a hint to ALTER EXTENSION gpumf UPDATE) unless the extension
+ * installed in this database is at GPUMF_CATALOG_VERSION.  Every
+ * SQL-callable function that reads or writes the model catalog calls it
+ * first; reading the catalog (model_catalog.c) calls it too.  Cached: a
+ * repeated call costs a few comparisons until a catalog change arrives.
+ */
+extern void gpumf_check_catalog_version(void);
 /* the extension's owner, who owns the catalog and the factor tables */
 extern Oid	gpumf_owner(void);
 /* schema gpumf (model catalog and factor tables) */

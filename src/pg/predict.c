@@ -300,6 +300,7 @@ gpumf_predict(PG_FUNCTION_ARGS)
 				i;
 	bool		clip = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 
+	gpumf_check_catalog_version();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	model = text_to_cstring(PG_GETARG_TEXT_PP(0));
@@ -419,6 +420,7 @@ gpumf_rmse(PG_FUNCTION_ARGS)
 	GpumfGuard	g;
 	int			rc;
 
+	gpumf_check_catalog_version();
 	for (int a = 0; a < 5; a++)
 		if (PG_ARGISNULL(a))
 			ereport(ERROR,

@@ -202,6 +202,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 	Ranking		r;
 	Datum		key;
 
+	gpumf_check_catalog_version();
 	InitMaterializedSRF(fcinfo, 0);
 	/* NULL model, user, n or exclude_seen: no rows, as for a STRICT function */
 	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->user) || PG_ARGISNULL(a->n) ||
@@ -307,6 +308,7 @@ gpumf_recommend_items(PG_FUNCTION_ARGS)
 	int32		nelems,
 				n = 0;
 
+	gpumf_check_catalog_version();
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->items) || PG_ARGISNULL(a->n) ||
 		PG_ARGISNULL(a->exclude_seen))

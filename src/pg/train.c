@@ -659,6 +659,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 {
 	TrainArgs	a;
 
+	gpumf_check_catalog_version();
 	parse_args(fcinfo, &a);
 	PG_RETURN_DATUM(gpumf_train_args(&a));
 }
@@ -671,6 +672,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	GpumfModel	m;
 	GpumfFactorTables t;
 
+	gpumf_check_catalog_version();
 	gpumf_check_model_name(model);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -191,6 +191,8 @@ gpumf_tune(PG_FUNCTION_ARGS)
 	char		devname[128] = "";
 
 	/* ---- arguments, checked before anything is read */
+	if (!PG_ARGISNULL(T_MODEL))
+		gpumf_check_catalog_version();	/* the best setting is stored in the catalog */
 	gpumf_check_not_null(fcinfo, T_SOURCE, "source");
 	gpumf_check_not_null(fcinfo, T_USER_COL, "user_col");
 	gpumf_check_not_null(fcinfo, T_ITEM_COL, "item_col");
