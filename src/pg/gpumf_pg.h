@@ -188,6 +188,9 @@ extern void gpumf_spi_exec(const char *sql, int expect);
 #define GPUMF_MODEL_NAME_MAX 200	/* bytes */
 
 extern void gpumf_check_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
+/* ERROR unless the array argument name has at most one dimension (never flattened) */
+struct ArrayType;
+extern void gpumf_check_array_1d(struct ArrayType *a, const char *name);
 extern void gpumf_check_int_range(const char *name, int32 v, int32 lo, int32 hi);
 extern void gpumf_check_positive(const char *name, float8 v);
 extern void gpumf_check_nonneg(const char *name, float8 v);
@@ -221,6 +224,9 @@ typedef struct TrainArgs
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */
 extern Datum gpumf_train_args(const TrainArgs *a);
+/* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
+struct GpumfSource;
+extern void gpumf_check_summed_values(const struct GpumfSource *src, const gm_csr *R);
 
 /* ----------------------------------------------------------- source.c */
 

@@ -339,6 +339,8 @@ typedef struct RmseReceiver
 	Oid			vtype;
 	bool		clip;
 	double		se;
+	double		sscale;			/* se = sscale^2 * sssq, kept beyond double's range too */
+	double		sssq;
 	double		ae;
 	int64		n;
 	int64		unknown;
@@ -376,6 +378,13 @@ rmse_receive(TupleTableSlot *slot, DestReceiver *self)
 	}
 	e = predict(r->lm, u, i, r->clip) - v;
 	r->se += e * e;
+	if (fabs(e) > r->sscale)
+	{
+		r->sssq = 1.0 + r->sssq * (r->sscale / fabs(e)) * (r->sscale / fabs(e));
+		r->sscale = fabs(e);
+	}
+	else if (e != 0.0)
+		r->sssq += (fabs(e) / r->sscale) * (fabs(e) / r->sscale);
 	r->ae += fabs(e);
 	r->n++;
 	if ((r->n & 65535) == 0)
@@ -483,6 +492,9 @@ gpumf_rmse(PG_FUNCTION_ARGS)
 						r.unknown + r.nulls, r.rows, r.unknown, r.nulls)));
 	if (r.n == 0)
 		PG_RETURN_NULL();
+	/* ratings beyond about 1e154 (or errors below 1e-150): squares out of double's range */
+	if (!isfinite(r.se) || (r.se < 0x1p-900 && r.sscale > 0))
+		PG_RETURN_FLOAT8(r.sscale * sqrt(r.sssq / (double) r.n));
 	PG_RETURN_FLOAT8(sqrt(r.se / (double) r.n));
 }
 
