@@ -122,18 +122,23 @@ qr_fold(double *R, int m, double *W, int64_t nb, int64_t ldw)
 #pragma omp simd reduction(+:xx)
 		for (int64_t i = 0; i < nb; i++)
 			xx += wj[i] * wj[i];
-		if (xx == 0.0)
-			continue;			/* nothing below the diagonal to annihilate */
 		alpha = R[(size_t) j * m + j];
 		norm = sqrt(alpha * alpha + xx);
-		if (!isfinite(norm))
+		if (!isfinite(norm) || xx < 0x1p-900)
 		{
-			/* squares overflowed: the same norm, scaled */
-			double		big = fabs(alpha),
+			/*
+			 * squares overflowed, or underflowed (entries below about
+			 * 1e-150, whose squares lose digits or vanish): the same norm,
+			 * scaled
+			 */
+			double		big = 0.0,
 						acc = 0.0;
 
 			for (int64_t i = 0; i < nb; i++)
 				big = fmax(big, fabs(wj[i]));
+			if (big == 0.0)
+				continue;		/* nothing below the diagonal to annihilate */
+			big = fmax(big, fabs(alpha));
 			for (int64_t i = 0; i < nb; i++)
 				acc += (wj[i] / big) * (wj[i] / big);
 			norm = big * sqrt(acc + (alpha / big) * (alpha / big));
@@ -201,9 +206,10 @@ fold_upper(double *R, int m, const double *U)
 	return GM_OK;
 }
 
-/* Choose the shifts: the means of n rows (zero without an intercept). */
+/* Choose the shifts: the means of n rows (zero without an intercept); y[i * ldy]. */
 static void
-choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int64_t n)
+choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int64_t ldy,
+			 int64_t n)
 {
 	double	   *c = st_shift(s);
 
@@ -214,7 +220,7 @@ choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int
 		{
 			for (int j = 0; j < s->k; j++)
 				c[j] += X[(size_t) i * ldx + j];
-			c[s->k] += y[i];
+			c[s->k] += y[(size_t) i * ldy];
 		}
 		for (int j = 0; j <= s->k; j++)
 			c[j] /= (double) n;
@@ -248,7 +254,7 @@ gm_ols_flush(gm_ols_state *s, char *err, size_t errlen)
 		return rc;
 	/* the buffer holds rows of k + 1 values: x then y */
 	if (!s->shifted)
-		choose_shift(s, st_buf(s), ld, st_buf(s) + s->k, s->buf_rows);
+		choose_shift(s, st_buf(s), ld, st_buf(s) + s->k, ld, s->buf_rows);
 	W = malloc(sizeof(double) * (size_t) s->buf_rows * s->m);
 	if (W == NULL)
 	{
@@ -388,7 +394,7 @@ gm_ols_add_rows(gm_ols_state *s, int64_t n, const double *X, int64_t ldx,
 	if ((rc = gm_ols_flush(s, err, errlen)) != GM_OK)
 		return rc;
 	if (!s->shifted)
-		choose_shift(s, X, ldx, y, n < 4096 ? n : 4096);
+		choose_shift(s, X, ldx, y, 1, n < 4096 ? n : 4096);
 
 	if (use_gpu)
 	{
@@ -631,11 +637,30 @@ static double
 condition_number(const double *U, int p)
 {
 	double	   *A = malloc(sizeof(double) * (size_t) p * p);
+	double	   *Us = NULL;
 	double		smax = 0.0,
-				smin = INFINITY;
+				smin = INFINITY,
+				umax = 0.0;
+	int			F;
 
 	if (A == NULL)
 		return NAN;
+	/* scale-free: U far from 1 (columns beyond about 1e100) is scaled by 2^-F first */
+	for (size_t i = 0; i < (size_t) p * p; i++)
+		umax = fmax(umax, fabs(U[i]));
+	F = umax > 0 && isfinite(umax) ? ilogb(umax) : 0;
+	if (F < -300 || F > 300)
+	{
+		Us = malloc(sizeof(double) * (size_t) p * p);
+		if (Us == NULL)
+		{
+			free(A);
+			return NAN;
+		}
+		for (size_t i = 0; i < (size_t) p * p; i++)
+			Us[i] = ldexp(U[i], -F);
+		U = Us;
+	}
 	if (p <= JACOBI_MAX_P)
 	{
 		/* one-sided Jacobi on the columns of U: they converge to U V = W Sigma */
@@ -768,6 +793,7 @@ condition_number(const double *U, int p)
 		}
 	}
 	free(A);
+	free(Us);
 	return smin > 0 ? smax / smin : INFINITY;
 }
 
@@ -923,6 +949,18 @@ gm_ols_finalize(gm_ols_state *s, gm_ols_result *res, char *err, size_t errlen)
 		for (int i = 0; i <= j; i++)
 			nn += R[(size_t) i * m + j] * R[(size_t) i * m + j];
 		colnorm[j] = sqrt(nn);
+		if (!isfinite(nn) || nn < 0x1p-900)
+		{
+			/* a column beyond about 1e154 (or below 1e-150): its norm, scaled */
+			double		big = 0.0;
+
+			nn = 0.0;
+			for (int i = 0; i <= j; i++)
+				big = fmax(big, fabs(R[(size_t) i * m + j]));
+			for (int i = 0; i <= j && big > 0; i++)
+				nn += (R[(size_t) i * m + j] / big) * (R[(size_t) i * m + j] / big);
+			colnorm[j] = big * sqrt(nn);
+		}
 		scale = colnorm[j];
 		if (o && j >= 1)
 			scale = fmax(scale, fabs(c[j - 1]) * sqrt((double) n));
@@ -958,9 +996,27 @@ gm_ols_finalize(gm_ols_state *s, gm_ols_result *res, char *err, size_t errlen)
 	df = (double) (n - p);
 	res->df_residual = n - p;
 	res->rss = rss;
-	res->r2 = tss > 0 ? 1.0 - rss / tss : NAN;
+	if (isfinite(tss) && tss >= 0x1p-900)
+	{
+		res->r2 = 1.0 - rss / tss;
+		sigma = df > 0 ? sqrt(rss / df) : NAN;
+	}
+	else
+	{
+		/* y beyond about 1e154 (or below 1e-150): the squares left double's range */
+		double		big = 0.0,
+					t = 0.0,
+					r;
+
+		for (int i = o; i < m; i++)
+			big = fmax(big, fabs(R[(size_t) i * m + m - 1]));
+		for (int i = o; i < m && big > 0; i++)
+			t += (R[(size_t) i * m + m - 1] / big) * (R[(size_t) i * m + m - 1] / big);
+		r = big > 0 ? R[(size_t) (m - 1) * m + m - 1] / big : 0.0;
+		res->r2 = t > 0 ? 1.0 - r * r / t : NAN;
+		sigma = df > 0 ? fabs(R[(size_t) (m - 1) * m + m - 1]) / sqrt(df) : NAN;
+	}
 	res->adj_r2 = df > 0 ? 1.0 - (1.0 - res->r2) * ((double) (n - o) / df) : NAN;
-	sigma = df > 0 ? sqrt(rss / df) : NAN;
 	res->residual_se = sigma;
 
 	/* R_xx^-1 (upper triangular), row by row of the identity */
