@@ -14,6 +14,7 @@
  *   tune.c           gpumf_tune (hyper-parameter search)
  *   recommend.c      gpumf_recommend, gpumf_recommend_items
  *   similar.c        gpumf_similar_items, gpumf_similar_users
+ *   vectors.c        gpumf_user_vector, gpumf_item_vector(s): factors for a vector index
  *   serving.c        what serving builds on a served model: key lookups, fold-in
  *                    (a user's rows read from the source), users for similarity
  *   synth.c          gpumf_synthetic
