@@ -45,6 +45,8 @@ q "CREATE TABLE ratings AS
    CREATE TABLE movies AS
      SELECT m AS id, 'movie ' || m AS title, (ARRAY['noir', 'comedy', 'drama'])[1 + m % 3] AS genre
        FROM generate_series(1, 6000) m;
+   ALTER TABLE movies ADD PRIMARY KEY (id);
+   ANALYZE ratings, movies;
    CREATE TABLE sample AS SELECT DISTINCT user_id AS u FROM ratings WHERE user_id % 15 = 0" >/dev/null
 check "the model trains" \
   "$(q "SELECT version FROM gpumf_train('public.ratings', 'user_id', 'movie_id', 'rating', factors => 32, iterations => 10, model => 'movies')")" 1
@@ -74,6 +76,19 @@ for f in "$tmp"/block*.sql; do
     ok "README block runs: $first"
   else
     bad "README block runs: $first" "$(echo "$out" | grep -m3 -E 'ERROR|error')"
+  fi
+  # its query for a user (with the settings before it): an HNSW index scan,
+  # never a sort of every item, and no rows for a user the model does not know
+  if grep -q '^WITH u AS MATERIALIZED' "$f"; then
+    awk 'stmt == "" && /^[[:space:]]*(--.*)?$/ { next } { stmt = stmt $0 "\n" } /;[[:space:]]*$/ { if (stmt ~ /^(SET|RESET|SELECT set_config|WITH u AS)/) printf "%s", stmt; stmt = "" }' "$f" >"$f.query"
+    plan=$(sed 's/^WITH u AS MATERIALIZED/EXPLAIN (COSTS OFF) &/' "$f.query" | psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" 2>&1)
+    if grep -q 'Index Scan using .*embedding' <<<"$plan" && grep -q 'Order By: (' <<<"$plan"; then
+      ok "its query is an HNSW index scan"
+    else
+      bad "its query is an HNSW index scan" "$(echo "$plan" | grep -v '^[0-9]*$' | head -8 | tr '\n' ' ')"
+    fi
+    rows=$(sed 's/\b42\b/987654321/g' "$f.query" | psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" 2>&1 | grep -cv '^[0-9]*$')
+    check "its query gives a user the model does not know no rows" "$rows" 0
   fi
 done
 check "the refresh made version 2 current" "$(q "SELECT version FROM gpumf.models WHERE name = 'movies'")" 2
