@@ -36,6 +36,31 @@ SELECT (SELECT array_agg(item) FROM gpumf_recommend('vec_imp', 5, 10, false)) =
                  LATERAL (SELECT sum(a * b) AS s FROM unnest(gpumf_user_vector('vec_imp', 5), v.embedding) t(a, b)) d
            ORDER BY d.s DESC, v.item LIMIT 10) t) AS same_top10;
 
+-- l2 => true: one more element (users 0; items sqrt(R^2 - |v|^2)), so every
+-- item has the norm R, the nearest items by Euclidean distance are the top
+-- items by inner product, and the inner product is the same
+SELECT array_length(gpumf_user_vector('vec_imp', 5, l2 => true), 1) AS user_len,
+       array_length(gpumf_item_vector('vec_imp', 7, l2 => true), 1) AS item_len,
+       (gpumf_user_vector('vec_imp', 5, l2 => true))[9] AS user_last,
+       (gpumf_user_vector('vec_imp', 5, l2 => true))[1:8] = gpumf_user_vector('vec_imp', 5) AS user_factors,
+       (gpumf_item_vector('vec_imp', 7, l2 => true))[1:8] = gpumf_item_vector('vec_imp', 7) AS item_factors;
+SELECT count(*) AS items, max(r) - min(r) <= 1e-5 * max(r) AS one_norm, min(last) = 0 AS largest_gets_0,
+       bool_and(embedding = gpumf_item_vector('vec_imp', item, l2 => true)) AS same_arrays
+  FROM gpumf_item_vectors('vec_imp', l2 => true),
+       LATERAL (SELECT sqrt(sum(a::float8 * a)) AS r FROM unnest(embedding) a) n,
+       LATERAL (SELECT embedding[9] AS last) l;
+SELECT (SELECT array_agg(item) FROM gpumf_recommend('vec_imp', 5, 10, false)) =
+       (SELECT array_agg(item) FROM (
+          SELECT v.item FROM gpumf_item_vectors('vec_imp', l2 => true) v,
+                 LATERAL (SELECT sum((a - b)::float8 ^ 2) AS d, sum(a::float8 * b) AS s
+                            FROM unnest(gpumf_user_vector('vec_imp', 5, l2 => true), v.embedding) t(a, b)) d
+           ORDER BY d.d, v.item LIMIT 10) t) AS nearest_are_top10,
+       (SELECT bool_and(abs(r.score - d.s) <= 1e-5 * greatest(1, abs(r.score)))
+          FROM gpumf_recommend('vec_imp', 5, 1000, false) r,
+               LATERAL (SELECT sum(a * b) AS s
+                          FROM unnest(gpumf_user_vector('vec_imp', 5, l2 => true),
+                                      gpumf_item_vector('vec_imp', r.item, l2 => true)) t(a, b)) d) AS same_score;
+
 -- unknown keys, NULLs, keys of other types
 SELECT gpumf_user_vector('vec_imp', 100000) IS NULL AS unknown_user,
        gpumf_item_vector('vec_imp', 100000) IS NULL AS unknown_item,
@@ -45,6 +70,8 @@ SELECT gpumf_user_vector('vec_imp', 100000) IS NULL AS unknown_user,
        gpumf_user_vector('vec_imp', 5::bigint) = gpumf_user_vector('vec_imp', '5') AS int8_and_text,
        gpumf_user_vector('vec_imp', 4294967296) IS NULL AS out_of_range;
 SELECT count(*) AS no_rows FROM gpumf_item_vectors(NULL);
+SELECT gpumf_item_vector('vec_imp', 7, NULL) IS NULL AS null_l2,
+       (SELECT count(*) FROM gpumf_item_vectors('vec_imp', l2 => NULL)) AS null_l2_rows;
 -- a user the model lacks is folded in from the source, as gpumf_recommend does
 INSERT INTO vec_clicks VALUES (100000, 1, 3), (100000, 2, 1), (100000, 3, 2);
 SELECT array_length(gpumf_user_vector('vec_imp', 100000), 1) AS folded_len,
@@ -70,6 +97,8 @@ SELECT count(*) AS items, pg_typeof(min(item)) AS key_type
 SELECT count(*) FROM gpumf_item_vectors('vec_txt');
 SELECT count(*) FROM gpumf_item_vectors('vec_imp', item_type => 1);
 SELECT count(*) FROM gpumf_item_vectors('vec_imp', item_type => NULL::smallint);
+SELECT count(*), min(array_length(embedding, 1)) AS len
+  FROM gpumf_item_vectors('vec_txt', item_type => NULL::text, l2 => true);
 
 -- explicit models with biases: [x_u, 1, mu + b_u] and [y_i, c_i, 1]
 CREATE TABLE vec_stars AS
@@ -84,6 +113,14 @@ SELECT bool_and(v[1:6] = u.factors AND v[7] = 1 AND v[8] = (:mu)::real + u.bias)
   FROM :eut u, LATERAL (SELECT gpumf_user_vector('vec_exp', u.key) AS v) g;
 SELECT bool_and(v[1:6] = i.factors AND v[7] = i.bias AND v[8] = 1) AS item_layout
   FROM :eit i, LATERAL (SELECT gpumf_item_vector('vec_exp', i.key) AS v) g;
+-- l2: [x_u, 1, mu + b_u, 0] and [y_i, c_i, 1, sqrt(R^2 - |v_i|^2)], one norm for every item
+SELECT array_length(gpumf_user_vector('vec_exp', 3, l2 => true), 1) AS user_len,
+       (gpumf_user_vector('vec_exp', 3, l2 => true))[1:8] = gpumf_user_vector('vec_exp', 3) AS user_prefix,
+       (gpumf_user_vector('vec_exp', 3, l2 => true))[9] AS user_last;
+SELECT max(r) - min(r) <= 1e-5 * max(r) AS one_norm,
+       bool_and(embedding[1:8] = gpumf_item_vector('vec_exp', item)) AS item_prefix
+  FROM gpumf_item_vectors('vec_exp', l2 => true),
+       LATERAL (SELECT sqrt(sum(a::float8 * a)) AS r FROM unnest(embedding) a) n;
 -- the inner product is the predicted rating: gpumf_recommend's score and gpumf_predict
 SELECT count(*) AS items,
        bool_and(abs(r.score - d.s) <= 1e-5 * greatest(1, abs(r.score))) AS same_score,

@@ -487,6 +487,7 @@ typedef struct GpumfServing
 	double	   *gram;			/* Y^T Y, for implicit fold-in */
 	double	   *work;			/* gm_foldin_work(k) doubles */
 	float	   *item_norms;
+	double		vector_radius_sq;	/* vectors.c's l2 form: the largest item's; 0: not yet */
 	/* the users, loaded by gpumf_similar_users */
 	int32		n_users;
 	float	   *X;

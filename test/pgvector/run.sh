@@ -67,7 +67,7 @@ vge() {  # is pgvector at least $1?
   [ "$(printf '%s\n%s\n' "$1" "$version" | sort -V | head -1)" = "$1" ]
 }
 nblocks=$(ls "$tmp"/block*.sql 2>/dev/null | wc -l)
-if [ "$nblocks" -ge 5 ]; then ok "the README has the recipe's $nblocks blocks"; else bad "the README has the recipe's blocks" "found $nblocks"; fi
+if [ "$nblocks" -ge 7 ]; then ok "the README has the recipe's $nblocks blocks"; else bad "the README has the recipe's blocks" "found $nblocks"; fi
 for f in "$tmp"/block*.sql; do
   [ -f "$f" ] || continue
   need=$(cat "$f.need"); first=$(grep -v '^ *--' "$f" | head -1 | cut -c1-60)
@@ -107,16 +107,17 @@ check "the user's vector has the model's factors as dimensions" \
 
 # ------------------------------------ the HNSW top 10 against the exact top 10
 # (enable_seqscan off: the index answers, never a sort of every row)
-hnsw_top() {  # $1: table, $2: model, $3: user expression, $4: type (vector, halfvec(32)), $5: filter
-  local col=embedding
+hnsw_top() {  # $1: table, $2: model, $3: user expression, $4: type (vector, halfvec(32)), $5: filter, $6: l2
+  local col=embedding op='<#>' l2=false
   [ "$4" != vector ] && col="embedding::$4"
-  echo "SELECT v.item, -($col <#> gpumf_user_vector('$2', $3)::${4%%(*}) AS score FROM $1 v ${5:-}
-         ORDER BY $col <#> gpumf_user_vector('$2', $3)::${4%%(*} LIMIT 10"
+  [ "${6:-}" = l2 ] && { op='<->'; l2=true; }
+  echo "SELECT v.item, -($col <#> gpumf_user_vector('$2', $3, l2 => $l2)::${4%%(*}) AS score FROM $1 v ${5:-}
+         ORDER BY $col $op gpumf_user_vector('$2', $3, l2 => $l2)::${4%%(*} LIMIT 10"
 }
-recall() {  # $1: ef_search, $2: table, $3: model, $4: type
+recall() {  # $1: ef_search, $2: table, $3: model, $4: type, $5: l2
   q "SET enable_seqscan = off; SET hnsw.ef_search = $1;
      SELECT round(avg(hits) / 10, 4) FROM sample s,
-       LATERAL (SELECT count(*) AS hits FROM ($(hnsw_top "$2" "$3" s.u "$4")) h
+       LATERAL (SELECT count(*) AS hits FROM ($(hnsw_top "$2" "$3" s.u "$4" "" "${5:-}")) h
                   JOIN gpumf_recommend('$3', s.u, 10, false) e USING (item)) x"
 }
 r40=$(recall 40 movie_vectors movies vector); r200=$(recall 200 movie_vectors movies vector)
@@ -124,16 +125,27 @@ echo "# implicit, factors 32, 6,000 items, $(q "SELECT count(*) FROM sample") us
 atleast "HNSW recall@10 against gpumf_recommend at ef_search 40" "$r40" 0.9
 atleast "HNSW recall@10 against gpumf_recommend at ef_search 200" "$r200" 0.97
 # scores: -(a <#> b) against gpumf_recommend's (items in both top 10s) and gpumf_predict's (all)
-same_scores() {  # $1: table, $2: model, $3: type, $4: relative tolerance
+same_scores() {  # $1: table, $2: model, $3: type, $4: relative tolerance, $5: l2
   q "SET enable_seqscan = off; SET hnsw.ef_search = 200;
      SELECT count(*) > 0 AND bool_and(abs(h.score - e.score) <= $4 * greatest(1, abs(e.score)))
-       FROM sample s, LATERAL ($(hnsw_top "$1" "$2" s.u "$3")) h
+       FROM sample s, LATERAL ($(hnsw_top "$1" "$2" s.u "$3" "" "${5:-}")) h
        JOIN gpumf_recommend('$2', s.u, 10, false) e USING (item);
      SELECT bool_and(abs(h.score - gpumf_predict('$2', s.u, h.item)) <= $4 * greatest(1, abs(h.score)))
-       FROM sample s, LATERAL ($(hnsw_top "$1" "$2" s.u "$3")) h" | tr '\n' ' ' | sed 's/ $//'
+       FROM sample s, LATERAL ($(hnsw_top "$1" "$2" s.u "$3" "" "${5:-}")) h" | tr '\n' ' ' | sed 's/ $//'
 }
 check "inner products equal gpumf_recommend's and gpumf_predict's scores (1e-5)" \
   "$(same_scores movie_vectors movies vector 1e-5)" "t t"
+# the l2 form: the README's block again (the refresh above retrained the model)
+l2block=$(grep -l 'movie_vectors_l2' "$tmp"/block*.sql | head -1)
+q "DROP TABLE movie_vectors_l2" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$l2block" >/dev/null 2>&1 || bad "the l2 block runs again"
+l40=$(recall 40 movie_vectors_l2 movies vector l2); l200=$(recall 200 movie_vectors_l2 movies vector l2)
+echo "# l2 form: recall@10 $l40 at ef_search 40, $l200 at 200"
+atleast "l2 form: HNSW (vector_l2_ops) recall@10 against gpumf_recommend at ef_search 200" "$l200" 0.95
+check "l2 form: inner products equal gpumf's scores (1e-5)" "$(same_scores movie_vectors_l2 movies vector 1e-5 l2)" "t t"
+check "l2 form: every item vector has the norm R, the user's last element is 0" \
+  "$(q "SELECT max(n) - min(n) <= 1e-5 * max(n) FROM (SELECT sqrt(-(embedding <#> embedding)) AS n FROM movie_vectors_l2) s")\
+ $(q "SELECT (gpumf_user_vector('movies', 42, l2 => true))[33]")" "t 0"
 
 # ------------------------------------------------- exclude seen and candidates
 # $1: ef_search, $2: iterative_scan (off, relaxed_order), $3: extra filter,
