@@ -1,10 +1,10 @@
 # gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
 EXTENSION = gpumf
 MODULE_big = gpumf
-DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
+DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
-       src/pg/train.o src/pg/train_service.o src/pg/tune.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \
+       src/pg/train.o src/pg/train_service.o src/pg/tune.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/vectors.o src/pg/serving.o src/pg/synth.o \
        src/pg/solve.o src/pg/ols.o \
        src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
        src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
@@ -14,7 +14,7 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
        src/core/score.o src/core/metrics.o src/core/rank_eval.o src/core/tune.o
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
+REGRESS = setup train_basic keys bad_input recommend vectors privileges hardening explicit precision device linalg sqlpath upgrade \
           serving foldin parallel batch evaluate split history ials
 REGRESS_OPTS = --dbname=gpumf_regression
 

@@ -50,6 +50,9 @@ SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';
 SELECT name, version, algorithm, params, owner, user_type, item_type, iterations_run, factors
   FROM gpumf.models;
+-- and on to 0.3 (a model's factors as vectors for a vector index)
+ALTER EXTENSION gpumf UPDATE TO '0.3';
+SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
 
 -- serving: the same top items as scoring the stored factors in SQL
 SET ROLE regress_gpumf_old;
@@ -66,6 +69,8 @@ SELECT count(*) AS same FROM (
   INTERSECT SELECT item, score FROM gpumf_recommend('legacy', '2', 3, true, item_type => NULL::text)) s;
 SELECT count(*) FROM gpumf_similar_items('legacy', 'item 1', 2, item_type => NULL::text);
 SELECT count(*) FROM gpumf_recommend_items('legacy', ARRAY['item 1', 'item 2'], n => 2, "values" => NULL, exclude_seen => true, item_type => NULL::text);
+SELECT gpumf_user_vector('legacy', 2) = (SELECT factors FROM gpumf.m1_v3_users WHERE key = 2) AS user_vector,
+       (SELECT count(*) FROM gpumf_item_vectors('legacy', item_type => NULL::text)) AS item_vectors;
 
 -- the owner (a role OID now) retrains and drops it
 CREATE TABLE old_ratings (user_id int, item_id text, rating real);

@@ -19,20 +19,23 @@
 #   8. README.md against the installed extension (test/docs/readme.sh): its
 #      SQL examples run in order (on the CPU), its function and settings
 #      tables match the catalog
+#   9. where pgvector is installed (vector in pg_available_extensions): the
+#      README's pgvector recipe against gpumf_recommend (test/pgvector/run.sh);
+#      elsewhere it says it was not run
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # PG_CONFIG picks the PostgreSQL to build against and test (default: Debian
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit
-# gpu-linalg cron hostile limits load faults memory (unset: all of them; an unknown
+# unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score
+# gpu-explicit gpu-linalg cron hostile limits load faults memory (unset: all of them; an unknown
 # name is an error) -- for running the whole set in parts on a machine that
 # limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
+ALL_SUITES="unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -99,6 +102,15 @@ fi
 
 want readme && echo "== README against the installed extension"
 suite readme bash test/docs/readme.sh
+
+if want pgvector; then
+  if [ -n "$(psql -X -qAt -d postgres -c "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'" 2>/dev/null)" ]; then
+    echo "== pgvector beside gpumf (the README's recipe)"
+    suite pgvector bash test/pgvector/run.sh
+  else
+    echo "== pgvector: not run (pgvector is not installed: no vector in pg_available_extensions)"
+  fi
+fi
 
 if want multisession; then
   echo "== multi-session"

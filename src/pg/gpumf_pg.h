@@ -14,6 +14,7 @@
  *   tune.c           gpumf_tune (hyper-parameter search)
  *   recommend.c      gpumf_recommend, gpumf_recommend_items
  *   similar.c        gpumf_similar_items, gpumf_similar_users
+ *   vectors.c        gpumf_user_vector, gpumf_item_vector(s): factors for a vector index
  *   serving.c        what serving builds on a served model: key lookups, fold-in
  *                    (a user's rows read from the source), users for similarity
  *   synth.c          gpumf_synthetic
@@ -84,7 +85,7 @@ extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: neve
  * model catalog this library reads and writes: the newest version, the
  * default_version of gpumf.control.  Bump both together.
  */
-#define GPUMF_CATALOG_VERSION "0.2"
+#define GPUMF_CATALOG_VERSION "0.3"
 
 /*
  * ERROR (with a hint to ALTER EXTENSION gpumf UPDATE) unless the extension
@@ -508,6 +509,7 @@ typedef struct GpumfServing
 	double	   *gram;			/* Y^T Y, for implicit fold-in */
 	double	   *work;			/* gm_foldin_work(k) doubles */
 	float	   *item_norms;
+	double		vector_radius_sq;	/* vectors.c's l2 form: the largest item's; 0: not yet */
 	/* the users, loaded by gpumf_similar_users */
 	int32		n_users;
 	float	   *X;
