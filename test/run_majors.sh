@@ -29,7 +29,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 [ $# -gt 0 ] || { echo "usage: test/run_majors.sh MAJOR..."; echo "0 passed, 1 failed"; exit 1; }
-suites=${GPUMF_MAJOR_SUITES:-regress readme multisession hostile load faults memory}
+suites=${GPUMF_MAJOR_SUITES:-regress readme pgvector multisession hostile limits load faults memory}
 P=0; F=0
 for major in "$@"; do
   t0=$SECONDS
