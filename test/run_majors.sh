@@ -13,7 +13,8 @@
 #
 #   GPUMF_MAJOR_SUITES   the suites to run on each major (default: every one
 #                        that runs against the server: regress readme
-#                        multisession hostile load faults memory).  Left out
+#                        pgvector multisession hostile limits load faults
+#                        memory).  Left out
 #                        by default: unit and sanitizers, which test the pure-C
 #                        core without PostgreSQL (the same on every major: run
 #                        them once, with test/run_all.sh on 15), and cron,
