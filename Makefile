@@ -1,7 +1,7 @@
 # gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
 EXTENSION = gpumf
 MODULE_big = gpumf
-DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
+DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
        src/pg/train.o src/pg/train_service.o src/pg/tune.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \

@@ -1,4 +1,5 @@
--- upgrade: a 0.1 installation with a model updates to 0.2 and keeps serving it
+-- upgrade: a 0.1 installation with a model updates to 0.2 and keeps serving it,
+-- then to the current version
 SET gpumf.progress = off;
 SET client_min_messages = warning;
 DROP EXTENSION gpumf CASCADE;
@@ -50,13 +51,41 @@ SELECT count(*) AS same FROM (
 SELECT count(*) FROM gpumf_similar_items('legacy', 'item 1', 2, item_type => NULL::text);
 SELECT count(*) FROM gpumf_recommend_items('legacy', ARRAY['item 1', 'item 2'], n => 2, "values" => NULL, exclude_seen => true, item_type => NULL::text);
 
--- the owner (a role OID now) retrains and drops it
+-- 0.2 -> 0.3 (the current version): the source is pinned by OID where its
+-- name resolves, and kept versions' tables lose the grants of their own.
+-- A kept version of the model as 0.2 left it: its tables readable by a
+-- role the owner granted, and its catalog row naming the source.
 CREATE TABLE old_ratings (user_id int, item_id text, rating real);
 INSERT INTO old_ratings SELECT u, 'item ' || i, 1 FROM generate_series(1, 4) u, generate_series(0, 5) i WHERE (u + i) % 2 = 0;
-SELECT version, algorithm, owner, user_type, item_type FROM gpumf_train('old_ratings', 'user_id', 'item_id', 'rating', 3, 'legacy', iterations => 2);
+RESET ROLE;
+CREATE ROLE regress_gpumf_reader;
+CREATE TABLE gpumf.m1_v2_users (LIKE gpumf.m1_v3_users);
+CREATE TABLE gpumf.m1_v2_items (LIKE gpumf.m1_v3_items);
+INSERT INTO gpumf.model_versions (model_id, version, created_at, replaced_at, user_table, item_table, catalog)
+  SELECT id, 2, created_at, now(), 'gpumf.m1_v2_users', 'gpumf.m1_v2_items', to_jsonb(m) || '{"version": 2}'
+    FROM gpumf.models m WHERE name = 'legacy';
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items TO regress_gpumf_old WITH GRANT OPTION;
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items TO PUBLIC;
+SET ROLE regress_gpumf_old;
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items, gpumf.m1_v3_users, gpumf.m1_v3_items TO regress_gpumf_reader;
+RESET ROLE;
+ALTER EXTENSION gpumf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
+SELECT name, source, source_relid FROM gpumf.models;
+SELECT version, source_relid FROM gpumf.model_versions;
+-- the kept version: the owner's SELECT only; the current one as it was
+SELECT c.relname, g.grantee::regrole, g.privilege_type, g.is_grantable
+  FROM pg_class c, aclexplode(c.relacl) g
+ WHERE c.relname IN ('m1_v2_users', 'm1_v2_items', 'm1_v3_users') AND g.grantee <> c.relowner
+ ORDER BY 1, 2::text;
+
+-- the owner (a role OID now) retrains and drops it
+SET ROLE regress_gpumf_old;
+SELECT version, algorithm, owner, user_type, item_type, source_relid FROM gpumf_train('old_ratings', 'user_id', 'item_id', 'rating', 3, 'legacy', iterations => 2);
 SELECT gpumf_drop_model('legacy');
 DROP TABLE old_ratings;
 RESET ROLE;
 DROP TABLE old_items;
 REVOKE CREATE ON SCHEMA public FROM regress_gpumf_old;
 DROP ROLE regress_gpumf_old;
+DROP ROLE regress_gpumf_reader;
