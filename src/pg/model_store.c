@@ -495,6 +495,7 @@ gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old, Oid 
 	gpumf_guard_exit(&g);
 }
 
+/* gpumf_use_version: the kept version's tables t take cur's ACL; cur keeps the owner's SELECT */
 void
 gpumf_store_swap_grants(const GpumfFactorTables *t, const GpumfFactorTables *cur, Oid model_owner)
 {

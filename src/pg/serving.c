@@ -637,6 +637,7 @@ may_read_columns(Oid relid, Oid role, const char *const *cols, int ncols)
 	return true;
 }
 
+/* r cannot be read: the ERROR's code, message and hint (NULL: none) */
 static void
 source_refused(SourceRel *r, int code, const char *why, const char *hint)
 {
@@ -654,12 +655,14 @@ source_refused(SourceRel *r, int code, const char *why, const char *hint)
  * security-restricted operation (source_user_rows): whatever code the
  * source runs (a view's functions, its row-level-security policies) runs
  * with the rights of the role that wrote or chose it, never the caller's.
- * So that this gives the caller no row it could not read itself: the
- * caller needs USAGE on the source's schema and SELECT on the user, item
- * and value columns; row-level security that applies to the caller (and
- * not to the owner) on the source, or a security_invoker view, whose
- * tables would be checked against the caller, refuse fold-in to anyone but
- * the source's owner.
+ * What the caller's own privileges would hide stays hidden: the caller
+ * needs USAGE on the source's schema and SELECT on the user, item and value
+ * columns, and row-level security that applies to the caller (and not to
+ * the owner) on the source, or a security_invoker view (whose tables would
+ * be checked against the caller), refuses fold-in to anyone but the
+ * source's owner.  What depends on who reads (a view's WHERE current_user
+ * = ...) sees the owner: the README says so.  The owner must be able to
+ * read the columns too.
  */
 static SourceRel
 source_relation(GpumfServing *sv)
