@@ -53,6 +53,12 @@ INSERT INTO fsrc VALUES (1001, NULL, 1), (1001, 5, NULL), (1001, 6, 1);
 SELECT count(*) AS same FROM (
   SELECT * FROM gpumf_recommend('fa', 1001, 5)
   INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[6], 5)) s;
+-- gpumf.fold_in = off: serving reads no source (stored users only)
+SET gpumf.fold_in = off;
+SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
+SELECT count(*) FROM gpumf_recommend('fa', 2, 5, recompute => true);
+SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
+RESET gpumf.fold_in;
 -- a user with no rows anywhere: no rows
 SELECT count(*) FROM gpumf_recommend('fa', 5000, 5, recompute => true);
 -- a value training would refuse is an ERROR naming the row

@@ -59,6 +59,7 @@ extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
+extern bool gpumf_fold_in;		/* serving may read a model's source (fold-in) */
 extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
 

@@ -676,6 +676,12 @@ source_relation(GpumfServing *sv)
 	char		relkind;
 	bool		rowsec;
 
+	if (!gpumf_fold_in)
+	{
+		source_refused(&r, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "gpumf.fold_in is off",
+					   "SET gpumf.fold_in = on to fold users in from the model's source (its owner's code, if any, then runs in your session as its owner).");
+		return r;
+	}
 	if (!OidIsValid(sv->source_relid))
 	{
 		source_refused(&r, ERRCODE_UNDEFINED_TABLE,

@@ -636,6 +636,11 @@ for who in superuser bob mallory alice; do
       "$(section "$out" "row-level security source, a new user" | grep -v 'fold trap')" "${fold_ref[rls]}"
   fi
 done
+# gpumf.fold_in = off: the superuser's session reads no source at all
+out=$( { echo "SET gpumf.fold_in = off;"; fold_body; } | as_role "${PGUSER:-postgres}")
+check "gpumf.fold_in = off: no source code ran" "$(trap_roles "$out")" ""
+check "gpumf.fold_in = off: a new user gets no rows" "$(section "$out" "gpumf_recommend, a new user")" ""
+contains "gpumf.fold_in = off: recompute says so" "$(section "$out" "gpumf_recommend, recompute")" "gpumf.fold_in is off"
 check "the source's code saw only its owner as current_user" "$(q "SELECT string_agg(DISTINCT who::text, ',') FROM public.fold_log")" "$ALICE"
 check "... serving the superuser, alice and bob" \
   "$(q "SELECT string_agg(DISTINCT sess::text, ',' ORDER BY sess::text) FROM public.fold_log")" \
