@@ -13,18 +13,22 @@ COMMENT ON COLUMN gpumf.models.source_relid IS 'the relation the model was train
 ALTER TABLE gpumf.model_versions ADD COLUMN source_relid pg_catalog.regclass;
 COMMENT ON COLUMN gpumf.model_versions.source_relid IS 'the kept version''s source, pinned (its catalog row keeps the name in source)';
 
--- Models trained before 0.3 pin the relation their source's name names now
--- (qualified, as stored: no search_path is involved), unless it is a
--- temporary table (another session's, or gone with it): the relation 0.2
--- would have read.  A source that no longer resolves pins nothing, and
--- such a model folds no user in until it is retrained.
+-- Models trained before 0.3 pin the relation their source's name names now,
+-- the relation 0.2 would have read: only a schema-qualified name (as
+-- training stores it; no search_path is involved) and never a temporary
+-- table (another session's, or gone with it).  A source that no longer
+-- resolves pins nothing, and such a model folds no user in until it is
+-- retrained.
 UPDATE gpumf.models m SET source_relid = c.oid
   FROM pg_catalog.pg_class c
- WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(m.source)::pg_catalog.oid
+ WHERE pg_catalog.array_length(pg_catalog.parse_ident(m.source, false), 1) OPERATOR(pg_catalog.=) 2
+   AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(m.source)::pg_catalog.oid
    AND c.relpersistence OPERATOR(pg_catalog.<>) 't';
 UPDATE gpumf.model_versions v SET source_relid = c.oid
   FROM pg_catalog.pg_class c
- WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(v.catalog OPERATOR(pg_catalog.->>) 'source')::pg_catalog.oid
+ WHERE pg_catalog.array_length(pg_catalog.parse_ident(v.catalog OPERATOR(pg_catalog.->>) 'source', false), 1)
+		OPERATOR(pg_catalog.=) 2
+   AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(v.catalog OPERATOR(pg_catalog.->>) 'source')::pg_catalog.oid
    AND c.relpersistence OPERATOR(pg_catalog.<>) 't';
 
 -- ------------------------------------------- grants follow the current version
