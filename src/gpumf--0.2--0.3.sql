@@ -21,14 +21,16 @@ COMMENT ON COLUMN gpumf.model_versions.source_relid IS 'the kept version''s sour
 -- retrained.
 UPDATE gpumf.models m SET source_relid = c.oid
   FROM pg_catalog.pg_class c
- WHERE pg_catalog.array_length(pg_catalog.parse_ident(m.source, false), 1) OPERATOR(pg_catalog.=) 2
-   AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(m.source)::pg_catalog.oid
+ WHERE c.oid OPERATOR(pg_catalog.=)
+	   CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(m.source, false), 1) OPERATOR(pg_catalog.=) 2
+			THEN pg_catalog.to_regclass(m.source)::pg_catalog.oid END
    AND c.relpersistence OPERATOR(pg_catalog.<>) 't';
 UPDATE gpumf.model_versions v SET source_relid = c.oid
   FROM pg_catalog.pg_class c
- WHERE pg_catalog.array_length(pg_catalog.parse_ident(v.catalog OPERATOR(pg_catalog.->>) 'source', false), 1)
-		OPERATOR(pg_catalog.=) 2
-   AND c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(v.catalog OPERATOR(pg_catalog.->>) 'source')::pg_catalog.oid
+ WHERE c.oid OPERATOR(pg_catalog.=)
+	   CASE WHEN pg_catalog.array_length(pg_catalog.parse_ident(v.catalog OPERATOR(pg_catalog.->>) 'source', false), 1)
+				 OPERATOR(pg_catalog.=) 2
+			THEN pg_catalog.to_regclass(v.catalog OPERATOR(pg_catalog.->>) 'source')::pg_catalog.oid END
    AND c.relpersistence OPERATOR(pg_catalog.<>) 't';
 
 -- ------------------------------------------- grants follow the current version
