@@ -64,6 +64,7 @@ extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
+extern bool gpumf_fold_in;		/* serving may read a model's source (fold-in) */
 extern int	gpumf_spmv_choice;	/* gpumf.spmv: a gm_spmv_impl (auto, own, cusparse) */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
 
@@ -184,10 +185,17 @@ typedef struct GpumfGuard
 	int			nest;
 	Oid			save_user;
 	int			save_sec;
-	bool		as_owner;
+	bool		as_owner;		/* the user changed: restore it at exit */
+	bool		undo_settings;	/* roll back what was SET inside (gpumf_guard_enter_as) */
 } GpumfGuard;
 
 extern void gpumf_guard_enter(GpumfGuard *g, bool as_owner);
+/*
+ * As role (the owner of a relation gpumf reads for a caller) in a
+ * security-restricted operation under the pinned search_path; settings
+ * changed inside, even by a plain SET, are rolled back by gpumf_guard_exit.
+ */
+extern void gpumf_guard_enter_as(GpumfGuard *g, Oid role);
 extern void gpumf_guard_exit(GpumfGuard *g);
 /* SPI_execute of a statement gpumf built; ERROR unless it returns expect */
 extern void gpumf_spi_exec(const char *sql, int expect);
@@ -342,7 +350,8 @@ typedef struct GpumfModel
 	double		value_min;
 	double		value_max;
 	bool		explicit_values;	/* ratings (explicit models) */
-	char	   *source;
+	char	   *source;			/* its name when it was trained (for messages) */
+	Oid			source_relid;	/* the source, pinned; InvalidOid: none recorded */
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;
@@ -355,7 +364,7 @@ typedef struct GpumfModelRow
 	GpumfModel	m;
 	Jsonb	   *params;
 	Jsonb	   *metrics;		/* NULL: none */
-	Oid			source_relid;
+	Oid			source_relid;	/* gpumf.models.source_relid: the source by OID */
 	int64		n_rows;
 	int64		nnz;
 	int32		n_users;
@@ -386,6 +395,14 @@ extern bool gpumf_model_lookup(const char *name, GpumfModel *m);
 extern bool gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap);
 /* ERROR unless the current user may retrain or drop the model */
 extern void gpumf_model_check_owner(const GpumfModel *m, const char *action);
+/*
+ * ERROR unless the current user may serve model id (named name) from the
+ * version whose factor tables are urel and irel: SELECT on both, or, for a
+ * version replaced since the caller's snapshot, on the current version's
+ * (access follows the current version; kept versions carry only the
+ * owner's grant).
+ */
+extern void gpumf_model_check_read(const char *name, int64 id, Oid urel, Oid irel);
 /* ERROR (serialization failure) when a concurrent transaction changed the model */
 extern void gpumf_model_check_current(const char *name, bool exists, int32 version);
 /* a new model id from gpumf.models_id_seq (as the owner) */
@@ -428,9 +445,19 @@ typedef struct GpumfStoreInput
 } GpumfStoreInput;
 
 extern GpumfFactorTables gpumf_store_write(const GpumfStoreInput *in);
-/* the model's owner may read and share its tables (grants carried over) */
+/*
+ * A new version's tables t: the ACL of the version they replace (old; NULL
+ * for a new model: the model's owner may read and share them), and old's
+ * tables, kept or retired, keep only the owner's SELECT.
+ */
 extern void gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old,
 							  Oid model_owner);
+/*
+ * A kept version's tables t made current again: they take the ACL of the
+ * current version's tables (cur), which keep only the owner's SELECT.
+ */
+extern void gpumf_store_swap_grants(const GpumfFactorTables *t, const GpumfFactorTables *cur,
+									Oid model_owner);
 /* list replaced tables for a later drop; drop those no reader holds */
 extern void gpumf_store_retire(const GpumfFactorTables *old);
 extern void gpumf_store_drop_retired(void);
@@ -500,7 +527,8 @@ typedef struct GpumfServing
 	MemoryContext cxt;			/* everything below */
 	/* from the catalog row of the served version */
 	gm_foldin_params foldin;
-	char	   *source;			/* qualified name as stored */
+	char	   *source;			/* qualified name as trained (for messages) */
+	Oid			source_relid;	/* the source, pinned at training; InvalidOid: none */
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;		/* NULL: every row counts 1 */
@@ -560,8 +588,10 @@ extern Datum gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *w
 /*
  * The user's factors: the stored row, or (recompute, or a user the model
  * lacks) one least-squares solve from the user's current rows in the
- * model's source, read with the caller's rights.  false: no factors (the
- * user is unknown to both, or the source cannot be read and !recompute).
+ * model's source (pinned by OID), read as the source's owner in a
+ * security-restricted operation after checking the caller's SELECT on its
+ * columns.  false: no factors (the user is unknown to both, or the source
+ * cannot be read and !recompute).
  */
 extern bool gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey,
 							   bool recompute, GpumfUserFactors *u);

@@ -15,7 +15,9 @@
  * gpumf.models, so readers (which look the model up by name and lock the
  * tables it names) switch at commit and never see a mix or a missing table.
  * Writes run as the extension's owner under a pinned search_path; only the
- * model's owner may switch versions.
+ * model's owner may switch versions.  The model's grants follow its current
+ * version: the version made current takes the current tables' ACL, and the
+ * version it replaces keeps only the owner's SELECT (model_store.c).
  */
 #include "gpumf_pg.h"
 
@@ -75,11 +77,17 @@ gpumf_history_save(int64 id)
 	Datum		values[1] = {Int64GetDatum(id)};
 
 	gpumf_guard_enter(&g, true);
+	/*
+	 * the source's OID in a column of its own (a regclass, which pg_dump
+	 * writes as a name and a restore resolves), not in the jsonb, where it
+	 * would be text and looked up by name again when the version comes back
+	 */
 	if (SPI_execute_with_args("INSERT INTO gpumf.model_versions "
-							  "(model_id, version, created_at, replaced_at, user_table, item_table, catalog) "
+							  "(model_id, version, created_at, replaced_at, user_table, item_table, source_relid, catalog) "
 							  "SELECT m.id, m.version, m.created_at, pg_catalog.clock_timestamp(), m.user_table, "
-							  "m.item_table, pg_catalog.to_jsonb(m) FROM gpumf.models m "
-							  "WHERE m.id OPERATOR(pg_catalog.=) $1",
+							  "m.item_table, m.source_relid, "
+							  "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.-) 'source_relid'::pg_catalog.text "
+							  "FROM gpumf.models m WHERE m.id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != 1)
 		elog(ERROR, "gpumf: keeping the replaced version of model " INT64_FORMAT " failed", id);
@@ -287,7 +295,10 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 				 errmsg("the factor tables of version %d of model \"%s\" are missing", version, model),
 				 errdetail("%s or %s was dropped.", ut, it)));
 
-	/* every catalog column but the model's identity and owner comes from the kept row */
+	/*
+	 * every catalog column but the model's identity and owner comes from the
+	 * kept row; the source's OID from its own column
+	 */
 	models = relation_open(get_relname_relid("models", gpumf_schema()), AccessShareLock);
 	desc = RelationGetDescr(models);
 	initStringInfo(&cols);
@@ -297,7 +308,8 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 		const char *name = NameStr(TupleDescAttr(desc, a)->attname);
 
 		if (TupleDescAttr(desc, a)->attisdropped || strcmp(name, "id") == 0 ||
-			strcmp(name, "name") == 0 || strcmp(name, "owner") == 0)
+			strcmp(name, "name") == 0 || strcmp(name, "owner") == 0 ||
+			strcmp(name, "source_relid") == 0)
 			continue;
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(name));
 		appendStringInfo(&rcols, "%sr.%s", rcols.len ? ", " : "", quote_identifier(name));
@@ -306,11 +318,19 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 	initStringInfo(&q);
 	/* jsonb_populate_record with the current row as base: columns the kept row lacks stay */
 	appendStringInfo(&q, "UPDATE gpumf.models m SET (%s) = (SELECT %s FROM pg_catalog.jsonb_populate_record(m, "
-					 "v.catalog OPERATOR(pg_catalog.-) 'owner'::pg_catalog.text) r) "
+					 "v.catalog OPERATOR(pg_catalog.-) 'owner'::pg_catalog.text) r), "
+					 "source_relid = v.source_relid "
 					 "FROM gpumf.model_versions v WHERE m.id OPERATOR(pg_catalog.=) $1 "
 					 "AND v.model_id OPERATOR(pg_catalog.=) $1 AND v.version OPERATOR(pg_catalog.=) $2",
 					 cols.data, rcols.data);
 
+	/* the grants follow: the version made current takes the current ACL */
+	{
+		GpumfFactorTables made = {ut, it},
+					cur = {cat.user_table, cat.item_table};
+
+		gpumf_store_swap_grants(&made, &cur, cat.owner);
+	}
 	gpumf_history_save(cat.id);
 	gpumf_guard_enter(&g, true);
 	if (SPI_execute_with_args(q.data, 2, types, args, NULL, false, 0) != SPI_OK_UPDATE ||

@@ -6,10 +6,14 @@
  *   their element type checked, and keys converted to the type a caller asks
  *   for (item_type / user_type).
  * - Fold-in: the factors of a user the model lacks (or any user, on
- *   request) from the user's current rows in the model's source, read with
- *   the caller's rights, or of a basket of items: one least-squares solve
- *   against the stored item factors (src/core/foldin.c), the solve the
- *   trainer's user half-step converges to.
+ *   request) from the user's current rows in the model's source, or of a
+ *   basket of items: one least-squares solve against the stored item
+ *   factors (src/core/foldin.c), the solve the trainer's user half-step
+ *   converges to.  The source is the relation the model was trained on,
+ *   pinned by OID; it is read as its owner in a security-restricted
+ *   operation, after checking that the caller may read its columns, so that
+ *   no code of the source (a view's functions, a policy) ever runs with the
+ *   caller's rights (source_relation says exactly what is checked).
  * - Similarity: the norms of the item factors, and the users' factors
  *   (loaded on the first gpumf_similar_users call).
  *
@@ -27,9 +31,11 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -46,7 +52,9 @@
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/uuid.h"
 
 /* ------------------------------------------------------------ lifetime */
@@ -102,6 +110,7 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	sv->foldin.biases = cat->has_bias;
 	sv->foldin.global_mean = cat->has_bias ? cat->global_mean : 0.0;
 	sv->source = cat->source ? MemoryContextStrdup(cxt, cat->source) : NULL;
+	sv->source_relid = cat->source_relid;
 	sv->user_col = cat->user_col ? MemoryContextStrdup(cxt, cat->user_col) : NULL;
 	sv->item_col = cat->item_col ? MemoryContextStrdup(cxt, cat->item_col) : NULL;
 	sv->value_col = cat->value_col ? MemoryContextStrdup(cxt, cat->value_col) : NULL;
@@ -601,46 +610,147 @@ key_text(Oid type, Datum d)
 	return OidOutputFunctionCall(outfunc, d);
 }
 
-/* why the source cannot be read, for errors; NULL when it can */
+/* a view with the security_invoker option (its tables are checked against its user) */
+static bool
+view_is_security_invoker(Oid relid)
+{
+#if PG_VERSION_NUM >= 150000
+	Relation	rel = relation_open(relid, NoLock);
+	bool		invoker = RelationHasSecurityInvoker(rel);
+
+	relation_close(rel, NoLock);
+	return invoker;
+#else
+	return false;
+#endif
+}
+
+/*
+ * The model's source as fold-in reads it: its OID and owner (the read runs
+ * as the owner), or why it cannot be read (for an ERROR under recompute:
+ * code, message, hint).
+ */
 typedef struct SourceRel
 {
 	Oid			relid;
+	Oid			owner;
 	const char *why;
+	int			code;
+	const char *hint;
 } SourceRel;
 
-/* The model's source, locked, if it exists and the caller may read its columns. */
+/* may role read the columns cols (NULL entries: none) of relid? */
+static bool
+may_read_columns(Oid relid, Oid role, const char *const *cols, int ncols)
+{
+	if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	for (int c = 0; c < ncols; c++)
+	{
+		AttrNumber	att = cols[c] ? get_attnum(relid, cols[c]) : InvalidAttrNumber;
+
+		if (cols[c] && (att == InvalidAttrNumber ||
+						pg_attribute_aclcheck(relid, att, role, ACL_SELECT) != ACLCHECK_OK))
+			return false;
+	}
+	return true;
+}
+
+/* r cannot be read: the ERROR's code, message and hint (NULL: none) */
+static void
+source_refused(SourceRel *r, int code, const char *why, const char *hint)
+{
+	r->code = code;
+	r->why = why;
+	r->hint = hint;
+}
+
+/*
+ * The model's source, locked, when fold-in may read it for the caller.
+ *
+ * The source is the relation the model was trained on, by OID (a rename
+ * follows it; a dropped source is never looked up by name, so nobody can
+ * put another relation in its place).  It is read as its owner, in a
+ * security-restricted operation (source_user_rows): whatever code the
+ * source runs (a view's functions, its row-level-security policies) runs
+ * with the rights of the role that wrote or chose it, never the caller's.
+ * What the caller's own privileges would hide stays hidden: the caller
+ * needs USAGE on the source's schema and SELECT on the user, item and value
+ * columns, and row-level security that applies to the caller (and not to
+ * the owner) on the source, or a security_invoker view (whose tables would
+ * be checked against the caller), refuses fold-in to anyone but the
+ * source's owner.  What depends on who reads (a view's WHERE current_user
+ * = ...) sees the owner: the README says so.  The owner must be able to
+ * read the columns too.
+ */
 static SourceRel
 source_relation(GpumfServing *sv)
 {
-	SourceRel	r = {InvalidOid, NULL};
-	RangeVar   *rv;
+	SourceRel	r = {InvalidOid, InvalidOid, NULL, 0, NULL};
 	Oid			user = GetUserId();
 	const char *cols[3] = {sv->user_col, sv->item_col, sv->value_col};
+	HeapTuple	tup;
+	Form_pg_class form;
+	Oid			nsp;
+	char		relkind;
+	bool		rowsec;
 
-	if (sv->source == NULL)
+	if (!gpumf_fold_in)
 	{
-		r.why = "the model records no source";
+		source_refused(&r, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "gpumf.fold_in is off",
+					   "SET gpumf.fold_in = on to fold users in from the model's source (its owner's code, if any, then runs in your session as its owner).");
 		return r;
 	}
-	rv = makeRangeVarFromNameList(gm_qualified_name_list(sv->source));
-	r.relid = RangeVarGetRelid(rv, AccessShareLock, true);
-	if (!OidIsValid(r.relid))
-		r.why = "it no longer exists";
-	else if (isOtherTempNamespace(get_rel_namespace(r.relid)))
-		r.why = "it is another session's temporary table";
-	else if (pg_class_aclcheck(r.relid, user, ACL_SELECT) != ACLCHECK_OK)
+	if (!OidIsValid(sv->source_relid))
 	{
-		for (int c = 0; c < 3 && r.why == NULL; c++)
-		{
-			AttrNumber	att = cols[c] ? get_attnum(r.relid, cols[c]) : InvalidAttrNumber;
-
-			if (cols[c] && (att == InvalidAttrNumber ||
-							pg_attribute_aclcheck(r.relid, att, user, ACL_SELECT) != ACLCHECK_OK))
-				r.why = "permission denied";
-		}
+		source_refused(&r, ERRCODE_UNDEFINED_TABLE,
+					   sv->source ? "the model has no pinned source (it was trained before gpumf 0.3 and its source was gone when gpumf was updated)" :
+					   "the model records no source",
+					   "Retrain the model to fold users in from a source.");
+		return r;
 	}
+	LockRelationOid(sv->source_relid, AccessShareLock);
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(sv->source_relid));
+	if (!HeapTupleIsValid(tup))
+	{
+		UnlockRelationOid(sv->source_relid, AccessShareLock);
+		source_refused(&r, ERRCODE_UNDEFINED_TABLE, "it was dropped",
+					   "A model keeps the relation it was trained on (a rename follows it), never one that takes its name later; retrain the model on its new source to fold users in again.");
+		return r;
+	}
+	form = (Form_pg_class) GETSTRUCT(tup);
+	r.relid = sv->source_relid;
+	r.owner = form->relowner;
+	nsp = form->relnamespace;
+	relkind = form->relkind;
+	rowsec = form->relrowsecurity;
+	ReleaseSysCache(tup);
+
+	if (isOtherTempNamespace(nsp))
+		source_refused(&r, ERRCODE_UNDEFINED_TABLE, "it is another session's temporary table", NULL);
+	else if (pg_namespace_aclcheck(nsp, user, ACL_USAGE) != ACLCHECK_OK ||
+			 !may_read_columns(r.relid, user, cols, 3))
+		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied",
+					   "Fold-in needs USAGE on the source's schema and SELECT on its user, item and value columns.");
+	else if (user != r.owner && rowsec &&
+			 check_enable_rls(r.relid, user, true) == RLS_ENABLED)
+		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE,
+					   "row-level security applies to you on it, and fold-in reads the source as its owner",
+					   "gpumf_recommend_items(model, items, ...) ranks for the rows you can read yourself.");
+	else if (user != r.owner && relkind == RELKIND_VIEW && view_is_security_invoker(r.relid))
+		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE,
+					   "it is a security_invoker view (its tables would be checked against you), and fold-in reads the source as its owner",
+					   "gpumf_recommend_items(model, items, ...) ranks for the rows you can read yourself.");
+	else if (pg_namespace_aclcheck(nsp, r.owner, ACL_USAGE) != ACLCHECK_OK ||
+			 !may_read_columns(r.relid, r.owner, cols, 3))
+		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE,
+					   "its owner may not read its user, item and value columns, and fold-in reads the source as its owner",
+					   NULL);
 	if (r.why)
+	{
+		UnlockRelationOid(r.relid, AccessShareLock);
 		r.relid = InvalidOid;
+	}
 	return r;
 }
 
@@ -670,14 +780,15 @@ changed_column(const char *model, const char *col, Oid coltype, Oid keytype)
 }
 
 /*
- * The user's current rows in the model's source (read with the caller's
- * rights, as of the statement's snapshot), as item indices and values,
- * sorted, duplicates summed, items the model lacks left out.  Returns the
- * count, or -1 when the source cannot be read (*why says why).
+ * The user's current rows in the model's source (read as the source's
+ * owner once the caller may read it: source_relation; as of the
+ * statement's snapshot), as item indices and values, sorted, duplicates
+ * summed, items the model lacks left out.  Returns the count, or -1 when
+ * the source cannot be read (*why says why).
  */
 static int32
 source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_out,
-				 float **vals_out, const char **why)
+				 float **vals_out, SourceRel *why)
 {
 	GpumfServing *sv = serving(m);
 	SourceRel	src = source_relation(sv);
@@ -694,7 +805,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	int32		n = 0;
 	bool		implicit = sv->foldin.algorithm == GM_ALG_ALS_IMPLICIT;
 
-	*why = src.why;
+	*why = src;
 	if (!OidIsValid(src.relid))
 		return -1;
 	ucoltype = source_column(src.relid, sv->user_col, model);
@@ -729,11 +840,13 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/*
-	 * as the caller (its rights), under a pinned search_path, read-only;
-	 * planned without parallel workers (no cursor options): this runs once
-	 * per user, perhaps inside a parallel query already
+	 * as the source's owner in a security-restricted operation, under a
+	 * pinned search_path, read-only, settings changed inside undone
+	 * (source_relation says why); planned without parallel workers (no
+	 * cursor options): this runs once per user, perhaps inside a parallel
+	 * query already
 	 */
-	gpumf_guard_enter(&guard, false);
+	gpumf_guard_enter_as(&guard, src.owner);
 	plan = SPI_prepare_cursor(q.data, 1, &ucoltype, 0);
 	if (plan == NULL)
 		elog(ERROR, "gpumf: planning the read of the source of model \"%s\" failed: %s", model,
@@ -796,7 +909,7 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 	int32	   *idx;
 	float	   *vals;
 	int32		n;
-	const char *why;
+	SourceRel	why;
 
 	memset(u, 0, sizeof(*u));
 	if (!recompute &&
@@ -808,11 +921,10 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 		if (!recompute)
 			return false;		/* unknown to the model, and its source is out of reach */
 		ereport(ERROR,
-				(errcode(strcmp(why, "permission denied") == 0 ? ERRCODE_INSUFFICIENT_PRIVILEGE :
-						 ERRCODE_UNDEFINED_TABLE),
-				 errmsg("cannot read the source %s of model \"%s\": %s",
-						serving(m)->source ? serving(m)->source : "(none)", model, why),
-				 errhint("recompute => true reads the user's current rows from the model's source with your privileges.")));
+				(errcode(why.code),
+				 errmsg("cannot fold a user into model \"%s\" from its source %s: %s",
+						model, serving(m)->source ? serving(m)->source : "(none)", why.why),
+				 why.hint ? errhint("%s", why.hint) : 0));
 	}
 	if (n == 0)
 		return false;			/* no rows with items the model knows */

@@ -615,6 +615,8 @@ gpumf_train_args(const TrainArgs *args)
 	row.m.value_min = src->vmin;
 	row.m.value_max = src->vmax;
 	row.m.source = src->relname;
+	/* pinned by OID: a rename follows it, a dropped source is never looked up by name */
+	row.source_relid = a.relid;
 	row.m.user_col = a.ucol;
 	row.m.item_col = a.icol;
 	row.m.value_col = a.vcol;
