@@ -14,8 +14,8 @@ OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/sour
        src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
        src/core/score.o src/core/metrics.o src/core/rank_eval.o src/core/tune.o
 
-REGRESS = setup train_basic keys bad_input recommend vectors privileges hardening explicit precision device linalg sqlpath upgrade \
-          serving foldin parallel batch evaluate split history ials
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
+          serving foldin parallel batch evaluate split history ials vectors
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
