@@ -42,6 +42,7 @@
 #include "parser/parse_relation.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "catalog/pg_namespace.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -728,7 +729,7 @@ source_relation(GpumfServing *sv)
 
 	if (isOtherTempNamespace(nsp))
 		source_refused(&r, ERRCODE_UNDEFINED_TABLE, "it is another session's temporary table", NULL);
-	else if (pg_namespace_aclcheck(nsp, user, ACL_USAGE) != ACLCHECK_OK ||
+	else if (gm_namespace_aclcheck(nsp, user, ACL_USAGE) != ACLCHECK_OK ||
 			 !may_read_columns(r.relid, user, cols, 3))
 		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE, "permission denied",
 					   "Fold-in needs USAGE on the source's schema and SELECT on its user, item and value columns.");
@@ -741,7 +742,7 @@ source_relation(GpumfServing *sv)
 		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE,
 					   "it is a security_invoker view (its tables would be checked against you), and fold-in reads the source as its owner",
 					   "gpumf_recommend_items(model, items, ...) ranks for the rows you can read yourself.");
-	else if (pg_namespace_aclcheck(nsp, r.owner, ACL_USAGE) != ACLCHECK_OK ||
+	else if (gm_namespace_aclcheck(nsp, r.owner, ACL_USAGE) != ACLCHECK_OK ||
 			 !may_read_columns(r.relid, r.owner, cols, 3))
 		source_refused(&r, ERRCODE_INSUFFICIENT_PRIVILEGE,
 					   "its owner may not read its user, item and value columns, and fold-in reads the source as its owner",
