@@ -685,6 +685,7 @@ typedef struct ReadWorker
 	shm_mq_handle *mqh;
 	int32		users_sent;
 	int32		items_sent;
+	int			nworkers;		/* of the read */
 	StringInfoData msg;
 } ReadWorker;
 
@@ -741,6 +742,9 @@ worker_flush(GpumfSource *src)
 				ibytes = src->ikind != GPUMF_KEY_INT;
 	ReadMessageHeader h = {MSG_ROWS, (int32) src->n};
 
+	/* each worker keeps key maps of its own: its share of gpumf.max_memory */
+	gpumf_check_memory(((double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items)) *
+					   (w->nworkers + 1), "reading the source in parallel (the key maps)");
 	send_new_keys(w, src->users, ubytes,
 				  ubytes ? MSG_USER_KEYS_BYTES : MSG_USER_KEYS_INT, &w->users_sent);
 	send_new_keys(w, src->items, ibytes,
@@ -778,6 +782,7 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 
 	shm_mq_set_sender(mq, MyProc);
 	w->mqh = shm_mq_attach(mq, seg, NULL);
+	w->nworkers = shared->nworkers;
 	initStringInfo(&w->msg);
 
 	src->relid = shared->relid;
@@ -1203,6 +1208,11 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = interrupt_pending;
 	/* palloc'd: an interrupt between the steps frees them with the context */
+	/* the rows, the key maps, the CSR and its transpose (the rows go once the CSR is built) */
+	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) * 3 +
+					   (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items) +
+					   ((double) nu + ni + 2) * (sizeof(int64) + sizeof(int32)),
+					   "building the matrix");
 	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
 	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
 	rc = gm_keymap_sort_polled(src->users, umap, &cb);
