@@ -1,7 +1,7 @@
 # gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
 EXTENSION = gpumf
 MODULE_big = gpumf
-DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
+DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
 OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
        src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
        src/pg/train.o src/pg/train_service.o src/pg/tune.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/serving.o src/pg/synth.o \
@@ -35,13 +35,16 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # the CUDA module (not JIT-able, so not in OBJS)
+# (GPUMF_CUDA_ARCHS / GPUMF_CUDA_PTX pick its GPU architectures: cuda/Makefile;
+# cuda/Makefile decides what is out of date, the flags included)
 ifeq ($(NVCC),)
 all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
-cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/Makefile) src/core/gm_errors.h \
-		src/core/gm_algo.h src/core/gm_core.h src/core/gm_score.h src/core/csr.c
+cuda/gpumf_cuda.so: FORCE
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
+FORCE:
+.PHONY: FORCE
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
