@@ -60,3 +60,11 @@ RESET ROLE;
 DROP TABLE old_items;
 REVOKE CREATE ON SCHEMA public FROM regress_gpumf_old;
 DROP ROLE regress_gpumf_old;
+
+-- 0.2 -> 0.3: gpumf_device_info also reports the GPU's architecture (the 0.2
+-- declaration, three columns, still works with the new library)
+SELECT backend IS NOT NULL AS has_backend, detail IS NULL OR detail <> '' AS detail_ok FROM gpumf_device_info();
+ALTER EXTENSION gpumf UPDATE TO '0.3';
+SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
+SELECT pg_get_function_arguments('gpumf_device_info'::regproc);
+SELECT backend IS NOT NULL AS has_backend FROM gpumf_device_info();
