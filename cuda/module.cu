@@ -53,7 +53,10 @@ gm_cuda_abi_version(void)
 /*
  * Number of usable devices (0 when none or no driver, when device 0 is older
  * than compute capability 7.5, or when this build has no code for it; err
- * says which) and device 0's name.
+ * says which) and device 0's name.  Whether the module has code for the
+ * device is asked of the runtime (cudaFuncGetAttributes of a kernel), which
+ * makes the device's primary context: a usable device's probe is followed
+ * by its use anyway.
  */
 extern "C" int
 gm_cuda_probe(int *count, char *name, size_t namelen, char *err, size_t errlen)
@@ -99,6 +102,8 @@ gm_cuda_probe(int *count, char *name, size_t namelen, char *err, size_t errlen)
 						 prop.name, prop.major, prop.minor, GM_CUDA_BUILD_ARCHS,
 						 cudaGetErrorString(e), prop.major, prop.minor);
 			(void) cudaGetLastError();	/* clear */
+			/* the query made the device's context: gone again before the module is unloaded */
+			(void) cudaDeviceReset();
 			return GM_OK;
 		}
 	}
