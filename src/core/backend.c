@@ -283,7 +283,10 @@ gm_cuda_caps(gm_gpu_caps *caps, char *err, size_t errlen)
 	return fn(caps, err, errlen);
 }
 
-/* The names of the GM_FAST_* bits set in fast, comma-separated (see gm_core.h). */
+/*
+ * The names of the GM_FAST_* bits set in fast, comma-separated (see
+ * gm_core.h); as many whole names as len holds.
+ */
 void
 gm_gpu_fast_paths(unsigned fast, char *buf, size_t len)
 {
@@ -309,7 +312,10 @@ gm_gpu_fast_paths(unsigned fast, char *buf, size_t len)
 			continue;
 		w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", names[i].name);
 		if (w < 0 || (size_t) w >= len - used)
+		{
+			buf[used] = '\0';	/* whole names only */
 			return;
+		}
 		used += (size_t) w;
 	}
 }

@@ -408,7 +408,7 @@ int64_t		gm_cuda_memory_held(void);
  */
 int			gm_cuda_caps(gm_gpu_caps *caps, char *err, size_t errlen);
 
-/* The names of caps->fast's bits, comma-separated ("" when none). */
+/* The names of caps->fast's bits, comma-separated ("" when none; whole names that fit len). */
 void		gm_gpu_fast_paths(unsigned fast, char *buf, size_t len);
 
 /* ----------------------------------------------------------- serving */
