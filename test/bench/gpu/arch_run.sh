@@ -58,6 +58,7 @@ OUT=${OUT:-/tmp/gpumf_arch}
 TREES=${TREES:-/tmp/gpumf_arch_trees}
 J=$(nproc)
 NT=${NVCC_THREADS:-4}			# nvcc --threads: architectures in parallel per file
+export NVCC_THREADS=$NT		# (also for the builds of run_all.sh and the bench scripts)
 BENCH_K=${BENCH_K:-128}			# factors of the iALS timings (e.g. 64,256: a minute more each)
 mkdir -p "$OUT" "$TREES"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$J}
