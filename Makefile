@@ -52,13 +52,16 @@ override CFLAGS := $(filter-out $(PG_UNKNOWN_WFLAGS),$(CFLAGS))
 endif
 
 # the CUDA module (not JIT-able, so not in OBJS)
+# (GPUMF_CUDA_ARCHS / GPUMF_CUDA_PTX pick its GPU architectures: cuda/Makefile;
+# cuda/Makefile decides what is out of date, the flags included)
 ifeq ($(NVCC),)
 all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
-cuda/gpumf_cuda.so: $(wildcard cuda/*.cu cuda/*.cuh cuda/Makefile) src/core/gm_errors.h \
-		src/core/gm_algo.h src/core/gm_core.h src/core/gm_score.h src/core/csr.c
+cuda/gpumf_cuda.so: FORCE
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
+FORCE:
+.PHONY: FORCE
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'

@@ -181,9 +181,14 @@ CREATE TABLE kept_ratings_expected AS
          LATERAL (SELECT sum(a * b) AS s FROM unnest(u.factors, i.factors) AS t(a, b)) d;
 GRANT SELECT ON kept_expected, kept_ratings_expected TO regress_gpumf_v02;
 
+-- gpumf_device_info through its 0.2 declaration (three columns) works with
+-- this library; 0.3 adds the GPU's architecture
+SELECT backend IS NOT NULL AS has_backend, detail IS NULL OR detail <> '' AS detail_ok FROM gpumf_device_info();
 SET client_min_messages = warning;
 ALTER EXTENSION gpumf UPDATE;
 RESET client_min_messages;
+SELECT pg_get_function_arguments('gpumf_device_info'::regproc);
+SELECT backend IS NOT NULL AS has_backend FROM gpumf_device_info();
 SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';
 SELECT name, version, algorithm, owner, user_type, item_type FROM gpumf.models ORDER BY id;

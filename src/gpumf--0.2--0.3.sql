@@ -129,3 +129,16 @@ $gpumf$;
 COMMENT ON FUNCTION gpumf_recommend(text, "any", integer, boolean, "any", "any", boolean) IS 'Top-n items for a user, best first (ties: lower item key first), as bigint keys: candidates (an array of item keys) ranks only those, exclude leaves more out; a user the model lacks (or any user with recompute => true) gets factors computed from the user''s current rows in the model''s source (the relation it was trained on, read as its owner once you may read its columns; README, Security); a user unknown to both gives no rows.';
 COMMENT ON FUNCTION gpumf_similar_users(text, "any", integer) IS 'The n users most similar to a user by the cosine of their factors, the user itself left out (the users'' factors are loaded into the session on first use); a user the model lacks is folded in from the model''s source, as gpumf_recommend does.';
 COMMENT ON FUNCTION gpumf_use_version(text, integer) IS 'Make a kept version of a model current again (roll back or forward); it takes the current version''s grants, and the version it replaces keeps only the owner''s.  Readers switch when the transaction commits.  Owner only.  Returns the new catalog row.';
+
+-- ------------------------------------------------------- the GPU it runs on
+-- gpumf_device_info: on a GPU also its compute capability, the architecture
+-- the loaded kernels were compiled for, the architecture-specific fast paths
+-- on, and what the CUDA module was built for (the same C function, which
+-- fills the three columns of 0.2 when called through the old declaration).
+DROP FUNCTION gpumf_device_info();
+CREATE FUNCTION gpumf_device_info(OUT backend text, OUT device text, OUT detail text,
+	OUT compute_capability text, OUT kernel_arch text, OUT fast_paths text[],
+	OUT module_archs text)
+AS 'MODULE_PATHNAME', 'gpumf_device_info'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION gpumf_device_info IS 'The backend gpumf_train would use under the current gpumf.device, the device name, and why a GPU is not used; on a GPU its compute capability, the architecture its kernels were compiled for (lower when the driver compiled older PTX), the fast paths on (tf32_tensor_cores, vector_atomics, large_smem) and what the CUDA module was built for.';
