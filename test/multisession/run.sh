@@ -335,6 +335,12 @@ check "a held-out training on the service stops and scores as in the session" "$
 cancel_test "training service: cancel" "$svc" 64
 check "training service: the worker survives a canceled training" "$(svcpid)" "$p1"
 # two sessions at once: one trains on the service, the other in its own process
+# (once the worker is idle again after the canceled training: a session that
+# finds it busy trains in its own process)
+for _ in $(seq 1 100); do
+  [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gpumf training service' AND state = 'active'")" = 0 ] && { sleep 0.3; break; }
+  sleep 0.1
+done
 for s in 1 2; do
   dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 16, iterations => 12, model => 'svcc$s')" >"$tmp/s$s.out" 2>&1 &
   eval "sp$s=\$!"
