@@ -294,8 +294,13 @@ q "CREATE TABLE poisson AS
      UNION ALL SELECT gx * 300 + gy, (gx - 1) * 300 + gy, -1
        FROM generate_series(1, 299) gx, generate_series(1, 300) gy"
 solve_sql="SELECT converged FROM gpumf_cg_solve('poisson', 'r', 'c', 'v', array_fill(1::float8, ARRAY[90000]), tolerance => 0, max_iterations => 2000000000)"
+#    A small solve first in the same session: the CUDA module's first load in
+#    a backend (and, for a module without machine code for the card, the
+#    driver's compilation of its PTX) is one driver call that a cancel waits
+#    for; what this checks is the solve loop
 psql -X -qAt -d "$DB" -v ON_ERROR_STOP=1 >"$tmp/cg.out" 2>&1 <<SQL &
 SET application_name = 'gpumf_cg_cancel';
+SELECT converged FROM gpumf_cg_solve('poisson', 'r', 'c', 'v', array_fill(1::float8, ARRAY[90000]), max_iterations => 5);
 $solve_sql;
 SQL
 pid=$!
