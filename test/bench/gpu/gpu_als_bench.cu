@@ -9,8 +9,8 @@
  * (--chunk-queue: how the warp-per-chunk kernels schedule their chunks; both:
  * the checks with the queue, CG 3 and block 32 also timed without it.)
  */
-#include "../../../src/core/gm_core.h"
-#include "../../../cuda/common.cuh"	/* the module's exported entry points */
+#include "../../../src/core/common/gm_core.h"
+#include "../../../cuda/common/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>

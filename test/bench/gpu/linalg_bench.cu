@@ -12,7 +12,7 @@
  *     --cupy    the CuPy script to run on them (skipped if absent)
  */
 #include "gm_linalg.h"
-#include "../../../cuda/linalg_cuda.h"
+#include "../../../cuda/linalg/linalg_cuda.h"
 
 #include <cuda_runtime.h>
 

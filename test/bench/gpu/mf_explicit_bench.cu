@@ -31,8 +31,8 @@
  *   float sums) for N (3) iterations, R (1) times over, each iteration's
  *   time printed (also for a profiler).
  */
-#include "../../../src/core/gm_explicit.h"
-#include "../../../cuda/common.cuh"	/* the module's exported entry points */
+#include "../../../src/core/train/gm_explicit.h"
+#include "../../../cuda/common/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 

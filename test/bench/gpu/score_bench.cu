@@ -11,8 +11,8 @@
  * ML-20M-shaped problem, times it, and writes it to DIR (X, Y, the seen
  * CSR, the GPU's lists) for score_cupy.py, the CuPy baseline.
  */
-#include "../../../src/core/gm_core.h"
-#include "../../../src/core/gm_score.h"
+#include "../../../src/core/common/gm_core.h"
+#include "../../../src/core/serve/gm_score.h"
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
