@@ -206,6 +206,8 @@ int			gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen);
 /* "als", "als_explicit", "ccd" (NULL for an unknown value) and back (GM_EINVAL if unknown). */
 const char *gm_algorithm_name(gm_algorithm a);
 int			gm_algorithm_from_name(const char *name, gm_algorithm *a);
+/* Does the algorithm fit ratings (and so have biases and an RMSE)? */
+int			gm_algorithm_is_explicit(gm_algorithm a);
 
 /* Deterministic initial factors: uniform [0, 0.01) keyed by (seed, side, row). */
 void		gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side);
