@@ -11,7 +11,7 @@ PG_TRAIN    = train train_service tune synth
 PG_SERVE    = model_cache serving recommend similar predict model_load batch evaluate split
 PG_LINALG   = solve ols
 CORE_COMMON = util csr keymap backend mf_params
-CORE_TRAIN  = mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
+CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics
 CORE_LINALG = spmat spmv pcg ols linalg_backend
 OBJS = $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \

@@ -1,12 +1,10 @@
 /*
- * backend.c: which table of operations runs an algorithm on a backend.
- *
- * CPU tables are linked into the core (each algorithm's file defines its
- * gm_cpu_<alg>_ops).  CUDA tables come from gpumf's CUDA module
- * (cuda/gpumf_cuda.so), reached through dlopen so that the core (and
- * gpumf.so) needs no CUDA library: without the module, a driver or a GPU,
- * gm_cuda_available says so and training runs on the CPU.  The module
- * exports
+ * backend.c: the CUDA backend: gpumf's CUDA module (cuda/gpumf_cuda.so),
+ * reached through dlopen so that the core (and gpumf.so) needs no CUDA
+ * library: without the module, a driver or a GPU, gm_cuda_available says so
+ * and the work runs on the CPU.  Which table of operations runs an
+ * algorithm is src/core/train/algorithms.c's question; this file answers
+ * its CUDA half (gm_cuda_loaded, gm_cuda_algo_table).  The module exports
  *
  *     int gm_cuda_abi_version(void)                 GM_ALGO_ABI_VERSION it was built with
  *     int gm_cuda_probe(int *count, char *name, size_t, char *err, size_t)
@@ -20,25 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-/*
- * The CPU implementations: one line per algorithm (its ops are defined in
- * its own file, e.g. X(GM_ALG_CCD, gm_cpu_ccd_ops) for ccd.c).
- */
-#define GM_CPU_ALGORITHMS(X) \
-	X(GM_ALG_ALS_IMPLICIT, gm_cpu_als_implicit_ops) \
-	X(GM_ALG_ALS_EXPLICIT, gm_cpu_als_explicit_ops) \
-	X(GM_ALG_CCD, gm_cpu_ccd_ops)
-
-#define GM_DECLARE_OPS(alg, ops) extern const gm_algo_ops ops;
-GM_CPU_ALGORITHMS(GM_DECLARE_OPS)
-#undef GM_DECLARE_OPS
-
-static const gm_algo_ops *const cpu_ops[GM_ALG_COUNT] = {
-#define GM_OPS_ENTRY(alg, ops) [alg] = &ops,
-	GM_CPU_ALGORITHMS(GM_OPS_ENTRY)
-#undef GM_OPS_ENTRY
-};
 
 typedef int (*abi_version_fn) (void);
 typedef int (*probe_fn) (int *, char *, size_t, char *, size_t);
@@ -197,39 +176,24 @@ gm_cuda_available(const char *module_path, char *name, size_t namelen,
 	return cu.status;
 }
 
-/* The operations of algorithm a on backend b (see gm_core.h). */
-const gm_algo_ops *
-gm_algo_ops_get(gm_algorithm a, gm_backend_kind b, char *err, size_t errlen)
+/* Is the CUDA module loaded (see gm_core.h)? */
+int
+gm_cuda_loaded(char *err, size_t errlen)
 {
-	const gm_algo_ops *ops = NULL;
-	const char *name = gm_algorithm_name(a);
+	if (cu.lib == NULL)
+	{
+		snprintf(err, errlen, "the CUDA module is not loaded%s%s",
+				 cu.probed ? ": " : "", cu.probed ? cu.why : "");
+		return 0;
+	}
+	return 1;
+}
 
-	if (name == NULL)
-	{
-		snprintf(err, errlen, "unknown algorithm %d", (int) a);
-		return NULL;
-	}
-	if (b == GM_BACKEND_CPU)
-		ops = cpu_ops[a];
-	else if (b == GM_BACKEND_CUDA)
-	{
-		if (cu.lib == NULL)
-		{
-			snprintf(err, errlen, "the CUDA module is not loaded%s%s",
-					 cu.probed ? ": " : "", cu.probed ? cu.why : "");
-			return NULL;
-		}
-		ops = cu.algo_ops((int) a);
-	}
-	else
-	{
-		snprintf(err, errlen, "unknown backend %d", (int) b);
-		return NULL;
-	}
-	if (ops == NULL)
-		snprintf(err, errlen, "algorithm %s is not available on the %s backend",
-				 name, b == GM_BACKEND_CPU ? "cpu" : "cuda");
-	return ops;
+/* The CUDA module's table of algorithm a (see gm_core.h). */
+const gm_algo_ops *
+gm_cuda_algo_table(gm_algorithm a)
+{
+	return cu.lib == NULL ? NULL : cu.algo_ops((int) a);
 }
 
 /* Cap the CUDA module's device memory (see gm_core.h). */

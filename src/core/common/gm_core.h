@@ -387,6 +387,14 @@ const gm_algo_ops *gm_algo_ops_get(gm_algorithm a, gm_backend_kind b,
 								   char *err, size_t errlen);
 
 /*
+ * gm_algo_ops_get's CUDA half: whether the CUDA module is loaded (0 with
+ * the reason in err when not), and its table of algorithm a (the module's
+ * gm_cuda_algo_ops; NULL when not loaded or the module lacks a).
+ */
+int			gm_cuda_loaded(char *err, size_t errlen);
+const gm_algo_ops *gm_cuda_algo_table(gm_algorithm a);
+
+/*
  * A symbol of the loaded CUDA module (another ABI group: sparse solvers,
  * batch scoring), or NULL when the module is not loaded or lacks it.
  */
