@@ -25,6 +25,15 @@ int			gm_resolve_threads(int threads);
  */
 int			gm_cholesky_solve(double *A, double *b, int n);
 
+/*
+ * G = scale Y^T Y + reg I (Y n x k, G k x k, both row-major) with threads
+ * threads, polling cb's should_stop between chunks: GM_OK or GM_ECANCELED
+ * (gram.c; gm_gram is the same without polling).
+ */
+struct gm_callbacks;
+int			gm_gram_polled(const float *Y, int64_t n, int k, float scale, float reg,
+						   float *G, int threads, const struct gm_callbacks *cb);
+
 /* splitmix64's output function: a small, well-mixed, seekable generator. */
 static inline uint64_t
 gm_mix64(uint64_t x)

@@ -105,85 +105,6 @@ stop_requested(const gm_callbacks *cb)
 	return cb && cb->should_stop && cb->should_stop(cb->arg);
 }
 
-/* G += Y^T Y over rows [0, n) (upper triangle at least). */
-static void
-gram_add(const float *Y, int64_t n, int k, float *G, int nt, int first)
-{
-#ifndef GM_NO_CBLAS
-	openblas_set_num_threads(nt);
-	cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, k, (int) n, 1.0f,
-				Y, k, first ? 0.0f : 1.0f, G, k);
-#else
-	if (first)
-		memset(G, 0, sizeof(float) * k * k);
-#pragma omp parallel num_threads(nt)
-	{
-		float	   *acc = calloc((size_t) k * k, sizeof(float));
-
-#pragma omp for schedule(static)
-		for (int64_t r = 0; r < n; r++)
-		{
-			const float *y = Y + r * k;
-
-			for (int i = 0; i < k; i++)
-			{
-				float		yi = y[i];
-				float	   *row = acc + (size_t) i * k;
-
-				for (int j = i; j < k; j++)
-					row[j] += yi * y[j];
-			}
-		}
-#pragma omp critical
-		for (int i = 0; i < k * k; i++)
-			G[i] += acc[i];
-		free(acc);
-	}
-#endif
-}
-
-/*
- * G = scale Y^T Y + reg I in chunks of ~2^27 multiply-adds, polling for a
- * cancel between them (at k = 1024 the whole product takes minutes on a
- * CPU).  scale = 1 leaves Y^T Y's bits as they are.
- */
-static int
-gram_polled(const float *Y, int64_t n, int k, float scale, float reg, float *G,
-			int threads, const gm_callbacks *cb)
-{
-	int			nt = gm_resolve_threads(threads);
-	int64_t		chunk = 134217728 / ((int64_t) k * k);
-
-	if (chunk < 256)
-		chunk = 256;
-	if (n == 0)
-		memset(G, 0, sizeof(float) * k * k);
-	for (int64_t b = 0; b < n; b += chunk)
-	{
-		gram_add(Y + b * k, n - b < chunk ? n - b : chunk, k, G, nt, b == 0);
-		if (stop_requested(cb))
-			return GM_ECANCELED;
-	}
-	/* mirror the upper triangle, scale, add the ridge */
-	for (int i = 0; i < k; i++)
-	{
-		if (scale != 1.0f)
-			for (int j = i; j < k; j++)
-				G[i * k + j] *= scale;
-		for (int j = 0; j < i; j++)
-			G[i * k + j] = G[j * k + i];
-		G[i * k + i] += reg;
-	}
-	return GM_OK;
-}
-
-/* G = Y^T Y + reg I (see gm_core.h). */
-void
-gm_gram(const float *Y, int64_t n, int k, float reg, float *G, int threads)
-{
-	(void) gram_polled(Y, n, k, 1.0f, reg, G, threads, NULL);
-}
-
 /* Per-row ridges (see gm_core.h). */
 void
 gm_als_row_reg(const gm_csr *A, float regularization, float alpha0, float nu,
@@ -599,7 +520,7 @@ loss_polled(const gm_csr *C, const float *X, const float *Y, int k,
 
 	if (!G0)
 		return GM_ENOMEM;
-	if ((rc = gram_polled(Y, C->n_cols, k, 1.0f, 0.0f, G0, threads, cb)) != GM_OK)
+	if ((rc = gm_gram_polled(Y, C->n_cols, k, 1.0f, 0.0f, G0, threads, cb)) != GM_OK)
 	{
 		free(G0);
 		return rc;
@@ -835,7 +756,7 @@ als_begin_sweep(void *h, int side, gm_sweep *sw, char *err, size_t errlen)
 				b = s->block;
 	int			rc;
 
-	rc = gram_polled(side == 0 ? s->Y : s->X, side == 0 ? s->C.n_cols : s->C.n_rows,
+	rc = gm_gram_polled(side == 0 ? s->Y : s->X, side == 0 ? s->C.n_cols : s->C.n_rows,
 					 s->k, s->p.alpha0, s->p.nu == 0.0f ? s->p.regularization : 0.0f,
 					 s->G, s->threads, s->cb);
 	if (rc == GM_ECANCELED)
