@@ -13,7 +13,7 @@ PG_LINALG   = solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
 CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics
-CORE_LINALG = spmat spmv pcg ols linalg_backend
+CORE_LINALG = spmat spmv pcg ols ols_finish student_t linalg_backend
 OBJS = $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
        $(PG_TRAIN:%=src/pg/train/%.o) $(PG_SERVE:%=src/pg/serve/%.o) \
        $(PG_LINALG:%=src/pg/linalg/%.o) \

@@ -7,7 +7,7 @@
  *     spmv.c, pcg.c);
  *   - ordinary least squares by an incremental Householder QR that can be
  *     fed row by row, batch by batch, merged, and finished at the end
- *     (ols.c);
+ *     (ols.c; the fit itself ols_finish.c, its p values student_t.c);
  *   - the table of GPU operations the CUDA module exports for both
  *     (gm_linalg_ops, cuda/spmv_pcg.cu and cuda/ols.cu), found by
  *     gm_linalg_cuda_ops (linalg_backend.c).

@@ -1,6 +1,6 @@
 /*
- * linalg_int.h: helpers shared by spmv.c, pcg.c and ols.c (not part of the
- * core's API).
+ * linalg_int.h: helpers shared by spmv.c, pcg.c, ols.c and ols_finish.c
+ * (not part of the core's API).
  */
 #ifndef GM_LINALG_INT_H
 #define GM_LINALG_INT_H
@@ -54,5 +54,25 @@ void		gm_spmv_partition(const gm_spmat *A, int nt, int64_t row_weight,
 /* y[b..e) = A x for rows b..e, float64 */
 void		gm_spmv_rows(const gm_spmat *A, const double *x, double *y,
 						 int64_t b, int64_t e);
+
+/* The arrays behind a least-squares state: the shifts, R, the row buffer. */
+
+static inline double *
+st_shift(gm_ols_state *s)
+{
+	return (double *) (s + 1);
+}
+
+static inline double *
+st_R(gm_ols_state *s)
+{
+	return st_shift(s) + s->k + 1;
+}
+
+static inline double *
+st_buf(gm_ols_state *s)
+{
+	return st_R(s) + (size_t) s->m * s->m;
+}
 
 #endif
