@@ -5,7 +5,7 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 # objects by layer (src/pg: PostgreSQL glue, src/core: pure C) and product
 # line (common, model, train: training recommenders, serve: serving and
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
-PG_COMMON   = gpumf guard checks device source
+PG_COMMON   = guc extension guard checks device source
 PG_MODEL    = model_catalog model_store model_history
 PG_TRAIN    = train train_service tune synth
 PG_SERVE    = model_cache serving recommend similar predict model_load batch evaluate split
@@ -14,7 +14,7 @@ CORE_COMMON = util csr keymap gram backend mf_params
 CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics
 CORE_LINALG = spmat spmv pcg ols ols_finish student_t linalg_backend
-OBJS = $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
+OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
        $(PG_TRAIN:%=src/pg/train/%.o) $(PG_SERVE:%=src/pg/serve/%.o) \
        $(PG_LINALG:%=src/pg/linalg/%.o) \
        $(CORE_COMMON:%=src/core/common/%.o) $(CORE_TRAIN:%=src/core/train/%.o) \

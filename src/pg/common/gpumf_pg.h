@@ -2,7 +2,10 @@
  * gpumf_pg.h: shared declarations of the PostgreSQL glue layer.
  *
  * One file per concept:
- *   gpumf.c          _PG_init, GUCs, the extension's owner and schema
+ *   ../gpumf.c       _PG_init: the GUCs' definitions, the service's registration
+ *   guc.c            the GUCs' variables; what gpumf.max_memory means
+ *   extension.c      the extension's owner and schema, shared memory structs,
+ *                    subtransactions
  *   checks.c         named argument checks (one ereport each)
  *   device.c         what gpumf.device means; gpumf_device_info
  *   guard.c          running internal queries safely (owner, pinned search_path)
@@ -73,7 +76,7 @@ extern int	gpumf_training_service;	/* GpumfServiceMode */
 extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: never) */
 
 
-/* ----------------------------------------------------------- gpumf.c */
+/* ----------------------------------------------- guc.c, extension.c */
 
 /* the extension's owner, who owns the catalog and the factor tables */
 extern Oid	gpumf_owner(void);

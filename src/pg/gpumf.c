@@ -1,5 +1,8 @@
 /*
- * gpumf.c: module entry point, GUCs and helpers shared by the SQL functions.
+ * gpumf.c: the module's entry point, above every product line: _PG_init
+ * defines the GUCs (their variables live in common/guc.c, where every file
+ * can reach them) and registers the training service's worker.  Nothing
+ * calls into this file.
  *
  * _PG_init only defines GUCs (and, in shared_preload_libraries, registers
  * the training service's worker): CUDA does not survive fork(), so nothing
@@ -8,41 +11,12 @@
  */
 #include "gpumf_pg.h"
 
-#include <unistd.h>
+#include <limits.h>
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "access/xact.h"
-#include "catalog/indexing.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_extension.h"
-#include "commands/extension.h"
 #include "miscadmin.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
-#include "storage/spin.h"
-#include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/resowner.h"
 
 PG_MODULE_MAGIC;
-
-int			gpumf_device = GPUMF_DEVICE_AUTO;
-int			gpumf_threads = 0;
-bool		gpumf_progress = true;
-int			gpumf_max_memory_mb = -1;
-bool		gpumf_unlogged_models = false;
-int			gpumf_read_workers = -1;
-bool		gpumf_shared_models = true;
-bool		gpumf_warm_new_models = true;
-int			gpumf_gpu_memory_limit_mb = -1;
-int			gpumf_keep_versions = 2;
-int			gpumf_spmv_choice = GM_SPMV_AUTO;
-int			gpumf_training_service = GPUMF_SERVICE_GPU;
-int			gpumf_training_service_idle_s = 600;
 
 static const struct config_enum_entry service_options[] = {
 	{"off", GPUMF_SERVICE_OFF, false},
@@ -142,118 +116,4 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress &&
 		gpumf_training_service != GPUMF_SERVICE_OFF)
 		gpumf_service_register_at_start();
-}
-
-Oid
-gpumf_schema(void)
-{
-	/* gpumf.control fixes the schema (the extension is not relocatable) */
-	return get_namespace_oid("gpumf", false);
-}
-
-/* The owner of the extension: model tables belong to it. */
-Oid
-gpumf_owner(void)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-	Oid			ext = get_extension_oid("gpumf", false);
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ext));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	if (!OidIsValid(owner))
-		elog(ERROR, "could not find the owner of extension gpumf");
-	return owner;
-}
-
-const char *
-gpumf_cuda_module_path(void)
-{
-	static char path[MAXPGPATH];
-
-	if (path[0] == '\0')
-		snprintf(path, sizeof(path), "%s/gpumf_cuda.so", pkglib_path);
-	return path;
-}
-
-void *
-gpumf_shmem_struct(const char *name, Size size, Size mutex_offset)
-{
-	bool		found;
-	void	   *p;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	p = ShmemInitStruct(name, size, &found);
-	if (!found)
-	{
-		memset(p, 0, size);
-		SpinLockInit((slock_t *) ((char *) p + mutex_offset));
-	}
-	LWLockRelease(AddinShmemInitLock);
-	return p;
-}
-
-ErrorData *
-gpumf_try_subxact(void (*fn) (void *), void *arg)
-{
-	MemoryContext mcx = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile e = NULL;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(mcx);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(mcx);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(mcx);
-	CurrentResourceOwner = owner;
-	return e;
-}
-
-Size
-gpumf_memory_limit(void)
-{
-	if (gpumf_max_memory_mb >= 0)
-		return (Size) gpumf_max_memory_mb * 1024 * 1024;
-	{
-		long		pages = sysconf(_SC_PHYS_PAGES);
-		long		page = sysconf(_SC_PAGESIZE);
-
-		if (pages <= 0 || page <= 0)
-			return (Size) 1 << 40;
-		return (Size) pages * (Size) page / 2;
-	}
-}
-
-void
-gpumf_check_memory(double need_bytes, const char *what)
-{
-	Size		limit = gpumf_memory_limit();
-
-	if (need_bytes > (double) limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("%s needs about %.0f MB, more than gpumf.max_memory allows (%.0f MB)",
-						what, need_bytes / 1048576.0, (double) limit / 1048576.0),
-				 errhint("A superuser can raise gpumf.max_memory (default: half the machine's memory).")));
 }
