@@ -7,9 +7,9 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
 PG_COMMON   = guc extension guard checks device source
 PG_MODEL    = model_catalog model_store model_history
-PG_TRAIN    = train train_service tune synth
+PG_TRAIN    = train train_device train_service tune synth
 PG_SERVE    = model_cache serving recommend similar predict model_load batch evaluate split
-PG_LINALG   = solve ols
+PG_LINALG   = linalg_device solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
 CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics

@@ -1,12 +1,13 @@
 /*
  * device.c: what gpumf.device means, and gpumf_device_info.
  *
- * The only place in the PostgreSQL layer that asks the core for a device,
- * for training (gpumf_training_backend) and for the linear algebra
- * (gpumf_linalg_device: the CUDA module's gm_linalg_ops table).
  * auto: the GPU when one works, else the CPU; silently when gpumf was built
  * without its CUDA module, with one NOTICE per session when the module is
- * there but no GPU works.  gpu: an ERROR with a hint when none works.
+ * there but no GPU works.  gpu: an ERROR with a hint when none works.  The
+ * lines ask for their device through this file's rules: training in
+ * train/train_device.c (gpumf_training_backend), the linear algebra in
+ * linalg/linalg_device.c (gpumf_linalg_device), scoring in
+ * serve/model_load.c (gpumf_scoring_backend).
  */
 #include "gpumf_pg.h"
 
@@ -15,7 +16,6 @@
 
 #include "funcapi.h"
 #include "access/htup_details.h"
-#include "storage/ipc.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(gpumf_device_info);
@@ -23,8 +23,8 @@ PG_FUNCTION_INFO_V1(gpumf_device_info);
 static bool fallback_noticed = false;
 
 /* gpumf.device = gpu but no usable GPU: the ERROR; doing: "train", "compute" */
-static void
-no_gpu_error(const char *err, const char *doing)
+void
+gpumf_no_gpu_error(const char *err, const char *doing)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -34,8 +34,8 @@ no_gpu_error(const char *err, const char *doing)
 }
 
 /* gpumf.device = auto and no usable GPU: one NOTICE per session */
-static void
-fallback_notice(const char *err, const char *doing)
+void
+gpumf_gpu_fallback_notice(const char *err, const char *doing)
 {
 	if (fallback_noticed)
 		return;
@@ -46,249 +46,40 @@ fallback_notice(const char *err, const char *doing)
 	fallback_noticed = true;
 }
 
-/* A training found no GPU (rc, err: the probe's): gpu is an ERROR, auto a NOTICE */
-static void
-training_without_gpu(int rc, const char *err)
-{
-	if (gpumf_device == GPUMF_DEVICE_GPU)
-		no_gpu_error(err, "train");
-	if (rc != GM_ENOMODULE)
-		fallback_notice(err, "training");
-}
-
 /*
- * Loading the CUDA module and asking the driver for a device takes a fresh
- * backend a noticeable time (the driver's initialisation, a 95 MB module),
- * and so does a process's first training on the GPU (the context, kernels
- * loaded at their first launch, cuBLAS's set-up).  gpumf_device_prefetch
- * starts both on a thread of their own while the training reads its source:
- * the probe, then a warm-up training of the same algorithm, solver and
- * factors on a small problem (gm_mf_warmup; once per such combination in a
- * process).  Every call of gm_cuda_available here takes probe_lock, which
- * the thread holds throughout, so the training's own call waits for the
- * thread instead of competing with it.  The thread blocks every signal
- * (they stay the backend's), calls nothing of PostgreSQL's (its parameters
- * are a malloc'd copy), and the backend does not exit while it runs.
+ * Every call of gm_cuda_available that may race a training's probe thread
+ * (train/train_device.c) takes probe_lock; the thread holds it while it
+ * probes and warms up, so a caller waits for the thread instead of
+ * competing with it.
  */
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool exit_hook = false;
-static bool warmed_any = false;
-static gm_mf_params warmed;		/* the last combination warmed up */
-static double probe_seconds = 0;	/* the thread's last probe and warm-up */
-static double warm_seconds = 0;
-static int	warm_rc = GM_OK;
 
-typedef struct PrefetchArg
+/* Take and release probe_lock (the probe thread holds it throughout). */
+void
+gpumf_probe_lock(void)
 {
-	const char *path;
-	bool		warm;
-	gm_mf_params p;
-} PrefetchArg;
+	pthread_mutex_lock(&probe_lock);
+}
 
-static int
-cuda_available(char *name, size_t namelen, char *err, size_t errlen)
+void
+gpumf_probe_unlock(void)
+{
+	pthread_mutex_unlock(&probe_lock);
+}
+
+/* gm_cuda_available under probe_lock: waits for a probe thread still running. */
+int
+gpumf_cuda_available(char *name, size_t namelen, char *err, size_t errlen)
 {
 	int			rc;
 
-	pthread_mutex_lock(&probe_lock);
+	gpumf_probe_lock();
 	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, errlen);
-	pthread_mutex_unlock(&probe_lock);
+	gpumf_probe_unlock();
 	return rc;
 }
 
-static void *
-probe_thread(void *arg)
-{
-	PrefetchArg *a = (PrefetchArg *) arg;
-	char		name[128],
-				err[GM_ERRLEN];
-
-	double		t0,
-				t1;
-
-	pthread_mutex_lock(&probe_lock);
-	t0 = gm_now();
-	warm_seconds = 0;
-	warm_rc = GM_OK;
-	if (gm_cuda_available(a->path, name, sizeof(name), err, sizeof(err)) == GM_OK && a->warm)
-	{
-		t1 = gm_now();
-		/* the training reports its own errors */
-		warm_rc = gm_mf_warmup(&a->p, err, sizeof(err));
-		warm_seconds = gm_now() - t1;
-	}
-	probe_seconds = gm_now() - t0 - warm_seconds;
-	pthread_mutex_unlock(&probe_lock);
-	free(a);
-	return NULL;
-}
-
-/* at exit: wait for a probe still running (no exit in the middle of a dlopen) */
-static void
-wait_for_probe(int code, Datum arg)
-{
-	pthread_mutex_lock(&probe_lock);
-	pthread_mutex_unlock(&probe_lock);
-}
-
-/* Do p and q train with the same kernels (the same warm-up)? */
-static bool
-same_kernels(const gm_mf_params *p, const gm_mf_params *q)
-{
-	return p->algorithm == q->algorithm && p->factors == q->factors &&
-		p->solver == q->solver && gm_block_size(p) == gm_block_size(q) &&
-		gm_use_tf32(p) == gm_use_tf32(q) && p->biases == q->biases;
-}
-
-/*
- * Above this many rows the service's copies (16 bytes a rating into shared
- * memory and out of it again, about 16 ns a rating on the H100 host) cost
- * more than what a process's own GPU start-up, overlapped with the read
- * (about 37 ns a row), leaves to pay: 0.55 s - 37 ns n = 0.08 s + 16 ns n
- * at n = 9M.
- */
-#define SERVICE_MAX_ROWS 8e6
-
-bool
-gpumf_device_prefetch(const gm_mf_params *p, double est_rows)
-{
-	pthread_t	t;
-	pthread_attr_t attr;
-	sigset_t	all,
-				old;
-	PrefetchArg *a;
-	bool		warm = p != NULL && !(warmed_any && same_kernels(p, &warmed));
-	bool		service;
-
-	/*
-	 * The training service's worker (train_service.c), already set up,
-	 * instead of this process: unless this process is set up for these
-	 * kernels itself, or the source is large enough to hide its start-up
-	 * (gpumf.training_service = always: every training).
-	 */
-	if (gpumf_training_service == GPUMF_SERVICE_ALWAYS)
-		service = true;
-	else
-		service = gpumf_training_service == GPUMF_SERVICE_GPU && p != NULL &&
-			gpumf_device != GPUMF_DEVICE_CPU && warm && est_rows <= SERVICE_MAX_ROWS;
-	if (service && gpumf_service_prefetch(gpumf_device != GPUMF_DEVICE_CPU))
-		return true;
-	if (gpumf_device == GPUMF_DEVICE_CPU || (exit_hook && !warm))
-		return false;
-	a = malloc(sizeof(PrefetchArg));
-	if (a == NULL)
-		return false;			/* probed (and not warmed) by the training itself */
-	/* the path is computed here: the thread calls nothing of PostgreSQL's */
-	a->path = gpumf_cuda_module_path();
-	a->warm = warm;
-	if (warm)
-	{
-		a->p = *p;
-		a->p.backend = GM_BACKEND_CUDA;
-		warmed = a->p;
-		warmed_any = true;
-	}
-	if (!exit_hook)
-	{
-		before_shmem_exit(wait_for_probe, (Datum) 0);
-		exit_hook = true;
-	}
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);	/* the thread inherits the mask */
-	if (pthread_attr_init(&attr) != 0)
-		free(a);
-	else
-	{
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &attr, probe_thread, (void *) a) != 0)
-			free(a);			/* probed later */
-		pthread_attr_destroy(&attr);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return false;
-}
-
-/*
- * The backend training should use now; *name gets the device's name when it
- * is the GPU.
- */
-gm_backend_kind
-gpumf_training_backend(char *name, size_t namelen)
-{
-	char		err[GM_ERRLEN];
-	int			rc;
-
-	double		t0;
-
-	if (gpumf_device == GPUMF_DEVICE_CPU)
-		return GM_BACKEND_CPU;
-	t0 = gm_now();
-	rc = cuda_available(name, namelen, err, sizeof(err));
-	if (warmed_any)
-		elog(DEBUG1, "gpumf: waited %.3f s for the GPU (last probe %.3f s, warm-up %.3f s, rc %d)",
-			 gm_now() - t0, probe_seconds, warm_seconds, warm_rc);
-	if (rc == GM_OK)
-		return GM_BACKEND_CUDA;
-	training_without_gpu(rc, err);
-	return GM_BACKEND_CPU;
-}
-
-gm_backend_kind
-gpumf_train_backend(char *name, size_t namelen, bool try_service, bool *service)
-{
-	char		err[GM_ERRLEN];
-	int			rc;
-
-	*service = false;
-	if (gpumf_device == GPUMF_DEVICE_CPU)
-	{
-		*service = try_service && gpumf_training_service == GPUMF_SERVICE_ALWAYS;
-		return GM_BACKEND_CPU;
-	}
-	if (!try_service)
-		return gpumf_training_backend(name, namelen);
-	rc = gpumf_service_device(name, namelen, err, sizeof(err));
-	if (rc < 0)
-		return gpumf_training_backend(name, namelen);	/* no service: this process */
-	if (rc == GM_OK)
-	{
-		*service = true;
-		return GM_BACKEND_CUDA;
-	}
-	/* the worker found no GPU: the same rules as this process's own probe */
-	training_without_gpu(rc, err);
-	*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
-	return GM_BACKEND_CPU;
-}
-
-/*
- * The CUDA module's linear-algebra table when gpumf.device picks the GPU,
- * NULL for the CPU.  The same rules as training: auto falls back with one
- * NOTICE per session, gpu without a usable GPU is an ERROR.
- */
-const gm_linalg_ops *
-gpumf_linalg_device(char *name, size_t namelen)
-{
-	char		err[GM_ERRLEN];
-	const gm_linalg_ops *ops = NULL;
-	int			rc;
-
-	if (name && namelen)
-		name[0] = '\0';
-	if (gpumf_device == GPUMF_DEVICE_CPU)
-		return NULL;
-	rc = gm_cuda_available(gpumf_cuda_module_path(), name, namelen, err, sizeof(err));
-	if (rc == GM_OK)
-		ops = gm_linalg_cuda_ops(gpumf_cuda_module_path(), err, sizeof(err));
-	if (ops != NULL)
-		return ops;
-	if (gpumf_device == GPUMF_DEVICE_GPU)
-		no_gpu_error(err, "compute");
-	if (rc != GM_ENOMODULE)
-		fallback_notice(err, "computing");
-	return NULL;
-}
-
+/* gpumf_device_info(): the device gpumf.device picks now, or why there is none. */
 Datum
 gpumf_device_info(PG_FUNCTION_ARGS)
 {
@@ -302,7 +93,7 @@ gpumf_device_info(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	if (gpumf_device != GPUMF_DEVICE_CPU)
-		rc = cuda_available(name, sizeof(name), err, sizeof(err));
+		rc = gpumf_cuda_available(name, sizeof(name), err, sizeof(err));
 	else
 		snprintf(err, sizeof(err), "gpumf.device is \"cpu\"");
 	if (rc == GM_OK)

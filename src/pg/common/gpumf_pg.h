@@ -8,6 +8,8 @@
  *                    subtransactions
  *   checks.c         named argument checks (one ereport each)
  *   device.c         what gpumf.device means; gpumf_device_info
+ *   train_device.c   the device a training runs on; the GPU made ready meanwhile
+ *   linalg_device.c  the device the linear algebra runs on
  *   guard.c          running internal queries safely (owner, pinned search_path)
  *   source.c         a table or view -> COO with key maps (NULL/NaN policy)
  *   model_catalog.c  the catalog gpumf.models: lookup, lock, permission, rows
@@ -103,6 +105,17 @@ extern void gpumf_check_memory(double need_bytes, const char *what);
 
 /* ---------------------------------------------------------- device.c */
 
+/* gpumf.device = gpu and no usable GPU: an ERROR; doing: "train", "compute" */
+extern void gpumf_no_gpu_error(const char *err, const char *doing);
+/* gpumf.device = auto and no usable GPU: a NOTICE, once per session; doing: "training" */
+extern void gpumf_gpu_fallback_notice(const char *err, const char *doing);
+/* gm_cuda_available under the probe thread's lock (the thread holds it throughout) */
+extern int	gpumf_cuda_available(char *name, size_t namelen, char *err, size_t errlen);
+extern void gpumf_probe_lock(void);
+extern void gpumf_probe_unlock(void);
+
+/* ---------------------------------------------------- train_device.c */
+
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 /*
@@ -119,6 +132,8 @@ extern bool gpumf_device_prefetch(const gm_mf_params *p, double est_rows);
  */
 extern gm_backend_kind gpumf_train_backend(char *name, size_t namelen, bool try_service,
 										   bool *service);
+/* --------------------------------------------------- linalg_device.c */
+
 /*
  * The GPU's linear-algebra operations when gpumf.device picks the GPU (*name
  * gets its name), NULL for the CPU; may ERROR (gpu without a usable GPU).
