@@ -120,16 +120,3 @@ gpumf_solver_from_text(const char *s)
 			 errhint("Valid solvers: \"cg\" (conjugate gradient, the default), \"block\" (block coordinate descent, iALS++) and \"exact\" (a Cholesky solve per row).")));
 	return GM_SOLVER_CG;		/* not reached */
 }
-
-/* A ranking metric and its cutoff from 'recall@20'. */
-void
-gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K)
-{
-	char		err[GM_ERRLEN];
-
-	if (gm_rank_metric_parse(s, m, K, err, sizeof(err)) != GM_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s", err),
-				 errhint("For example 'recall@20' or 'ndcg@10'.")));
-}

@@ -203,8 +203,6 @@ extern void gpumf_check_holdout(float8 v);
 /* 'cg', 'block', 'exact' and back; ERROR naming the valid ones */
 extern gm_solver gpumf_solver_from_text(const char *s);
 extern const char *gpumf_solver_name(gm_solver s);
-/* 'recall@20' etc.; ERROR with a hint otherwise */
-extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
 
 /* ----------------------------------------------------------- train.c */
 
@@ -224,6 +222,8 @@ typedef struct TrainArgs
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */
 extern Datum gpumf_train_args(const TrainArgs *a);
+/* 'recall@20' etc.; ERROR with a hint otherwise */
+extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
 
 /* ----------------------------------------------------------- source.c */
 
