@@ -54,8 +54,9 @@ install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
 endif
 
-# every object of the PostgreSQL layer sees its shared header and the core's
-$(filter src/pg/%.o,$(OBJS)): src/pg/common/gpumf_pg.h src/core/common/gm_core.h \
+# every object of the PostgreSQL layer sees its line's header (which
+# includes the lines' below it) and the core's
+$(filter src/pg/%.o,$(OBJS)): $(wildcard src/pg/*/gpumf_*.h) src/core/common/gm_core.h \
 		src/core/common/gm_algo.h src/core/common/gm_errors.h
 
 .PHONY: unit test

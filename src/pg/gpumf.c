@@ -9,7 +9,8 @@
  * here (which may run in the postmaster) touches the GPU; the CUDA module is
  * loaded lazily by the process that trains.
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
+#include "gpumf_linalg.h"
 
 #include <limits.h>
 

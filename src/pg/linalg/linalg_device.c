@@ -3,7 +3,9 @@
  * gpumf_spmv, gpumf_linreg) runs on under gpumf.device: the CUDA module's
  * gm_linalg_ops table, or the CPU (common/device.c's rules).
  */
-#include "gpumf_pg.h"
+#include "gpumf_linalg.h"
+
+int			gpumf_spmv_choice = GM_SPMV_AUTO;
 
 /*
  * The CUDA module's linear-algebra table when gpumf.device picks the GPU,

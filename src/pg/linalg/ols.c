@@ -21,7 +21,7 @@
  * cuSOLVER; the finishing steps are the CPU's.  The aggregate always folds
  * on the CPU: its rows arrive one at a time.
  */
-#include "gpumf_pg.h"
+#include "gpumf_linalg.h"
 
 #include <math.h>
 

@@ -26,7 +26,7 @@
  * gpumf.spmv.  Cancel and statement_timeout are polled by the core between
  * iterations.
  */
-#include "gpumf_pg.h"
+#include "gpumf_linalg.h"
 
 #include <math.h>
 

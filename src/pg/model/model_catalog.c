@@ -8,7 +8,7 @@
  * new role with the old name gets nothing); that role, its members and
  * superusers may retrain and drop it.
  */
-#include "gpumf_pg.h"
+#include "gpumf_model.h"
 
 #include <math.h>
 

@@ -18,7 +18,7 @@
  * model's owner may switch versions.  The SQL functions
  * (gpumf_model_versions, gpumf_use_version) are src/pg/serve/versions.c's.
  */
-#include "gpumf_pg.h"
+#include "gpumf_model.h"
 
 #include "access/relation.h"
 #include "catalog/namespace.h"

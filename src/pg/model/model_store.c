@@ -12,7 +12,7 @@
  * tables; on a retraining the new tables get the old tables' ACL as it is,
  * grantors included, so what the owner granted it can still revoke.
  */
-#include "gpumf_pg.h"
+#include "gpumf_model.h"
 
 #include "access/heapam.h"
 #include "access/hio.h"

@@ -15,7 +15,7 @@
  * rows are written with multi-row heap inserts.  The users table, when
  * given, is read with the caller's rights.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <math.h>
 

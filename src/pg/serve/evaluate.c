@@ -14,7 +14,7 @@
  * With record => true the results are written into the model's catalog
  * row (gpumf.models.metrics), as the owner, for the version evaluated.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <math.h>
 

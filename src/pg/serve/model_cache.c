@@ -36,7 +36,7 @@
  * is full, no dynamic shared memory is left, a parallel worker finds no
  * listed version), the backend serves from its own copy.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -9,7 +9,7 @@
  * - Names of tables the caller creates (gpumf_recommend_all's target,
  *   gpumf_split's outputs), parsed and checked with the caller's search_path.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include "access/heapam.h"
 #include "access/htup_details.h"

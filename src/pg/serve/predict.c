@@ -8,7 +8,7 @@
  * rights and compares the predictions with them.  Both read the model's
  * factor tables directly, after checking the caller's SELECT privilege.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <float.h>
 #include <math.h>

@@ -19,7 +19,7 @@
  * result's keys take.  A "user" declared text (for untyped parameters)
  * arrives the same way as one declared "any".
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <float.h>
 #include <math.h>

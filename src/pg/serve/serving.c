@@ -18,7 +18,7 @@
  * the source is read through SPI in read-only mode, as of the statement's
  * snapshot, so it runs in parallel workers too.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <ctype.h>
 #include <float.h>

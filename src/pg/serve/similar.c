@@ -11,7 +11,7 @@
  * As in recommend.c, one C entry point serves both SQL declarations: the
  * one that returns bigint keys and the one with a type carrier.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include "funcapi.h"
 #include "utils/builtins.h"

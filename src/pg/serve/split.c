@@ -22,7 +22,7 @@
  * source is read once, under one snapshot, so every row lands on exactly
  * one side.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include <math.h>
 

@@ -12,7 +12,7 @@
  * the version then served is read into shared memory when it commits
  * (model_cache.c).  Only the model's owner may switch versions.
  */
-#include "gpumf_pg.h"
+#include "gpumf_serve.h"
 
 #include "access/relation.h"
 #include "catalog/namespace.h"

@@ -1,7 +1,7 @@
 /*
  * synth.c: gpumf_synthetic, the seeded MovieLens-shaped dataset as rows.
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
 
 #include "access/htup_details.h"
 #include "funcapi.h"

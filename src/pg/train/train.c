@@ -8,7 +8,7 @@
  * (model_catalog.c), all in the caller's transaction: readers see the old
  * model until commit, and an error or a cancel leaves it untouched.
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
 
 #include <math.h>
 

@@ -5,7 +5,7 @@
  * common/device.c's: auto falls back to the CPU with one NOTICE per
  * session, gpu without a usable GPU is an ERROR.
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
 
 #include <pthread.h>
 #include <signal.h>

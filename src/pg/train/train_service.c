@@ -25,7 +25,7 @@
  * the requester's segment.  The worker calls nothing of PostgreSQL's while
  * the core trains but SetLatch.
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

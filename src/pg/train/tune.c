@@ -10,7 +10,7 @@
  * a NOTICE and a row of the result; with model, the best setting is then
  * trained on all rows and stored under that name (gpumf_train's path).
  */
-#include "gpumf_pg.h"
+#include "gpumf_train.h"
 
 #include <math.h>
 
