@@ -2,7 +2,10 @@
  * gpumf_serve.h: the serving line of the PostgreSQL layer (src/pg/serve):
  * serving and evaluating trained models.
  *
- *   model_cache.c    models served from backend memory
+ *   model_cache.c    models served from backend memory: the cache
+ *   served_tables.c  a served version's tables read directly; the snapshot
+ *   shared_models.c  served versions shared through dynamic shared memory
+ *   warm_worker.c    a new version read into shared memory when it commits
  *   serving.c        what serving builds on a served model: key lookups, fold-in
  *                    (a user's rows read from the source), users for similarity
  *   recommend.c      gpumf_recommend, gpumf_recommend_items
@@ -19,6 +22,7 @@
 
 #include "gpumf_model.h"
 #include "gm_score.h"
+#include "utils/relcache.h"
 
 /* ------------------------------------------------------ model_cache.c */
 
@@ -58,23 +62,76 @@ typedef struct GpumfServed
  * needed; ERRORs for unknown/forbidden.
  */
 extern GpumfServed *gpumf_served_get(const char *name);
+
+/* ---------------------------------------------------- served_tables.c */
+
 /*
  * The user's row: factors (k floats), seen items (sorted), bias.  false when
  * the user is not in the model.  Pointers stay valid until the next call.
  */
 extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
 							  const int32 **seen, int32 *nseen, float *bias);
+/* the snapshot serving reads the model's tables with in this call */
+extern Snapshot gpumf_served_snapshot(void);
+/* this call retried after its tables were dropped: read with the latest snapshot */
+extern bool gpumf_served_latest;
+
+/*
+ * Where gpumf_served_scan_items puts what it reads: the arrays hold cap
+ * rows; private ones grow when a row's idx needs more, fixed ones (a shared
+ * segment) make it return -1 instead.  Keys go to keys (Datums copied into
+ * the current memory context) or, fixed-size ones, to ikeys (int64) or
+ * ukeys (uuid bytes).
+ */
+typedef struct GpumfItemArrays
+{
+	int64		cap;
+	bool		fixed;
+	float	   *Y;
+	float	   *bias;			/* NULL: no room for biases (implicit models) */
+	Datum	   *keys;
+	int64	   *ikeys;
+	char	   *ukeys;
+	bool		any_bias;		/* out: a row had a bias */
+} GpumfItemArrays;
+
+/*
+ * Read the item table's rows, each straight to its place (rows are stored
+ * in idx order); the number of rows, or -1 when fixed arrays are too small.
+ * ERRORs for a damaged table, and for an empty unlogged one.
+ */
+extern int64 gpumf_served_scan_items(Relation rel, const GpumfModel *cat, GpumfServed *m,
+									 GpumfItemArrays *d);
+/* the item table read into arrays in m->cxt (m->Y, m->item_keys, m->item_bias) */
+extern void gpumf_served_load_private(GpumfServed *m, const GpumfModel *cat, Relation rel);
+/* the users table's unique index on key and the key type's equality, into m */
+extern void gpumf_served_prepare_user_lookup(GpumfServed *m, const GpumfModel *cat);
+
+/* ---------------------------------------------------- shared_models.c */
+
+/*
+ * Load the model's current version into m: attach to its shared segment if
+ * one is listed, else read the item table (into a new shared segment when
+ * gpumf.shared_models is on), else into backend memory.
+ */
+extern void gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat);
 /* stop sharing every version of the model (it was dropped or replaced) */
 extern void gpumf_served_forget(int64 model_id);
+/* stop sharing this database's versions whose item tables are gone */
+extern void gpumf_served_forget_dropped(void);
+/* stop sharing the model's versions other than version */
+extern void gpumf_served_forget_other_versions(int64 model_id, int32 version);
+/* is a version of the model listed in the registry (someone serves it)? */
+extern bool gpumf_served_model_is_shared(int64 model_id);
+
+/* ------------------------------------------------------ warm_worker.c */
+
 /*
  * When this transaction commits, have a background worker read the model's
  * version into shared memory (gpumf.shared_models), so that no serving call
  * has to.
  */
 extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
-
-/* the snapshot serving reads the model's tables with in this call */
-extern Snapshot gpumf_served_snapshot(void);
 
 /* ---------------------------------------------------------- serving.c */
 
