@@ -6,7 +6,7 @@
  * gm_cpu_<alg>_ops); CUDA tables come from the CUDA module's
  * gm_cuda_algo_ops (src/core/common/backend.c loads it).  A new algorithm
  * adds one line to GM_CPU_ALGORITHMS here, its name to mf_params.c and its
- * CUDA table to cuda/common/module.cu.
+ * CUDA table to cuda/module.cu.
  */
 #include "gm_core.h"
 
