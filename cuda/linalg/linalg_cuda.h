@@ -1,7 +1,7 @@
 /*
- * linalg_cuda.h: what cuda/spmv_pcg.cu and cuda/ols.cu share (internal to
- * the CUDA module): the least-squares entry points that spmv_pcg.cu puts
- * into the module's gm_linalg_ops table.  Errors go through common.cuh's
+ * linalg_cuda.h: what the linear-algebra files of the CUDA module share
+ * (cuda/linalg; internal to the module): the least-squares entry points
+ * that sparse_handle.cu puts into the module's gm_linalg_ops table.  Errors go through common.cuh's
  * GM_CHECK.
  */
 #ifndef GM_LINALG_CUDA_H
@@ -23,7 +23,7 @@ int			gm_cuda_ols_fold(void *h, int64_t n, const double *X, int64_t ldx,
 void		gm_cuda_ols_timing(void *h, double *transfer, double *compute);
 void		gm_cuda_ols_destroy(void *h);
 
-/* cuda/spmv_pcg.cu: the module's table of linear-algebra operations */
+/* cuda/linalg/sparse_handle.cu: the module's table of linear-algebra operations */
 const gm_linalg_ops *gm_cuda_linalg_ops(void);
 
 #ifdef __cplusplus
