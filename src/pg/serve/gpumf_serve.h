@@ -10,7 +10,7 @@
  *                    (a user's rows read from the source), users for similarity
  *   recommend.c      gpumf_recommend, gpumf_recommend_items
  *   similar.c        gpumf_similar_items, gpumf_similar_users
- *   predict.c        gpumf_predict, gpumf_rmse, gpumf_synthetic_ratings
+ *   predict.c        gpumf_predict, gpumf_rmse
  *   model_load.c     a served model's users in memory; scoring device; new tables
  *   batch.c          gpumf_recommend_all (every user's top n into a table)
  *   evaluate.c       gpumf_evaluate

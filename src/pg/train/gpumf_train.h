@@ -5,7 +5,7 @@
  *   train_device.c   the device a training runs on; the GPU made ready meanwhile
  *   train_service.c  the training service: a worker that keeps the GPU warm
  *   tune.c           gpumf_tune (hyper-parameter search)
- *   synth.c          gpumf_synthetic
+ *   synth.c          gpumf_synthetic, gpumf_synthetic_ratings
  */
 #ifndef GPUMF_TRAIN_H
 #define GPUMF_TRAIN_H

@@ -1,5 +1,7 @@
 /*
- * synth.c: gpumf_synthetic, the seeded MovieLens-shaped dataset as rows.
+ * synth.c: synthetic training data as rows: gpumf_synthetic (the seeded
+ * MovieLens-shaped implicit dataset) and gpumf_synthetic_ratings (planted
+ * ratings for the explicit models).
  */
 #include "gpumf_train.h"
 
@@ -8,7 +10,10 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "gm_explicit.h"
+
 PG_FUNCTION_INFO_V1(gpumf_synthetic);
+PG_FUNCTION_INFO_V1(gpumf_synthetic_ratings);
 
 typedef struct SynthState
 {
@@ -147,4 +152,84 @@ gpumf_synthetic(PG_FUNCTION_ARGS)
 		st->pos++;
 		SRF_RETURN_NEXT(fctx, HeapTupleGetDatum(heap_form_tuple(fctx->tuple_desc, values, nulls)));
 	}
+}
+
+/* ------------------------------------------------- planted ratings */
+
+/*
+ * gpumf_synthetic_ratings: ratings from a planted rank-r model with Gaussian
+ * noise of known sigma (mean 3.5, user and item biases, power-law item
+ * popularity), about `holdout` of them marked for held-out evaluation.
+ */
+Datum
+gpumf_synthetic_ratings(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	gm_ratings_spec s;
+	int32	   *users,
+			   *items;
+	float	   *ratings;
+	uint8	   *holdout;
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	for (int a = 0; a < 6; a++)
+		if (PG_ARGISNULL(a))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL",
+							((const char *[]) {"users", "items", "rows", "rank", "noise", "seed"})[a])));
+	memset(&s, 0, sizeof(s));
+	s.n_users = PG_GETARG_INT32(0);
+	s.n_items = PG_GETARG_INT32(1);
+	s.n_ratings = PG_GETARG_INT64(2);
+	s.rank = PG_GETARG_INT32(3);
+	s.noise = PG_GETARG_FLOAT8(4);
+	s.seed = (uint64) PG_GETARG_INT64(5);
+	s.mean = 3.5;
+	s.bias_sd = 0.3;
+	s.holdout = 0.1;
+	s.popularity_exponent = 0.8;
+	s.min_per_user = s.n_items >= 10 ? 5 : 1;
+	s.threads = gpumf_threads;
+
+	gpumf_check_int_range("users", s.n_users, 1, GM_SYNTH_MAX_USERS);
+	gpumf_check_int_range("items", s.n_items, 2, GM_SYNTH_MAX_ITEMS);
+	if (s.n_ratings < (int64) s.n_users * s.min_per_user || s.n_ratings > (int64) s.n_users * (s.n_items / 2) ||
+		s.n_ratings > INT64CONST(200000000))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rows must be between users * %d and users * items / 2 (and at most 200,000,000), got " INT64_FORMAT,
+						s.min_per_user, s.n_ratings)));
+	gpumf_check_int_range("rank", s.rank, 1, 1024);
+	if (!(s.noise >= 0 && s.noise < 100))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("noise must be between 0 and 100, got %g", s.noise)));
+	gpumf_check_memory((double) s.n_ratings * 13 * 2, "generating the ratings");
+
+	InitMaterializedSRF(fcinfo, 0);
+	users = palloc_extended(sizeof(int32) * s.n_ratings, MCXT_ALLOC_HUGE);
+	items = palloc_extended(sizeof(int32) * s.n_ratings, MCXT_ALLOC_HUGE);
+	ratings = palloc_extended(sizeof(float) * s.n_ratings, MCXT_ALLOC_HUGE);
+	holdout = palloc_extended(s.n_ratings, MCXT_ALLOC_HUGE);
+	rc = gm_synth_ratings(&s, users, items, ratings, holdout, err, sizeof(err));
+	if (rc != GM_OK)
+		ereport(ERROR,
+				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", err)));
+	for (int64 r = 0; r < s.n_ratings; r++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = Int32GetDatum(users[r] + 1);	/* ids start at 1 */
+		values[1] = Int32GetDatum(items[r] + 1);
+		values[2] = Float4GetDatum(ratings[r]);
+		values[3] = BoolGetDatum(holdout[r] != 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		if ((r & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	return (Datum) 0;
 }
