@@ -17,18 +17,21 @@
 #   8. README.md against the installed extension (test/docs/readme.sh): its
 #      SQL examples run in order (on the CPU), its function and settings
 #      tables match the catalog
+#   9. the file-level dependencies against ARCHITECTURE.md
+#      (scripts/check-deps.py, on the objects just built): layers, product
+#      lines, no circles between files
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
+# deps unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
 # gpu-linalg cron hostile load faults memory (unset: all of them; an unknown
 # name is an error) -- for running the whole set in parts on a machine that
 # limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile load faults memory"
+ALL_SUITES="deps unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -62,6 +65,9 @@ if ! { make -s PG_CONFIG="$PG_CONFIG" >$logs/build.log 2>&1 && make -s PG_CONFIG
   tally build 0 1
   echo "$P passed, $F failed"; exit 1
 fi
+
+want deps && echo "== dependencies between files (ARCHITECTURE.md)"
+suite deps python3 scripts/check-deps.py
 
 # pg_cron runs jobs at minute boundaries: start its test now, collect it last
 if want cron; then
