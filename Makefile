@@ -5,7 +5,7 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
 # objects by layer (src/pg: PostgreSQL glue, src/core: pure C) and product
 # line (common, model, train: training recommenders, serve: serving and
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
-PG_COMMON   = guc extension guard checks device source
+PG_COMMON   = guc extension guard checks device source source_keys source_rows source_exec source_scan
 PG_MODEL    = model_catalog model_store model_history
 PG_TRAIN    = train train_device train_service tune synth
 PG_SERVE    = model_cache served_tables shared_models warm_worker serving recommend similar predict model_load batch evaluate split versions

@@ -11,7 +11,12 @@
  *   device.c         what gpumf.device means; gpumf_device_info
  *   guard.c          running internal queries safely (owner, pinned search_path)
  *   checks.c         named argument checks (one ereport each)
- *   source.c         a table or view -> COO with key maps (NULL/NaN policy)
+ *   source.c         a table or view -> COO with key maps (NULL/NaN policy):
+ *                    the relation's checks, the choice of reader, CSR
+ *   source_exec.c    ... read through the executor (gpumf_read_query)
+ *   source_scan.c    ... read by a direct scan, in parallel when large
+ *   source_rows.c    ... a row's value converted, refused, the arrays grown
+ *   source_keys.c    key types, keys as text and back as Datums
  */
 #ifndef GPUMF_PG_H
 #define GPUMF_PG_H
