@@ -14,9 +14,9 @@
 #      roles, load during retraining, faults (SIGKILL, cancel), backend
 #      memory; after the pg_cron test, since a crash recovery would end its
 #      sessions
-#   8. README.md against the installed extension (test/docs/readme.sh): its
-#      SQL examples run in order (on the CPU), its function and settings
-#      tables match the catalog
+#   8. README.md and docs/*.md against the installed extension
+#      (test/docs/readme.sh): their SQL examples run in order (on the CPU),
+#      their function and settings tables match the catalog
 #   9. the file-level dependencies against ARCHITECTURE.md
 #      (scripts/check-deps.py, on the objects just built): layers, product
 #      lines, no circles between files
@@ -96,7 +96,7 @@ if want regress; then
   tally regress $((ntests - nfail)) "$nfail"
 fi
 
-want readme && echo "== README against the installed extension"
+want readme && echo "== README.md and docs/ against the installed extension"
 suite readme bash test/docs/readme.sh
 
 if want multisession; then
