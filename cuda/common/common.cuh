@@ -4,7 +4,7 @@
  * GM_EDEVICE and a message, float4 helpers for the warp-group kernels, the
  * padded factor widths and the table of kernel shapes per width, and the
  * module's exported entry points (module.cu; the core reaches them through
- * dlopen, see src/core/backend.c).  No PostgreSQL, no core internals: only
+ * dlopen, see src/core/common/backend.c).  No PostgreSQL, no core internals: only
  * gm_errors.h and gm_algo.h.
  */
 #ifndef GM_COMMON_CUH

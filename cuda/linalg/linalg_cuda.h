@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-/* cuda/ols.cu */
+/* cuda/linalg/ols.cu */
 int			gm_cuda_ols_create(void **h, int k, int intercept, int64_t max_rows,
 							   char *err, size_t errlen);
 int			gm_cuda_ols_fold(void *h, int64_t n, const double *X, int64_t ldx,

@@ -3,7 +3,7 @@
  * of gm_linalg_ops): a tall-skinny QR in float64.
  *
  * The host hands over R, the m x m upper-triangular factor of everything
- * folded so far (src/core/ols.c), and a batch of rows.  On the device W
+ * folded so far (src/core/linalg/ols.c), and a batch of rows.  On the device W
  * (column-major, m columns) holds R in its top m rows and a chunk of up to
  * max_rows rows of [1, x - c, y - d] below; cuSOLVER's Householder QR
  * (cusolverDnXgeqrf) of W leaves the new R in the top rows, the Householder

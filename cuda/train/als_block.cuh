@@ -15,7 +15,7 @@
  *      row unchanged), x_B += d, and d kept in D;
  *   3. gm_block_apply: s_e += y_eB . d_row for every entry.
  *
- * The math is src/core/als_implicit.c's block_solve_row; the CPU solves a
+ * The math is src/core/train/als_implicit.c's block_solve_row; the CPU solves a
  * row's blocks one after the other, the GPU a block of every row at a time,
  * which is the same arithmetic (rows are independent) and keeps the slice
  * Y(:, B) of the other side, 4 b n bytes, in L2 while a block runs.

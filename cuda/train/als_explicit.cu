@@ -1,7 +1,7 @@
 /*
  * als_explicit.cu: ALS for explicit ratings with weighted-lambda
  * regularisation on the GPU, the table gm_cuda_als_explicit_ops.  The model,
- * the objective and the per-row systems are those of src/core/als_explicit.c:
+ * the objective and the per-row systems are those of src/core/train/als_explicit.c:
  *     (sum_j y_j y_j^T + lambda n_i I) x_i = sum_j (r_ij - mu - c_j) y_j
  * with x_i = (w_i, b_i), y_j = (h_j, 1) when biases are on.
  *

@@ -1,6 +1,6 @@
 /*
  * als_implicit.cu: implicit-feedback ALS on the GPU (the model of
- * src/core/als_implicit.c: confidences c = 1 + alpha v on the observed
+ * src/core/train/als_implicit.c: confidences c = 1 + alpha v on the observed
  * pairs, alpha0 on the others, ridges regularization (n + alpha0 m)^nu), the
  * CUDA table of operations gm_cuda_als_implicit_ops (gm_algo.h) that the
  * core's training loop drives like the CPU table.
@@ -32,7 +32,7 @@
  *         row split over several chunks (popular items, heavy users) adds its
  *         partial sums into AP with float4 atomics and the last chunk to
  *         finish (a per-row counter, threadfence reduction) does the update.
- *    The update is the CPU core's (src/core/als_implicit.c cg_solve_row):
+ *    The update is the CPU core's (src/core/train/als_implicit.c cg_solve_row):
  *      init:  r = sum_i (c_i - (c_i-alpha0) y_i.x) y_i - G x - reg x;  p = r;
  *             rs = r.r
  *      step:  if rs < 1e-20 skip;  Ap = G p + reg p + sum_i (c_i-alpha0)(y_i.p) y_i;

@@ -1,7 +1,7 @@
 /*
  * ccd.cu: CCD++ for explicit ratings on the GPU (CuCCD's design), the table
  * gm_cuda_ccd_ops.  The order of work and the arithmetic are those of the
- * CPU version (src/core/ccd.c), both following src/core/gm_ccd_plan.h.
+ * CPU version (src/core/train/ccd.c), both following src/core/train/gm_ccd_plan.h.
  *
  *  - The residual lives twice on the device, in CSR order (the pass that
  *    updates a user-side vector reads a user's row) and in CSC order (the

@@ -68,7 +68,7 @@ typedef enum gm_algorithm
 
 /*
  * Solvers of the implicit model's per-row systems A x = b (see
- * src/core/als_implicit.c for A and b).
+ * src/core/train/als_implicit.c for A and b).
  */
 typedef enum gm_solver
 {

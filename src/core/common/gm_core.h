@@ -235,7 +235,7 @@ void		gm_als_cg_solve_rows(const gm_csr *C, float *X, const float *Y,
 								 int32_t begin, int32_t end, int threads);
 
 /*
- * One side of the implicit model's sweep (src/core/als_implicit.c): row u
+ * One side of the implicit model's sweep (src/core/train/als_implicit.c): row u
  * of X solves A x = b with A = G + sum_(i in row u) (c_i - alpha0) y_i y_i^T
  * + reg[u] I, b = sum c_i y_i, where G = alpha0 Y^T Y (+ regularization I
  * when reg is NULL: a ridge the same for every row, nu = 0).
@@ -279,7 +279,7 @@ double		gm_als_loss(const gm_csr *C, const float *X, const float *Y, int k,
 
 /*
  * The same with the unobserved weight alpha0 and per-row ridges: the
- * objective of src/core/als_implicit.c,
+ * objective of src/core/train/als_implicit.c,
  * [sum_S c (1 - s)^2 + alpha0 sum_(not S) s^2 + sum_u reg_x[u] |x_u|^2 +
  * sum_i reg_y[i] |y_i|^2] / (sum_S c + alpha0 (n_users n_items - nnz));
  * reg_x, reg_y NULL: reg for every row.

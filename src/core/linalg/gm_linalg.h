@@ -9,7 +9,7 @@
  *     fed row by row, batch by batch, merged, and finished at the end
  *     (ols.c; the fit itself ols_finish.c, its p values student_t.c);
  *   - the table of GPU operations the CUDA module exports for both
- *     (gm_linalg_ops, cuda/spmv_pcg.cu and cuda/ols.cu), found by
+ *     (gm_linalg_ops, cuda/linalg/: spmv.cu, pcg.cu, ols.cu), found by
  *     gm_linalg_cuda_ops (linalg_backend.c).
  *
  * Pure C, no PostgreSQL.  Every function that can fail returns GM_OK or a
@@ -352,7 +352,7 @@ double		gm_student_t_pvalue(double t, double df);
 /* ------------------------------------------------------------ GPU operations */
 
 /*
- * The CUDA module's table (cuda/spmv_pcg.cu, cuda/ols.cu), returned by its
+ * The CUDA module's table (cuda/linalg/sparse_handle.cu), returned by its
  * gm_cuda_linalg_ops().  Each call writes a message into err on failure.
  */
 struct gm_linalg_ops

@@ -10,7 +10,7 @@
  * lower item index, leaving out the items listed for u in a CSR of "seen"
  * items (NaN scores never rank) -- the same list gm_topk gives for one user.
  * The CPU computes it with a blocked sgemm (OpenBLAS when present) and a heap
- * per user; the CUDA module (cuda/score.cu) with cuBLAS in batches of users
+ * per user; the CUDA module (cuda/serve/score.cu) with cuBLAS in batches of users
  * and a selection kernel, reached through gm_cuda_symbol("gm_cuda_score_topk").
  *
  * When the structs below change, bump GM_SCORE_ABI_VERSION: the core refuses
@@ -74,7 +74,7 @@ int			gm_score_topk(const gm_score_problem *p, gm_backend_kind b,
 						  const gm_callbacks *cb, gm_score_result *r,
 						  char *err, size_t errlen);
 
-/* The entry point cuda/score.cu exports (looked up by name). */
+/* The entry point cuda/serve/score.cu exports (looked up by name). */
 typedef int (*gm_cuda_score_topk_fn) (const gm_score_problem *p,
 									  const gm_callbacks *cb,
 									  gm_score_result *r,

@@ -6,7 +6,7 @@
  * seen items are overwritten with NaN and a heap picks the n best with
  * gm_topk's ranking (topk_row: a compare per score once the heap is full).
  * A block's scores take about 16 MB.
- * CUDA: the module's gm_cuda_score_topk (cuda/score.cu), found by name.
+ * CUDA: the module's gm_cuda_score_topk (cuda/serve/score.cu), found by name.
  */
 #include "gm_core.h"
 #include "gm_score.h"

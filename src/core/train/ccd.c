@@ -8,7 +8,7 @@
  * ALS (als_explicit.c), so that one regularization means the same for both;
  * without biases, CCD++ with that penalty.  Every coordinate update of row
  * i therefore uses lambda n_i where plain CCD++ has lambda.
- * The order of work is gm_ccd_plan.h's (shared with cuda/ccd.cu): entries
+ * The order of work is gm_ccd_plan.h's (shared with cuda/train/ccd.cu): entries
  * (user biases, item biases, features 0 .. k-1) in turn, a CSR pass per
  * user-side update and a CSC pass per item-side update, each applying the
  * rank-one terms queued for its copy of the residual while it reads it.

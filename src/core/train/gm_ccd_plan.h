@@ -1,6 +1,6 @@
 /*
  * gm_ccd_plan.h: the order of work in one CCD++ iteration, shared by the
- * CPU (src/core/ccd.c) and GPU (cuda/ccd.cu) implementations so that both
+ * CPU (src/core/train/ccd.c) and GPU (cuda/train/ccd.cu) implementations so that both
  * do the same arithmetic in the same order.  Header-only, plain C.
  *
  * The model  r_ij ~ mu + b_i + c_j + sum_t u_t[i] v_t[j]  is a sum of

@@ -54,7 +54,7 @@ gm_explicit_check(const char *name, const gm_mf_params *p, const gm_mf_data *d,
 	return GM_OK;
 }
 
-/* The CPU tables (the CUDA ones live in cuda/ccd.cu and cuda/als_explicit.cu). */
+/* The CPU tables (the CUDA ones live in cuda/train/ccd.cu and cuda/train/als_explicit.cu). */
 extern const gm_algo_ops gm_cpu_ccd_ops;
 extern const gm_algo_ops gm_cpu_als_explicit_ops;
 

@@ -11,7 +11,7 @@
  *   gpumf_linreg_predict(coef, x)  coef . (1, x), or coef . x.
  *
  * Both fits return gpumf.linreg_result.  The numerics are the core's
- * (src/core/ols.c: incremental Householder QR, never X'X); this file reads
+ * (src/core/linalg/ols.c: incremental Householder QR, never X'X); this file reads
  * rows, names columns in messages (a rank-deficient X names the collinear
  * columns by their SQL names, or x[i] in the aggregate) and times reading
  * apart from computing.

@@ -8,7 +8,7 @@
  * top k comes from one batch scoring pass over all of them (gm_score_topk:
  * the GPU when gpumf.device allows, the CPU otherwise), the items the user
  * had in training left out; the metrics are computed from those lists as the
- * implicit library defines them (src/core/metrics.c).  Explicit models also
+ * implicit library defines them (src/core/serve/metrics.c).  Explicit models also
  * get RMSE and MAE of mu + b_u + c_i + x.y over the test rows.
  *
  * With record => true the results are written into the model's catalog

@@ -8,7 +8,7 @@
  * - Fold-in: the factors of a user the model lacks (or any user, on
  *   request) from the user's current rows in the model's source, read with
  *   the caller's rights, or of a basket of items: one least-squares solve
- *   against the stored item factors (src/core/foldin.c), the solve the
+ *   against the stored item factors (src/core/serve/foldin.c), the solve the
  *   trainer's user half-step converges to.
  * - Similarity: the norms of the item factors, and the users' factors
  *   (loaded on the first gpumf_similar_users call).
@@ -284,7 +284,7 @@ int_datum(int64 v, Oid t)
 		Int16GetDatum((int16) v);
 }
 
-/* A key argument converted to the key type (see gpumf_pg.h). */
+/* A key argument converted to the key type (see gpumf_serve.h). */
 bool
 gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out)
 {
@@ -769,7 +769,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	return merge_entries(idx, vals, n);
 }
 
-/* A user's factors: stored, or folded in from the source (see gpumf_pg.h). */
+/* A user's factors: stored, or folded in from the source (see gpumf_serve.h). */
 bool
 gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recompute,
 				   GpumfUserFactors *u)

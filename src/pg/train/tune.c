@@ -4,7 +4,7 @@
  *
  * It reads the source once (with the caller's rights, as gpumf_train does),
  * holds out a seeded fraction of each user's rows, and runs the core's
- * search (src/core/tune.c: factors, alpha0, the ridge, nu, and the
+ * search (src/core/train/tune.c: factors, alpha0, the ridge, nu, and the
  * iteration count by early stopping on the held-out metric) on the device
  * gpumf.device picks, the data staying there across trials.  Each trial is
  * a NOTICE and a row of the result; with model, the best setting is then

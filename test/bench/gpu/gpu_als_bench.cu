@@ -1,6 +1,6 @@
 /*
  * gpu_als_bench.cu: correctness and speed of gpumf's CUDA implicit ALS
- * (cuda/als_implicit.cu, driven through its table of operations from
+ * (cuda/train/als_implicit.cu, driven through its table of operations from
  * gm_cuda_algo_ops) against a float64 reference, the CPU core (src/core) and
  * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-/* cuda/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
+/* cuda/common/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
 extern "C" void gm_cuda_set_chunk_queue(int on);
 #include <vector>
 #ifdef _OPENMP

@@ -1,7 +1,7 @@
 /*
  * mf_explicit_bench.cu: correctness checks and the benchmark of gpumf's
- * explicit-feedback models on the GPU (cuda/ccd.cu, cuda/als_explicit.cu)
- * against the CPU core (src/core/ccd.c, src/core/als_explicit.c).
+ * explicit-feedback models on the GPU (cuda/train/ccd.cu, cuda/train/als_explicit.cu)
+ * against the CPU core (src/core/train/ccd.c, src/core/train/als_explicit.c).
  *
  *   1. GPU vs CPU from the same start on a planted problem with long rows
  *      and columns (every work class of the GPU schedule, multi-chunk rows):
@@ -47,7 +47,7 @@
 #include <omp.h>
 #endif
 
-/* the module's switches (cuda/ccd.cu, cuda/als_explicit.cu) */
+/* the module's switches (cuda/train/ccd.cu, cuda/train/als_explicit.cu) */
 extern "C"
 {
 	void		gm_cuda_ccd_set_binning(int mode);

@@ -1,9 +1,9 @@
 /*
  * score_bench.cu: correctness and speed of gpumf's batch top-n scorer on the
- * GPU (cuda/score.cu, reached through the core's gm_score_topk with the
+ * GPU (cuda/serve/score.cu, reached through the core's gm_score_topk with the
  * module loaded by dlopen, as the server does) against a float64 reference
- * and the CPU scorer (src/core/score.c), and of evaluation (the same top-k
- * lists + src/core/metrics.c) on the GPU against the CPU.
+ * and the CPU scorer (src/core/serve/score.c), and of evaluation (the same top-k
+ * lists + src/core/serve/metrics.c) on the GPU against the CPU.
  *
  * No PostgreSQL.  Usage:
  *   score_bench [--quick] [--module cuda/gpumf_cuda.so] [--out DIR]
