@@ -33,13 +33,30 @@ SHLIB_LINK = -fopenmp $(if $(HAVE_OPENBLAS),-lopenblas) -ldl -lm
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
-# JIT bitcode needs the clang PostgreSQL was built with; skip it where absent
-ifeq ($(shell command -v clang-14 2>/dev/null),)
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+
+# JIT bitcode needs the clang PostgreSQL was built with (CLANG in its
+# Makefile.global: clang-14 for Debian 12's 15; none for the wheels, built
+# without LLVM) and that clang's omp.h (libomp-N-dev), since the files that
+# use OpenMP are compiled with -fopenmp; skip the bitcode where either is
+# absent (the functions then run the same, without JIT inlining)
+PG_CLANG := $(shell sed -n 's/^CLANG *= *//p' $(dir $(PGXS))../Makefile.global 2>/dev/null)
+ifeq ($(and $(PG_CLANG),$(shell $(PG_CLANG) -fopenmp -include omp.h -E -x c /dev/null >/dev/null 2>&1 && echo yes)),)
 override with_llvm = no
 endif
 
-PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# A PostgreSQL built elsewhere with another compiler (the PyPI wheels of 16 and
+# 18: gcc 14) can hand PGXS warning options that this gcc rejects as errors
+# (18.6's -Wmissing-variable-declarations is unknown to Debian 12's gcc 12):
+# ask the compiler once which of CFLAGS' -W options it does not know, drop
+# those and keep the rest.
+PG_UNKNOWN_WFLAGS := $(shell LC_ALL=C $(CC) $(filter -W%,$(CFLAGS)) -E -x c /dev/null -o /dev/null 2>&1 | \
+	sed -n "s/.*unrecognized command-line option '\(-W[^']*\)'.*/\1/p")
+ifneq ($(PG_UNKNOWN_WFLAGS),)
+override CFLAGS := $(filter-out $(PG_UNKNOWN_WFLAGS),$(CFLAGS))
+endif
 
 # the CUDA module (not JIT-able, so not in OBJS)
 ifeq ($(NVCC),)
@@ -54,10 +71,21 @@ install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'
 endif
 
+# objects compiled against one PostgreSQL (its headers and flags) are not for
+# another: .pg-build names the one they were compiled for, and changes (making
+# every object out of date) when PG_CONFIG points at another installation
+PG_BUILD_ID := $(PG_CONFIG) $(VERSION)
+.pg-build: FORCE
+	@echo '$(PG_BUILD_ID)' | cmp -s - $@ || echo '$(PG_BUILD_ID)' >$@
+$(OBJS) $(OBJS:.o=.bc): .pg-build
+EXTRA_CLEAN += .pg-build
+.PHONY: FORCE
+FORCE:
+
 # every object of the PostgreSQL layer sees its line's header (which
 # includes the lines' below it) and the core's
-$(filter src/pg/%.o,$(OBJS)): $(wildcard src/pg/*/gpumf_*.h) src/core/common/gm_core.h \
-		src/core/common/gm_algo.h src/core/common/gm_errors.h
+$(filter src/pg/%.o,$(OBJS)): $(wildcard src/pg/*/gpumf_*.h) src/pg/common/pg_compat.h \
+		src/core/common/gm_core.h src/core/common/gm_algo.h src/core/common/gm_errors.h
 
 .PHONY: unit test
 unit:

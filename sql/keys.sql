@@ -38,3 +38,19 @@ SELECT count(*) FROM gpumf_recommend_text('uuid_text', 'not a uuid'::text, 3);
 CREATE TABLE items (id int PRIMARY KEY, title text);
 INSERT INTO items SELECT 100 + i, 'title ' || i FROM generate_series(1, 20) i;
 SELECT count(*) AS joined FROM gpumf_recommend('big', 10000000002, 5) r JOIN items i ON i.id = r.item;
+
+-- keys at the ends of their types: one bigint key of 2^62 (whose dense-key
+-- growth once looped forever), the int8 and int2 ends, each kept exactly
+SET statement_timeout = '30s';
+CREATE TABLE k_ext (u int8, i int2);
+INSERT INTO k_ext VALUES (4611686018427387904, 1);
+SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'k_ext');
+INSERT INTO k_ext VALUES (-9223372036854775808, -32768), (9223372036854775807, 32767),
+  (67108864, 0), (67108863, 0), (-1, 32767);
+SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'k_ext');
+SELECT user_table AS ut, item_table AS it FROM gpumf.models WHERE name = 'k_ext' \gset
+SELECT key FROM :ut ORDER BY key;
+SELECT key FROM :it ORDER BY key;
+SELECT count(*) FROM gpumf_recommend('k_ext', 9223372036854775807, 3);
+SELECT gpumf_drop_model('k_ext');
+RESET statement_timeout;

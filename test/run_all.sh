@@ -9,11 +9,13 @@
 #      test/bench/gpu (--quick: correctness only): implicit ALS, batch
 #      scoring, the explicit models, the linear algebra
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
-#      (make -C test/unit check-sanitize)
+#      (make -C test/unit check-sanitize), and the libFuzzer target over the
+#      key maps and the COO -> CSR path for GPUMF_FUZZ_SECONDS (45) seconds
+#      (test/fuzz/run.sh)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
-#      roles, load during retraining, faults (SIGKILL, cancel), backend
-#      memory; after the pg_cron test, since a crash recovery would end its
-#      sessions
+#      roles, keys at the limits of their types, load during retraining,
+#      faults (SIGKILL, cancel), backend memory; after the pg_cron test, since
+#      a crash recovery would end its sessions
 #   8. README.md and docs/*.md against the installed extension
 #      (test/docs/readme.sh): their SQL examples run in order (on the CPU),
 #      their function and settings tables match the catalog
@@ -23,15 +25,17 @@
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
+# PG_CONFIG picks the PostgreSQL to build against and test (default: Debian
+# 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# deps unit sanitizers regress readme multisession gpu gpu-score gpu-explicit
-# gpu-linalg cron hostile load faults memory (unset: all of them; an unknown
-# name is an error) -- for running the whole set in parts on a machine that
-# limits the length of one command.
+# deps unit sanitizers fuzz regress readme multisession gpu gpu-score
+# gpu-explicit gpu-linalg cron hostile limits load faults memory (unset: all
+# of them; an unknown name is an error) -- for running the whole set in parts
+# on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="deps unit sanitizers regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -85,6 +89,9 @@ fi
 want sanitizers && echo "== C unit tests under AddressSanitizer, LeakSanitizer and UBSan"
 suite sanitizers make -s -C test/unit check-sanitize
 
+want fuzz && echo "== fuzzing the key maps and the COO -> CSR path (${GPUMF_FUZZ_SECONDS:-45} s)"
+suite fuzz env FUZZ_TIMEOUT=10 bash test/fuzz/run.sh "${GPUMF_FUZZ_SECONDS:-45}"
+
 if want regress; then
   echo "== pg_regress (gpumf.device=$DEV)"
   rm -rf results regression.diffs regression.out
@@ -129,6 +136,8 @@ fi
 export GPUMF_TEST_DEVICE=$DEV
 want hostile && echo "== reliability: hostile roles"
 suite hostile bash test/reliability/hostile.sh
+want limits && echo "== reliability: keys at the limits of their types"
+suite limits bash test/reliability/limits.sh
 want load && echo "== reliability: load during retraining"
 suite load bash test/reliability/load.sh --fast
 want faults && echo "== reliability: faults"

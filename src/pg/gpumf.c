@@ -13,11 +13,15 @@
 #include "gpumf_linalg.h"
 
 #include <limits.h>
+#include <unistd.h>
 
 #include "miscadmin.h"
 #include "utils/guc.h"
 
 PG_MODULE_MAGIC;
+
+/* gpumf.threads as set (gpumf_threads, in guc.c, is it capped by gpumf.max_threads) */
+static int	gpumf_threads_setting = 0;
 
 static const struct config_enum_entry service_options[] = {
 	{"off", GPUMF_SERVICE_OFF, false},
@@ -42,6 +46,45 @@ static const struct config_enum_entry spmv_options[] = {
 
 void		_PG_init(void);
 
+/* the machine's cores (at most gpumf.threads' maximum) */
+static int
+machine_cores(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int) Min(n, 1024) : 1;
+}
+
+/*
+ * The thread count gpumf uses: gpumf.threads (0: one per core), at most
+ * gpumf.max_threads (0: the machine's cores).  gpumf.threads is a user's
+ * setting; the cap is a superuser's, since every thread's scratch (and
+ * OpenMP's and OpenBLAS's per-thread buffers) is memory of the server's.
+ */
+static void
+threads_update(int setting, int cap)
+{
+	int			cores = machine_cores(),
+				limit = cap > 0 ? cap : cores;
+
+	if (setting == 0)
+		gpumf_threads = cores <= limit ? 0 : limit;
+	else
+		gpumf_threads = Min(setting, limit);
+}
+
+static void
+assign_threads(int newval, void *extra)
+{
+	threads_update(newval, gpumf_max_threads);
+}
+
+static void
+assign_max_threads(int newval, void *extra)
+{
+	threads_update(gpumf_threads_setting, newval);
+}
+
 /* gpumf.gpu_memory_limit's assign hook: hand the cap to the core (bytes) */
 static void
 assign_gpu_memory_limit(int newval, void *extra)
@@ -58,8 +101,14 @@ _PG_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.threads",
 							"CPU threads gpumf trains with; 0 means one per core.",
-							NULL, &gpumf_threads, 0, 0, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							"At most gpumf.max_threads are used.",
+							&gpumf_threads_setting, 0, 0, 1024,
+							PGC_USERSET, 0, NULL, assign_threads, NULL);
+	DefineCustomIntVariable("gpumf.max_threads",
+							"Most CPU threads one gpumf call uses, whatever gpumf.threads says; 0 means the machine's cores.",
+							"Each thread has scratch memory of its own (counted against gpumf.max_memory): a superuser's cap.",
+							&gpumf_max_threads, 0, 0, 1024,
+							PGC_SUSET, 0, NULL, assign_max_threads, NULL);
 	DefineCustomBoolVariable("gpumf.progress",
 							 "Report each training iteration's loss and time in a NOTICE.",
 							 NULL, &gpumf_progress, true,
@@ -89,6 +138,11 @@ _PG_init(void)
 							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",
 							 &gpumf_shared_models, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.shared_models_memory",
+							"Total size of the model versions served from shared memory; -1 means a quarter of the machine's memory.",
+							"A version whose segment would take the total past it is not shared: serving it is an ERROR with a hint.",
+							&gpumf_shared_models_memory_mb, -1, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpumf.warm_new_models",
 							 "Read a model version into shared memory when its training commits, also for a model nobody serves yet.",
 							 "A background worker reads the committed version into shared memory, so that the first gpumf_recommend of every session attaches to it. Off: only versions of models already served are read at commit; a new model is read by its first call.",

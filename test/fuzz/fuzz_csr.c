@@ -29,12 +29,30 @@
  *           bits 3-6 all set: replicate the records (up to MAX_REPL entries
  *           in all, each copy shifting integer keys by a byte of the input,
  *           so that the multi-threaded scatter and the key maps' growth are
- *           reached; rare, since such an input takes ~0.3 s under ASan)
+ *           reached; rare, since such an input takes ~0.3 s under ASan),
+ *           bit 7: the server's key kinds (a mode byte follows byte 1)
  *   byte 1: extra empty rows and columns (n & 15 each)
+ *   [bit 7: the mode byte: bits 0-1 the user column's integer type, bits
+ *           2-3 the item column's (0 or 3: bigint, 1: integer, 2: smallint;
+ *           a key is cut to the type as the column would hold it), bit 4
+ *           user byte keys are uuids (16 bytes), bit 5 item byte keys are
+ *           uuids, bit 6 long byte keys]
  *   then records: user key, item key, value byte (rating 0.5 * (b % 10 + 1))
- *   an integer key: a tag byte t; t < 192: the small key t % 48 - 24
- *           (collisions), else 8 bytes of a raw int64
- *   a byte key: a length byte (% 40), then that many bytes
+ *   an integer key: a tag byte t; t < 160 (t < 192 without bit 7): the
+ *           small key t % 48 - 24 (collisions); with bit 7, t < 224: an
+ *           extreme of extremes[] (type ends, 2^62, the dense array's
+ *           bounds), plus t / 64 - 2 (its neighbours); else 8 bytes of a
+ *           raw int64
+ *   a byte key: a length byte (% 40), then that many bytes; with bit 7 and
+ *           bit 6 a length byte >= 200 makes a long key: 2 bytes of length
+ *           (up to 65535), a fill byte and a tail byte: that many fill bytes
+ *           ending in the tail (long keys sharing prefixes); a uuid key: a
+ *           tag byte t: t < 64 all zero but the last byte t, t < 128 all
+ *           0xff but the last byte, else 16 raw bytes
+ *
+ * Integer keys go through gm_keymap_int_dense, the call gpumf_train's reader
+ * makes (src/pg/common/source_int.h), with its direct-index array and growth policy:
+ * a key of 2^62 once made that growth loop forever (a libFuzzer timeout).
  *
  * Build and run: test/fuzz/run.sh [seconds].  A crash or a failed check
  * aborts with a message; libFuzzer saves the input as crash-*.
@@ -48,14 +66,44 @@
 
 #define MAX_RECORDS	8192
 #define MAX_REPL	102400	/* just above the core's threaded-scatter threshold */
+#define MAX_LONG	(4 << 20)	/* bytes of long keys per input */
 
-/* One decoded key: an integer or a byte string pointing into the input. */
+/* One decoded key: an integer or a byte string pointing into the input (or the pool). */
 typedef struct
 {
 	int64_t		i;
 	const uint8_t *b;
 	uint32_t	len;
 } Key;
+
+/*
+ * Integer keys at the limits of smallint, integer and bigint columns, and
+ * of the key map's direct-index array (GM_KEYMAP_DENSE_MIN/MAX); each tag
+ * also reaches a neighbour (-2 .. +1).
+ */
+static const int64_t extremes[] = {
+	INT64_C(4611686018427387904),	/* 2^62: the one key of the issue */
+	INT64_MIN, INT64_MAX, -INT64_C(4611686018427387904),
+	INT32_MIN, INT32_MAX, (int64_t) INT32_MAX + 1, (int64_t) INT32_MIN - 1,
+	INT16_MIN, INT16_MAX, (int64_t) INT16_MAX + 1, 0,
+	GM_KEYMAP_DENSE_MIN, GM_KEYMAP_DENSE_MAX, (int64_t) GM_KEYMAP_DENSE_MAX * 2, INT64_C(1) << 40,
+};
+
+#define NEXTREMES ((int) (sizeof(extremes) / sizeof(extremes[0])))
+
+/* How the keys of one side are decoded. */
+typedef struct
+{
+	int			bytes;			/* byte keys (text, uuid) */
+	int			server;			/* flag bit 7: the server's key kinds */
+	int			int_bits;		/* 64, 32 or 16: the column's integer type */
+	int			uuid;			/* byte keys are uuids */
+	int			long_keys;		/* byte keys may be long */
+} KeyKind;
+
+/* Long keys and uuids built from the input (allocated once, reused by every input). */
+static uint8_t *pool;
+static size_t pool_used;
 
 typedef struct
 {
@@ -98,18 +146,73 @@ take(Cursor *c, uint8_t *out)
 	return 1;
 }
 
+/* v as a column of int_bits bits holds it (what DatumGetInt16/32 give back) */
+static int64_t
+narrow(int64_t v, int int_bits)
+{
+	if (int_bits == 16)
+		return (int16_t) (uint16_t) (uint64_t) v;
+	if (int_bits == 32)
+		return (int32_t) (uint32_t) (uint64_t) v;
+	return v;
+}
+
 static int
-take_key(Cursor *c, int bytes, Key *k)
+take_key(Cursor *c, const KeyKind *kk, Key *k)
 {
 	uint8_t		t;
 
 	memset(k, 0, sizeof(*k));
 	if (!take(c, &t))
 		return 0;
-	if (bytes)
+	if (kk->bytes && kk->uuid)
+	{
+		uint8_t    *u;
+
+		if (t >= 128)
+		{
+			if (c->n < 16)
+				return 0;
+			k->b = c->p;
+			k->len = 16;
+			c->p += 16;
+			c->n -= 16;
+			return 1;
+		}
+		if (pool_used + 16 > MAX_LONG)
+			return 0;
+		u = pool + pool_used;
+		memset(u, t < 64 ? 0x00 : 0xff, 15);
+		u[15] = t;
+		pool_used += 16;
+		k->b = u;
+		k->len = 16;
+		return 1;
+	}
+	if (kk->bytes)
 	{
 		uint32_t	len = t % 40;
 
+		if (kk->long_keys && t >= 200)
+		{
+			uint8_t		l1,
+						l2,
+						fill,
+						tail;
+			uint32_t	n;
+
+			if (!take(c, &l1) || !take(c, &l2) || !take(c, &fill) || !take(c, &tail))
+				return 0;
+			n = (uint32_t) l1 << 8 | l2;
+			if (n == 0 || pool_used + n > MAX_LONG)
+				return 0;
+			memset(pool + pool_used, fill, n);
+			pool[pool_used + n - 1] = tail;
+			k->b = pool + pool_used;
+			k->len = n;
+			pool_used += n;
+			return 1;
+		}
 		if (c->n < len)
 			return 0;
 		k->b = c->p;
@@ -118,16 +221,23 @@ take_key(Cursor *c, int bytes, Key *k)
 		c->n -= len;
 		return 1;
 	}
-	if (t < 192)
-	{
+	if (t < (kk->server ? 160 : 192))
 		k->i = (int64_t) (t % 48) - 24;
-		return 1;
+	else if (kk->server && t < 224)
+	{
+		int			e = (t - 160) % NEXTREMES;
+
+		k->i = (int64_t) ((uint64_t) extremes[e] + (uint64_t) ((t - 160) / NEXTREMES) - 2);
 	}
-	if (c->n < 8)
-		return 0;
-	memcpy(&k->i, c->p, 8);
-	c->p += 8;
-	c->n -= 8;
+	else
+	{
+		if (c->n < 8)
+			return 0;
+		memcpy(&k->i, c->p, 8);
+		c->p += 8;
+		c->n -= 8;
+	}
+	k->i = narrow(k->i, kk->int_bits);
 	return 1;
 }
 
@@ -166,10 +276,11 @@ triple_cmp(const void *a, const void *b)
 	return (x->c > y->c) - (x->c < y->c);
 }
 
+/* the calls the server's reader makes: gm_keymap_int_dense for integers */
 static int32_t
 map_key(gm_keymap *m, int bytes, const Key *k)
 {
-	return bytes ? gm_keymap_bytes(m, k->b, k->len) : gm_keymap_int(m, k->i);
+	return bytes ? gm_keymap_bytes(m, k->b, k->len) : gm_keymap_int_dense(m, k->i);
 }
 
 /* Index of k in the sorted distinct keys (binary search); -1 if absent. */
@@ -235,6 +346,8 @@ build_side(const Key *keys, int64_t n, int bytes, int32_t *idx)
 		}
 		else
 			REQUIRE(got == first[d], "a key mapped to two indices");
+		REQUIRE((bytes ? gm_keymap_find_bytes(m, keys[e].b, keys[e].len) :
+				 gm_keymap_find_int(m, keys[e].i)) == got, "find disagrees with the mapping");
 		idx[e] = got;
 	}
 	size = gm_keymap_size(m);
@@ -357,7 +470,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Cursor		c = {data, size};
 	uint8_t		flags = 0,
 				extra = 0,
+				mode = 0,
 				b;
+	KeyKind		ukind,
+				ikind;
 	int			ubytes,
 				ibytes;
 	Record	   *rec;
@@ -384,6 +500,27 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	take(&c, &extra);
 	ubytes = flags & 1;
 	ibytes = (flags >> 1) & 1;
+	memset(&ukind, 0, sizeof(ukind));
+	memset(&ikind, 0, sizeof(ikind));
+	ukind.bytes = ubytes;
+	ikind.bytes = ibytes;
+	ukind.int_bits = ikind.int_bits = 64;
+	if (flags & 0x80)
+	{
+		static const int bits[4] = {64, 32, 16, 64};
+
+		take(&c, &mode);
+		ukind.server = ikind.server = 1;
+		ukind.int_bits = bits[mode & 3];
+		ikind.int_bits = bits[(mode >> 2) & 3];
+		ukind.uuid = (mode >> 4) & 1;
+		ikind.uuid = (mode >> 5) & 1;
+		ukind.long_keys = ikind.long_keys = (mode >> 6) & 1;
+	}
+	if (pool == NULL)
+		pool = malloc(MAX_LONG);
+	pool_used = 0;
+	REQUIRE(pool, "allocation");
 
 	rec = malloc(sizeof(Record) * MAX_RECORDS);
 	REQUIRE(rec, "allocation");
@@ -391,7 +528,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		Record		r;
 
-		if (!take_key(&c, ubytes, &r.u) || !take_key(&c, ibytes, &r.it) || !take(&c, &b))
+		if (!take_key(&c, &ukind, &r.u) || !take_key(&c, &ikind, &r.it) || !take(&c, &b))
 			break;
 		r.v = 0.5f * (float) (b % 10 + 1);
 		rec[nrec++] = r;
@@ -435,9 +572,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uk[e] = r->u;
 		ik[e] = r->it;
 		if (!ubytes)
-			uk[e].i = (int64_t) ((uint64_t) r->u.i + (uint64_t) (shift * j));
+			uk[e].i = narrow((int64_t) ((uint64_t) r->u.i + (uint64_t) (shift * j)), ukind.int_bits);
 		if (!ibytes)
-			ik[e].i = (int64_t) ((uint64_t) r->it.i + (uint64_t) (j % 3));
+			ik[e].i = narrow((int64_t) ((uint64_t) r->it.i + (uint64_t) (j % 3)), ikind.int_bits);
 		vals[e] = r->v;
 	}
 	free(rec);

@@ -41,6 +41,29 @@ thread_num(void)
 }
 
 /*
+ * Cancellation inside the builders: the calling thread (thread 0 of every
+ * team) asks cb every POLL_EVERY entries and raises stop; the other threads
+ * see it at their next poll and leave their loop.  cb is never called from
+ * another thread.
+ */
+#define POLL_EVERY	((int64_t) 1 << 20)
+
+typedef struct poller
+{
+	const gm_callbacks *cb;
+	int			stop;			/* read and written atomically */
+} poller;
+
+static int
+poll_stop(poller *p)
+{
+	if (thread_num() == 0 && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED) &&
+		p->cb && p->cb->should_stop && p->cb->should_stop(p->cb->arg))
+		__atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
+	return __atomic_load_n(&p->stop, __ATOMIC_RELAXED);
+}
+
+/*
  * cnt holds nt histograms of nb counters (thread-major).  Turn them into
  * each thread's first destination per bucket (buckets in order, threads in
  * order within a bucket, so the scatter is stable) and ptr into the bucket
@@ -141,18 +164,45 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 				const int32_t *rows, const int32_t *cols, const float *vals,
 				gm_csr *out, char *err, size_t errlen)
 {
+	return gm_csr_from_coo_polled(n_rows, n_cols, nnz, rows, cols, vals, NULL,
+								  out, err, errlen);
+}
+
+/* Thread t's share [b, e) of nnz entries split over nt threads (t = nt: b = nnz). */
+static inline void
+share(int64_t nnz, int t, int nt, int64_t *b, int64_t *e)
+{
+	/* no product nnz * t, which could overflow */
+	int64_t		q = nnz / nt,
+				r = nnz % nt;
+
+	*b = q * t + (t < r ? t : r);
+	*e = *b + q + (t < r ? 1 : 0);
+}
+
+int
+gm_csr_from_coo_polled(int32_t n_rows, int32_t n_cols, int64_t nnz,
+					   const int32_t *rows, const int32_t *cols, const float *vals,
+					   const gm_callbacks *cb, gm_csr *out, char *err, size_t errlen)
+{
 	int64_t    *ptr = NULL;
 	int64_t    *fill = NULL;
 	int32_t    *ind = NULL;
 	float	   *dat = NULL;
 	int64_t		maxrow = 0;
 	int64_t		w;
+	poller		pl = {cb, 0};
 
 	memset(out, 0, sizeof(*out));
 	if (n_rows < 0 || n_cols < 0 || nnz < 0)
 	{
 		snprintf(err, errlen, "negative matrix dimensions");
 		return GM_EINVAL;
+	}
+	if ((uint64_t) nnz > SIZE_MAX / sizeof(int32_t))
+	{
+		snprintf(err, errlen, "a CSR of %lld entries is too large", (long long) nnz);
+		return GM_ENOMEM;
 	}
 	ptr = calloc((size_t) n_rows + 1, sizeof(int64_t));
 	ind = malloc((size_t) (nnz > 0 ? nnz : 1) * sizeof(int32_t));
@@ -162,6 +212,7 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 
 	/* stable counting sort by row, in parallel over chunks of the input */
 	for (int64_t e = 0; e < nnz; e++)
+	{
 		if (rows[e] < 0 || rows[e] >= n_rows || cols[e] < 0 || cols[e] >= n_cols)
 		{
 			snprintf(err, errlen, "coordinate (%d, %d) outside %d x %d",
@@ -171,6 +222,9 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 			free(dat);
 			return GM_EINVAL;
 		}
+		if ((e & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
+			goto canceled;
+	}
 	{
 		int			nt = scatter_threads(nnz, n_rows);
 		int64_t    *cnt = calloc((size_t) nt * n_rows + 1, sizeof(int64_t));
@@ -180,24 +234,35 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 #pragma omp parallel num_threads(nt)
 		{
 			int			t = thread_num();
-			int64_t		b = nnz * t / nt,
-						e = nnz * (t + 1) / nt;
+			int64_t		b,
+						e;
 			int64_t    *c = cnt + (size_t) t * n_rows;
 
+			share(nnz, t, nt, &b, &e);
 			for (int64_t i = b; i < e; i++)
+			{
 				c[rows[i]]++;
+				if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
+					break;
+			}
 #pragma omp barrier
 #pragma omp single
 			maxrow = scatter_offsets(cnt, nt, n_rows, ptr);
-			for (int64_t i = b; i < e; i++)
-			{
-				int64_t		d = c[rows[i]]++;
+			/* after a stop the counts are partial: no scatter (it could overrun) */
+			if (!poll_stop(&pl))
+				for (int64_t i = b; i < e; i++)
+				{
+					int64_t		d = c[rows[i]]++;
 
-				ind[d] = cols[i];
-				dat[d] = vals[i];
-			}
+					ind[d] = cols[i];
+					dat[d] = vals[i];
+					if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
+						break;
+				}
 		}
 		free(cnt);
+		if (poll_stop(&pl))
+			goto canceled;
 	}
 
 	/*
@@ -211,6 +276,7 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 #pragma omp parallel
 	{
 		gm_pair    *scratch = malloc((size_t) (maxrow > 0 ? maxrow : 1) * sizeof(gm_pair));
+		int64_t		done = 0;
 
 #pragma omp for schedule(dynamic, 256)
 		for (int32_t r = 0; r < n_rows; r++)
@@ -219,6 +285,16 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 						e = ptr[r + 1],
 						w = b;
 
+			/* after a stop the remaining rows are skipped (the result is thrown away) */
+			done += e - b + 1;
+			if (done >= POLL_EVERY)
+			{
+				done = 0;
+				if (poll_stop(&pl))
+					continue;
+			}
+			else if (__atomic_load_n(&pl.stop, __ATOMIC_RELAXED))
+				continue;
 			if (scratch)
 				sort_row(ind + b, dat + b, e - b, scratch);
 			for (int64_t i = b; i < e; i++)
@@ -236,6 +312,8 @@ gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		}
 		free(scratch);
 	}
+	if (poll_stop(&pl))
+		goto canceled;
 	w = 0;
 	for (int32_t r = 0; r < n_rows; r++)
 	{
@@ -272,14 +350,30 @@ oom:
 	snprintf(err, errlen, "out of memory building a CSR of %lld entries",
 			 (long long) nnz);
 	return GM_ENOMEM;
+
+canceled:
+	free(ptr);
+	free(fill);
+	free(ind);
+	free(dat);
+	snprintf(err, errlen, "building a CSR of %lld entries canceled", (long long) nnz);
+	return GM_ECANCELED;
 }
 
 int
 gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 {
+	return gm_csr_transpose_polled(a, NULL, out, err, errlen);
+}
+
+int
+gm_csr_transpose_polled(const gm_csr *a, const gm_callbacks *cb, gm_csr *out,
+						char *err, size_t errlen)
+{
 	int64_t    *ptr;
 	int32_t    *ind;
 	float	   *dat;
+	poller		pl = {cb, 0};
 
 	memset(out, 0, sizeof(*out));
 	ptr = calloc((size_t) a->n_cols + 1, sizeof(int64_t));
@@ -317,8 +411,10 @@ gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 		/* first[t]: the first row of thread t */
 		for (int t = 0, r = 0; t <= nt; t++)
 		{
-			int64_t		target = a->nnz * t / nt;
+			int64_t		target,
+						end;
 
+			share(a->nnz, t, nt, &target, &end);
 			while (r < a->n_rows && a->indptr[r] < target)
 				r++;
 			first[t] = t == nt ? a->n_rows : r;
@@ -327,23 +423,43 @@ gm_csr_transpose(const gm_csr *a, gm_csr *out, char *err, size_t errlen)
 		{
 			int			t = thread_num();
 			int64_t    *c = cnt + (size_t) t * a->n_cols;
+			int64_t		b = a->indptr[first[t]];
 
-			for (int64_t e = a->indptr[first[t]]; e < a->indptr[first[t + 1]]; e++)
+			for (int64_t e = b; e < a->indptr[first[t + 1]]; e++)
+			{
 				c[a->indices[e]]++;
+				if (((e - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
+					break;
+			}
 #pragma omp barrier
 #pragma omp single
 			scatter_offsets(cnt, nt, a->n_cols, ptr);
-			for (int32_t r = first[t]; r < first[t + 1]; r++)
-				for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+			/* after a stop the counts are partial: no scatter (it could overrun) */
+			if (!poll_stop(&pl))
+				for (int32_t r = first[t]; r < first[t + 1]; r++)
 				{
-					int64_t		d = c[a->indices[e]]++;
+					for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+					{
+						int64_t		d = c[a->indices[e]]++;
 
-					ind[d] = r;
-					dat[d] = a->data[e];
+						ind[d] = r;
+						dat[d] = a->data[e];
+					}
+					if ((r & 4095) == 4095 && poll_stop(&pl))
+						break;
 				}
 		}
 		free(cnt);
 		free(first);
+		if (poll_stop(&pl))
+		{
+			free(ptr);
+			free(ind);
+			free(dat);
+			snprintf(err, errlen, "transposing a CSR of %lld entries canceled",
+					 (long long) a->nnz);
+			return GM_ECANCELED;
+		}
 	}
 	out->n_rows = a->n_cols;
 	out->n_cols = a->n_rows;

@@ -30,6 +30,16 @@ int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 /* out = transpose(a) (CSR of the transpose, i.e. CSC of a). */
 int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
 							 char *err, size_t errlen);
+/*
+ * The same two asking cb (may be NULL) every 2^20 entries or so:
+ * GM_ECANCELED when it asked to stop (nothing is left allocated).
+ */
+int			gm_csr_from_coo_polled(int32_t n_rows, int32_t n_cols, int64_t nnz,
+								   const int32_t *rows, const int32_t *cols,
+								   const float *vals, const gm_callbacks *cb,
+								   gm_csr *out, char *err, size_t errlen);
+int			gm_csr_transpose_polled(const gm_csr *a, const gm_callbacks *cb,
+									gm_csr *out, char *err, size_t errlen);
 void		gm_csr_free(gm_csr *a);
 
 /*
@@ -167,6 +177,19 @@ int			gm_mf_warmup(const gm_mf_params *p, char *err, size_t errlen);
  * slice's cost.  O(log n) (a binary search over the row pointers).
  */
 int32_t		gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work);
+
+/*
+ * Host bytes gm_mf_train_eval allocates for p, at most, beside d's arrays
+ * (R, Rt, the factors and biases): the algorithm's copies and scratch on
+ * the CPU backend with gm_resolve_threads(p->threads) threads, a copy of
+ * the best model (keep_best) and the held-out evaluation's (eval_K > 0: its
+ * K).  *per_thread (may be NULL) gets what each thread's scratch adds (the
+ * exact and block solvers' systems grow with factors^2, the block solver's
+ * with the longest row too): the callers check the total against their
+ * memory limit before training.
+ */
+double		gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+						 int eval_K, int keep_best, double *per_thread);
 
 /* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
 int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
@@ -464,20 +487,47 @@ int			gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bia
  * Maps arbitrary keys (64-bit integers or byte strings) to dense indices in
  * order of first appearance; gm_keymap_sort renumbers them in key order
  * (integers ascending, byte strings by memcmp then length) so that indices,
- * and so seeded initial factors, do not depend on the scan order.
+ * and so seeded initial factors, do not depend on the scan order.  At most
+ * INT32_MAX - 1 keys.  The hash is seeded per map (keys chosen to collide
+ * cannot be computed in advance).
  */
 typedef struct gm_keymap gm_keymap;
 
 gm_keymap  *gm_keymap_create(int byte_keys);
-/* index of key, adding it if new; -1 when out of memory */
+/* index of key, adding it if new; -1 when out of memory or full */
 int32_t		gm_keymap_int(gm_keymap *m, int64_t key);
 int32_t		gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len);
+
+/*
+ * gm_keymap_int for a source's integer keys (what gpumf_train reads with):
+ * keys 0 .. GM_KEYMAP_DENSE_MAX - 1 are looked up first in a direct-index
+ * array the map keeps beside its hash table (one load instead of a hash
+ * probe into tables larger than the caches, for row numbers and serial
+ * ids).  The array grows by doubling from GM_KEYMAP_DENSE_MIN entries, to
+ * at most GM_KEYMAP_DENSE_MAX and to no more than GM_KEYMAP_DENSE_SLACK
+ * times the keys in the map (a few large keys never make it large); other
+ * keys (negative, large, sparse) go to the hash table alone.  The same
+ * index as gm_keymap_int for every key; -1 when out of memory or full.
+ */
+#define GM_KEYMAP_DENSE_MIN		(1 << 16)
+#define GM_KEYMAP_DENSE_MAX		(1 << 26)
+#define GM_KEYMAP_DENSE_SLACK	8
+int32_t		gm_keymap_int_dense(gm_keymap *m, int64_t key);
+
 int32_t		gm_keymap_size(const gm_keymap *m);
+/* bytes the map holds: its tables, keys and dense array */
+size_t		gm_keymap_memory(const gm_keymap *m);
 /* index of key without adding it: -1 when absent (or of the other kind) */
 int32_t		gm_keymap_find_int(const gm_keymap *m, int64_t key);
 int32_t		gm_keymap_find_bytes(const gm_keymap *m, const void *key, uint32_t len);
 /* renumber in key order; old_to_new has gm_keymap_size entries */
 int			gm_keymap_sort(gm_keymap *m, int32_t *old_to_new);
+/*
+ * The same, asking cb (may be NULL) between runs of keys:  GM_ECANCELED
+ * when it asked to stop (the map is then as it was), GM_ENOMEM.
+ */
+int			gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new,
+								  const gm_callbacks *cb);
 int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);
 const void *gm_keymap_bytes_at(const gm_keymap *m, int32_t idx, uint32_t *len);
 void		gm_keymap_free(gm_keymap *m);

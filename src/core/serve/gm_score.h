@@ -74,6 +74,15 @@ int			gm_score_topk(const gm_score_problem *p, gm_backend_kind b,
 						  const gm_callbacks *cb, gm_score_result *r,
 						  char *err, size_t errlen);
 
+/*
+ * Host bytes gm_score_topk allocates on the CPU backend for n_items items
+ * with threads threads (<= 0: one per core): a block of scores, at least two
+ * rows per thread (so it grows with the thread count).  The results are the
+ * caller's.
+ */
+double		gm_score_cpu_memory(int32_t n_items, int threads);
+
+
 /* The entry point cuda/serve/score.cu exports (looked up by name). */
 typedef int (*gm_cuda_score_topk_fn) (const gm_score_problem *p,
 									  const gm_callbacks *cb,

@@ -201,6 +201,22 @@ finish_row(const gm_score_problem *p, float *s, int32_t u, gm_score_result *r)
 	}
 }
 
+/* Users per block of scores: a block of about CPU_BLOCK_BYTES, at least two per thread. */
+static int
+cpu_block_users(int32_t ni, int nt)
+{
+	int64_t		per = (int64_t) CPU_BLOCK_BYTES / ((int64_t) (ni > 0 ? ni : 1) * (int64_t) sizeof(float));
+
+	return (int) (per < 2 * nt ? 2 * nt : per > CPU_BLOCK_MAX ? CPU_BLOCK_MAX : per);
+}
+
+double
+gm_score_cpu_memory(int32_t n_items, int threads)
+{
+	return (double) cpu_block_users(n_items, gm_resolve_threads(threads)) *
+		(double) (n_items > 0 ? n_items : 1) * sizeof(float);
+}
+
 /*
  * Blocks of users, one after the other: the block's product with every
  * thread (OpenBLAS's own threads: concurrent single-threaded calls do not
@@ -214,8 +230,7 @@ score_cpu(const gm_score_problem *p, const gm_callbacks *cb, gm_score_result *r,
 	int			nt = gm_resolve_threads(p->threads);
 	int32_t		nu = p->n_users,
 				ni = p->n_items;
-	int64_t		per = (int64_t) CPU_BLOCK_BYTES / ((int64_t) (ni > 0 ? ni : 1) * (int64_t) sizeof(float));
-	int			B = (int) (per < 2 * nt ? 2 * nt : per > CPU_BLOCK_MAX ? CPU_BLOCK_MAX : per);
+	int			B = cpu_block_users(ni, nt);
 	int32_t		nblocks = (nu + B - 1) / B;
 	/*
 	 * OpenBLAS's threads spin for a while after each product and take the

@@ -13,6 +13,8 @@
  * not wait on the GPU after each of them.
  */
 #include "gm_core.h"
+#include "gm_ccd_plan.h"
+#include "gm_score.h"
 #include "gm_util.h"
 
 #include <math.h>
@@ -568,4 +570,110 @@ done:
 	free(R.indices);
 	free(R.data);
 	return rc;
+}
+
+/* The longest row of a. */
+static int64_t
+longest_row(const gm_csr *a)
+{
+	int64_t		m = 0;
+
+	for (int32_t r = 0; r < a->n_rows; r++)
+		if (a->indptr[r + 1] - a->indptr[r] > m)
+			m = a->indptr[r + 1] - a->indptr[r];
+	return m;
+}
+
+/*
+ * What the CPU tables allocate beside d's arrays, kept in step with their
+ * create functions (als_implicit.c: the confidence copies, G, the ridges,
+ * each thread's row_work; als_explicit.c: the padded factor copies and each
+ * thread's fwork and dwork; ccd.c: the feature-major copies, residuals and
+ * packs), and with gm_mf_train_eval (a copy of the best model, the ranking's
+ * gathers and its block of scores).  In double: no product can overflow.
+ */
+double
+gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt, int eval_K,
+			 int keep_best, double *per_thread)
+{
+	double		k = p->factors,
+				nu = R->n_rows,
+				ni = R->n_cols,
+				nnz = (double) R->nnz,
+				shared = 0,
+				thread = 0;
+	int			nt = gm_resolve_threads(p->threads);
+
+	if (p->backend == GM_BACKEND_CPU)
+	{
+		switch (p->algorithm)
+		{
+			case GM_ALG_ALS_IMPLICIT:
+				{
+					double		bs = p->solver == GM_SOLVER_CG ? 1 : gm_block_size(p);
+					double		maxlen = 1;
+
+					if (p->solver == GM_SOLVER_BLOCK)
+					{
+						int64_t		a = longest_row(R),
+									b = longest_row(Rt);
+
+						maxlen = (double) (a > b ? a : b);
+					}
+					/* confidences of both sides, G and the loss's copy, the ridges */
+					shared = 2 * nnz * sizeof(float) + 2 * k * k * sizeof(float) +
+						(p->nu != 0.0f ? (nu + ni) * sizeof(float) : 0);
+					/* row_work: f1..f3, A (b^2 floats), M (b^2 doubles), v, s (the longest row) */
+					thread = 3 * k * sizeof(float) + bs * bs * (sizeof(float) + sizeof(double)) +
+						bs * sizeof(double) + maxlen * sizeof(float);
+#ifdef GM_NO_CBLAS
+					/* the Gram matrix's per-thread accumulators */
+					if (k * k * sizeof(float) > thread)
+						thread = k * k * sizeof(float);
+#endif
+					break;
+				}
+			case GM_ALG_ALS_EXPLICIT:
+				{
+					double		kk = k + (p->biases ? 1 : 0);
+
+					shared = (nu + ni) * (k + 1) * sizeof(float);
+					thread = kk * (kk + 2) * sizeof(float) + kk * (kk + 1) * sizeof(double);
+					break;
+				}
+			case GM_ALG_CCD:
+				shared = (nu + ni) * (k + 1 + GM_CCD_SLOTS) * sizeof(float) +
+					2 * nnz * sizeof(float) + (nu + ni) * 8 * sizeof(float);
+				break;
+			default:
+				break;
+		}
+	}
+	if (keep_best)
+		shared += (nu + ni) * (k + 1) * sizeof(float);
+	if (eval_K > 0)
+	{
+		/* gm_rank_eval: gathered factors and seen lists, the top K of every user, its scores */
+		shared += nu * (k * sizeof(float) + 3 * sizeof(int64_t) + eval_K * 2 * sizeof(float)) +
+			nnz * sizeof(int32_t);
+		if (p->backend == GM_BACKEND_CPU)
+		{
+			/*
+			 * a block of scores: two rows of every item per thread at least
+			 * (then per thread; the solvers' scratch is freed by then)
+			 */
+			double		block = gm_score_cpu_memory(R->n_cols, nt);
+
+			if (block > gm_score_cpu_memory(R->n_cols, 1))
+			{
+				if (block / nt > thread)
+					thread = block / nt;
+			}
+			else
+				shared += block;
+		}
+	}
+	if (per_thread)
+		*per_thread = thread;
+	return shared + thread * nt;
 }

@@ -66,22 +66,26 @@ gpumf_cuda_module_path(void)
 	return path;
 }
 
-/* A struct of the main shared memory by name, made zeroed by the first caller (see gpumf_pg.h). */
+/* what shmem_struct_init sets up: gm_named_shmem calls it back at once */
+static Size shmem_init_size;
+static Size shmem_init_mutex_offset;
+
+static void
+shmem_struct_init(void *p)
+{
+	memset(p, 0, shmem_init_size);
+	SpinLockInit((slock_t *) ((char *) p + shmem_init_mutex_offset));
+}
+
+/* A struct in shared memory by name, made zeroed by the first caller (see gpumf_pg.h). */
 void *
 gpumf_shmem_struct(const char *name, Size size, Size mutex_offset)
 {
 	bool		found;
-	void	   *p;
 
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	p = ShmemInitStruct(name, size, &found);
-	if (!found)
-	{
-		memset(p, 0, size);
-		SpinLockInit((slock_t *) ((char *) p + mutex_offset));
-	}
-	LWLockRelease(AddinShmemInitLock);
-	return p;
+	shmem_init_size = size;
+	shmem_init_mutex_offset = mutex_offset;
+	return gm_named_shmem(name, size, shmem_struct_init, &found);
 }
 
 /* fn(arg) in a subtransaction: NULL, or the ERROR it raised (see gpumf_pg.h). */

@@ -29,6 +29,8 @@
 #include "utils/jsonb.h"
 #include "utils/snapshot.h"
 
+#include "pg_compat.h"
+
 #include "gm_core.h"
 
 /* ------------------------------------------------------------- GUCs */
@@ -41,12 +43,14 @@ typedef enum
 } GpumfDevice;
 
 extern int	gpumf_device;
-extern int	gpumf_threads;
+extern int	gpumf_threads;		/* gpumf.threads at most gpumf.max_threads; 0: one per core */
+extern int	gpumf_max_threads;	/* 0: the machine's cores */
 extern bool gpumf_progress;
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
+extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
@@ -70,8 +74,9 @@ extern Oid	gpumf_schema(void);
 /* "$libdir/gpumf_cuda.so" expanded */
 extern const char *gpumf_cuda_module_path(void);
 /*
- * A struct of the main shared memory found by name, made (zeroed, its
- * spinlock at mutex_offset initialised) by the first process that asks;
+ * A struct in shared memory found by name, made (zeroed, its spinlock at
+ * mutex_offset initialised) by the first process that asks (gm_named_shmem:
+ * the main segment's reserve before 17, the DSM registry from 17 on);
  * ERRORs when no room is left.
  */
 extern void *gpumf_shmem_struct(const char *name, Size size, Size mutex_offset);
@@ -85,6 +90,9 @@ extern ErrorData *gpumf_try_subxact(void (*fn) (void *), void *arg);
 extern Size gpumf_memory_limit(void);
 /* ERROR naming what when need exceeds gpumf.max_memory */
 extern void gpumf_check_memory(double need_bytes, const char *what);
+/* the same, saying how much of it threads threads' scratch (per_thread each) is */
+extern void gpumf_check_memory_threads(double need_bytes, double per_thread, int threads,
+									   const char *what);
 
 /* ---------------------------------------------------------- device.c */
 
@@ -154,13 +162,6 @@ typedef enum
 	GPUMF_VALUES_RATINGS
 } GpumfValuePolicy;
 
-/* dense integer keys -> key map index (-1: not seen), before the hash map */
-typedef struct KeyCache
-{
-	int32	   *idx;			/* malloc'ed */
-	int64		n;
-} KeyCache;
-
 typedef struct GpumfSource
 {
 	Oid			relid;
@@ -182,8 +183,6 @@ typedef struct GpumfSource
 	/* filled by gpumf_source_read; malloc'ed, freed with the memory context */
 	gm_keymap  *users;
 	gm_keymap  *items;
-	KeyCache	ucache;
-	KeyCache	icache;
 	int32	   *rows;
 	int32	   *cols;
 	float	   *vals;
@@ -226,6 +225,8 @@ extern void gpumf_source_read(GpumfSource *src);
 extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
 extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt);
+/* bytes a CSR holds */
+extern double gpumf_csr_bytes(const gm_csr *a);
 /* the key of index idx as a Datum of type (the stored key type) */
 extern Datum gpumf_key_datum(gm_keymap *m, GpumfKeyKind kind, Oid type, int32 idx);
 

@@ -30,8 +30,7 @@ gpumf_guard_enter(GpumfGuard *g, bool as_owner)
 							   g->save_sec | SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 	g->nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	gm_restrict_search_path();
 	/* floats printed exactly (shortest round-trip form), as by default */
 	if (as_owner)
 		(void) set_config_option("extra_float_digits", "1", PGC_USERSET,

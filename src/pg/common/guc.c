@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 int			gpumf_device = GPUMF_DEVICE_AUTO;
-int			gpumf_threads = 0;
+int			gpumf_threads = 0;	/* gpumf.threads capped by gpumf.max_threads */
+int			gpumf_max_threads = 0;
 bool		gpumf_progress = true;
 int			gpumf_max_memory_mb = -1;
+int			gpumf_shared_models_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 int			gpumf_read_workers = -1;
 bool		gpumf_shared_models = true;
@@ -33,6 +35,28 @@ gpumf_memory_limit(void)
 			return (Size) 1 << 40;
 		return (Size) pages * (Size) page / 2;
 	}
+}
+
+/*
+ * gpumf_check_memory for a need that includes threads x per_thread bytes of
+ * scratch: when the threads are a good part of it, the ERROR says so.
+ */
+void
+gpumf_check_memory_threads(double need_bytes, double per_thread, int threads, const char *what)
+{
+	Size		limit = gpumf_memory_limit();
+
+	if (need_bytes <= (double) limit)
+		return;
+	if (threads > 1 && per_thread * threads >= need_bytes / 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s needs about %.0f MB, more than gpumf.max_memory allows (%.0f MB)",
+						what, need_bytes / 1048576.0, (double) limit / 1048576.0),
+				 errdetail("%d threads with %.1f MB of scratch each are %.0f MB of it.",
+						   threads, per_thread / 1048576.0, per_thread * threads / 1048576.0),
+				 errhint("Use fewer threads (SET gpumf.threads), fewer factors or solver 'cg'; a superuser can raise gpumf.max_memory.")));
+	gpumf_check_memory(need_bytes, what);
 }
 
 /* ERROR naming what when need_bytes exceeds gpumf_memory_limit(). */

@@ -103,9 +103,6 @@ source_free(void *arg)
 
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
-	free(src->ucache.idx);
-	free(src->icache.idx);
-	src->ucache.idx = src->icache.idx = NULL;
 	free(src->rows);
 	free(src->cols);
 	free(src->vals);
@@ -215,6 +212,29 @@ gpumf_source_read(GpumfSource *src)
 		gpumf_source_read_executor(src);
 }
 
+/* the core's cancellation poll: a cancel, statement_timeout or termination is pending */
+static int
+interrupt_pending(void *arg)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+/* ERROR for a core step that returned rc (GM_ECANCELED: the pending interrupt's own) */
+static void
+core_step_failed(int rc, const char *err)
+{
+	if (rc == GM_ECANCELED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s", err)));
+	}
+	ereport(ERROR,
+			(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+			 errmsg("%s", err)));
+}
+
+#define RENUMBER_CHUNK	((int64) 1 << 22)	/* entries renumbered between interrupt checks */
+
 void
 gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 {
@@ -222,39 +242,55 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 				ni = gm_keymap_size(src->items);
 	int32	   *umap,
 			   *imap;
+	gm_callbacks cb;
 	char		err[GM_ERRLEN];
 	int			rc;
 
-	umap = malloc(sizeof(int32) * (nu > 0 ? nu : 1));
-	imap = malloc(sizeof(int32) * (ni > 0 ? ni : 1));
-	if (!umap || !imap || gm_keymap_sort(src->users, umap) != GM_OK ||
-		gm_keymap_sort(src->items, imap) != GM_OK)
-	{
-		free(umap);
-		free(imap);
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	}
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = interrupt_pending;
+	/* palloc'd: an interrupt between the steps frees them with the context */
+	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
+	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
+	rc = gm_keymap_sort_polled(src->users, umap, &cb);
+	if (rc == GM_OK)
+		rc = gm_keymap_sort_polled(src->items, imap, &cb);
+	if (rc != GM_OK)
+		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
+						 "out of memory sorting the keys");
 	/* renumber in place: one lookup an entry, in parallel for large inputs */
-#pragma omp parallel for schedule(static) if (src->n > 1000000) \
-	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-	for (int64 e = 0; e < src->n; e++)
+	for (int64 b = 0; b < src->n; b += RENUMBER_CHUNK)
 	{
-		src->rows[e] = umap[src->rows[e]];
-		src->cols[e] = imap[src->cols[e]];
+		int64		e_end = Min(src->n, b + RENUMBER_CHUNK);
+
+#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 e = b; e < e_end; e++)
+		{
+			src->rows[e] = umap[src->rows[e]];
+			src->cols[e] = imap[src->cols[e]];
+		}
+		CHECK_FOR_INTERRUPTS();
 	}
-	free(umap);
-	free(imap);
-	CHECK_FOR_INTERRUPTS();
-	rc = gm_csr_from_coo(nu, ni, src->n, src->rows, src->cols, src->vals, R, err, sizeof(err));
+	pfree(umap);
+	pfree(imap);
+	rc = gm_csr_from_coo_polled(nu, ni, src->n, src->rows, src->cols, src->vals, &cb,
+								R, err, sizeof(err));
 	free(src->rows);
 	free(src->cols);
 	free(src->vals);
 	src->rows = src->cols = NULL;
 	src->vals = NULL;
 	if (rc != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		core_step_failed(rc, err);
 	CHECK_FOR_INTERRUPTS();
-	rc = gm_csr_transpose(R, Rt, err, sizeof(err));
+	rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
 	if (rc != GM_OK)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		core_step_failed(rc, err);
+}
+
+double
+gpumf_csr_bytes(const gm_csr *a)
+{
+	return (double) a->nnz * (sizeof(int32) + sizeof(float)) +
+		((double) a->n_rows + 1) * sizeof(int64);
 }

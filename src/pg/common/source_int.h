@@ -20,6 +20,7 @@ extern void gpumf_source_bad_value(GpumfSource *src, Datum u, Datum i, double v)
 extern void gpumf_source_grow(GpumfSource *src);
 /* source_keys.c */
 extern char *gpumf_key_text(Oid coltype, Datum d);
+extern pg_attribute_noreturn() void gpumf_keymap_full(gm_keymap *m);
 /* source_exec.c */
 extern void gpumf_source_read_executor(GpumfSource *src);
 /* source_scan.c */
@@ -27,63 +28,25 @@ extern bool gpumf_source_direct_scan_allowed(GpumfSource *src);
 extern void gpumf_source_read_direct(GpumfSource *src);
 
 /*
- * Integer keys in a dense range (row numbers, serial ids) are looked up in
- * an array indexed by the key before the hash map: one load instead of a
- * hash probe into tables larger than the caches, the most of a read's time
- * otherwise.  The array covers keys 0 .. n-1 and grows to at most
- * DENSE_MAX entries, and to no more than DENSE_SLACK times the distinct keys
- * seen (a few large keys never make it large).
+ * A key's index in m.  Integer keys in a dense range (row numbers, serial
+ * ids) are looked up in the map's direct-index array before its hash table
+ * (gm_keymap_int_dense: bounded growth, any int2/int4/int8 value).
  */
-#define DENSE_MIN		(1 << 16)
-#define DENSE_MAX		(1 << 26)
-#define DENSE_SLACK		8
-
 static inline int32
-map_int_key(gm_keymap *m, KeyCache *c, int64 key)
-{
-	int32		idx;
-
-	if (key < 0)
-		return gm_keymap_int(m, key);
-	if (key >= c->n)
-	{
-		int64		want = Max(c->n * 2, DENSE_MIN);
-		int32	   *a;
-
-		while (want <= key)
-			want *= 2;
-		if (want > DENSE_MAX ||
-			want > Max((int64) DENSE_SLACK * gm_keymap_size(m), DENSE_MIN))
-			return gm_keymap_int(m, key);
-		a = realloc(c->idx, sizeof(int32) * want);
-		if (a == NULL)
-			return gm_keymap_int(m, key);
-		memset(a + c->n, 0xff, sizeof(int32) * (want - c->n));	/* -1: not seen */
-		c->idx = a;
-		c->n = want;
-	}
-	if ((idx = c->idx[key]) >= 0)
-		return idx;
-	idx = gm_keymap_int(m, key);
-	c->idx[key] = idx;
-	return idx;
-}
-
-static inline int32
-map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
+map_key(gm_keymap *m, Oid coltype, Datum d)
 {
 	int32		idx;
 
 	switch (coltype)
 	{
 		case INT2OID:
-			idx = map_int_key(m, c, DatumGetInt16(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt16(d));
 			break;
 		case INT4OID:
-			idx = map_int_key(m, c, DatumGetInt32(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt32(d));
 			break;
 		case INT8OID:
-			idx = map_int_key(m, c, DatumGetInt64(d));
+			idx = gm_keymap_int_dense(m, DatumGetInt64(d));
 			break;
 		case UUIDOID:
 			idx = gm_keymap_bytes(m, DatumGetUUIDP(d)->data, UUID_LEN);
@@ -103,9 +66,7 @@ map_key(gm_keymap *m, KeyCache *c, Oid coltype, Datum d)
 			}
 	}
 	if (idx < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory mapping keys")));
+		gpumf_keymap_full(m);
 	return idx;
 }
 
@@ -144,8 +105,8 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 		else
 			gpumf_source_grow(src);
 	}
-	src->rows[src->n] = map_key(src->users, &src->ucache, src->ucoltype, u);
-	src->cols[src->n] = map_key(src->items, &src->icache, src->icoltype, i);
+	src->rows[src->n] = map_key(src->users, src->ucoltype, u);
+	src->cols[src->n] = map_key(src->items, src->icoltype, i);
 	src->vals[src->n] = (float) v;
 	if (v < src->vmin)
 		src->vmin = v;

@@ -91,6 +91,21 @@ gpumf_key_text(Oid coltype, Datum d)
 		coltype == UUIDOID ? s : quote_literal_cstr(s);
 }
 
+/* ERROR for a key m could not take: more keys than an index holds, or no memory. */
+void
+gpumf_keymap_full(gm_keymap *m)
+{
+	if (gm_keymap_size(m) >= PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("more than %d distinct users or items", PG_INT32_MAX - 1),
+				 errhint("Train on a view that keeps fewer distinct keys.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of memory mapping keys (%d distinct keys, %zu MB of key maps)",
+					gm_keymap_size(m), gm_keymap_memory(m) >> 20)));
+}
+
 Datum
 gpumf_key_datum(gm_keymap *m, GpumfKeyKind kind, Oid type, int32 idx)
 {

@@ -85,7 +85,11 @@ gpumf_source_bad_value(GpumfSource *src, Datum u, Datum i, double v)
 			 errhint("%s", hint)));
 }
 
-/* Double the COO arrays (checked against gpumf.max_memory). */
+/*
+ * Room for twice the rows, counted against gpumf.max_memory first: the COO
+ * at its new size, the CSR and its transpose built from it, and the key
+ * maps as they are now.
+ */
 void
 gpumf_source_grow(GpumfSource *src)
 {
@@ -93,8 +97,9 @@ gpumf_source_grow(GpumfSource *src)
 	int32	   *r;
 	float	   *f;
 
-	/* the COO, then the CSR and its transpose built from it */
-	gpumf_check_memory((double) cap * 3 * (sizeof(int32) * 2 + sizeof(float)),
+	gpumf_check_memory((double) cap * 3 * (sizeof(int32) * 2 + sizeof(float)) +
+					   (double) gm_keymap_memory(src->users) +
+					   (double) gm_keymap_memory(src->items),
 					   "reading the source");
 	r = realloc(src->rows, sizeof(int32) * cap);
 	if (r)

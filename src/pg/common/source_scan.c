@@ -369,8 +369,6 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	/* the keys maps are malloc'ed: this process ends here, but free them anyway */
 	gm_keymap_free(src->users);
 	gm_keymap_free(src->items);
-	free(src->ucache.idx);
-	free(src->icache.idx);
 	shm_mq_detach(w->mqh);
 }
 
@@ -387,14 +385,22 @@ typedef struct WorkerFeed
 				icap;
 } WorkerFeed;
 
-/* Append v to a growing local-to-global index map. */
+/* Append v to a growing local-to-global index map (at most PG_INT32_MAX entries). */
 static int32 *
 append_index(int32 *map, int32 *n, int32 *cap, int32 v)
 {
 	if (*n == *cap)
 	{
-		*cap = *cap ? *cap * 2 : 4096;
-		map = map ? repalloc(map, sizeof(int32) * *cap) : palloc(sizeof(int32) * *cap);
+		int64		want = *cap ? (int64) *cap * 2 : 4096;
+		Size		bytes;
+
+		if (*n == PG_INT32_MAX)
+			elog(ERROR, "gpumf: a parallel read worker sent more than %d keys", PG_INT32_MAX);
+		want = Min(want, PG_INT32_MAX);
+		bytes = sizeof(int32) * (Size) want;
+		map = map ? repalloc_huge(map, bytes) :
+			MemoryContextAllocHuge(CurrentMemoryContext, bytes);
+		*cap = (int32) want;
 	}
 	map[(*n)++] = v;
 	return map;
@@ -634,7 +640,7 @@ gpumf_source_read_direct(GpumfSource *src)
 			else if (!got && active > 0)
 			{
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
-								 WAIT_EVENT_MQ_RECEIVE);
+								 GM_WAIT_EVENT_MQ_RECEIVE);
 				ResetLatch(MyLatch);
 			}
 			CHECK_FOR_INTERRUPTS();

@@ -149,7 +149,7 @@ lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
 	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, idx, snap, 1, 0);
+	scan = gm_index_beginscan(rel, idx, snap, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{

@@ -35,7 +35,7 @@
 static Oid
 table_oid(const char *qname)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, true);
 }
 

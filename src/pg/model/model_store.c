@@ -55,7 +55,7 @@ gpumf_store_names(int64 id, int32 version)
 static Oid
 table_oid(const char *qname, bool missing_ok)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, missing_ok);
 }
 

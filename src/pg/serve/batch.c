@@ -150,6 +150,8 @@ users_from_table(Oid relid, const char *col, GpumfUsers *u, GpumfServed *m, cons
 			}
 			SPI_freetuptable(SPI_tuptable);
 			CHECK_FOR_INTERRUPTS();
+			/* the unknown keys are only counted, but each is kept once */
+			gpumf_check_memory((double) gm_keymap_memory(unknown), "counting the users the model lacks");
 		}
 		SPI_cursor_close(portal);
 	}
@@ -176,7 +178,7 @@ create_target(const char *qname, Oid utype, Oid itype)
 							qname, format_type_be_qualified(utype), format_type_be_qualified(itype)),
 				   SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
-	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							 RowExclusiveLock, false);
 	return table_open(relid, NoLock);
 }
@@ -319,8 +321,14 @@ gpumf_recommend_all(PG_FUNCTION_ARGS)
 
 	/* the problem: every user, or the listed ones gathered */
 	nu = list ? list->n : u->n;
-	gpumf_check_memory(((double) nu * n * 8 + (list ? (double) nu * m->k * 4 : 0)) * 1.5,
-					   "recommending for every user");
+	{
+		/* the results, the gathered users, and the CPU scorer's block (two rows per thread at least) */
+		int			threads = gpumf_threads > 0 ? gpumf_threads : gm_default_threads();
+		double		block = gm_score_cpu_memory(m->n_items, threads);
+
+		gpumf_check_memory_threads(((double) nu * n * 8 + (list ? (double) nu * m->k * 4 : 0)) * 1.5 +
+								   block, block / threads, threads, "recommending for every user");
+	}
 	memset(&p, 0, sizeof(p));
 	p.n_users = nu;
 	p.n_items = m->n_items;

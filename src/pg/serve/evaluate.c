@@ -149,29 +149,39 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 
 	/* test users -> model rows; rows of unknown users or items are skipped */
 	ntu = gm_keymap_size(src->users);
-	urow = palloc(sizeof(int32) * Max(ntu, 1));
-	ucount = palloc(sizeof(int32) * Max(ntu, 1));
+	urow = palloc_extended(sizeof(int32) * (Size) Max(ntu, 1), MCXT_ALLOC_HUGE);
+	ucount = palloc_extended(sizeof(int32) * (Size) Max(ntu, 1), MCXT_ALLOC_HUGE);
 	for (int32 j = 0; j < ntu; j++)
 	{
 		urow[j] = key_to_model(src->users, j, gpumf_key_kind(src->utype), u->keys);
 		ucount[j] = -1;
 		if (urow[j] < 0)
 			skipped_users++;
+		if ((j & 0xFFFF) == 0xFFFF)
+			CHECK_FOR_INTERRUPTS();
 	}
 	gpumf_check_memory((double) src->n * 12 * 2, "evaluating");
 	trows = palloc_extended(sizeof(int32) * Max(src->n, 1), MCXT_ALLOC_HUGE);
 	tcols = palloc_extended(sizeof(int32) * Max(src->n, 1), MCXT_ALLOC_HUGE);
 	tvals = palloc_extended(sizeof(float) * Max(src->n, 1), MCXT_ALLOC_HUGE);
-	eval_rows = palloc(sizeof(int32) * Max(ntu, 1));
+	eval_rows = palloc_extended(sizeof(int32) * (Size) Max(ntu, 1), MCXT_ALLOC_HUGE);
 	{
-		int32	   *imap_cache = palloc(sizeof(int32) * Max(gm_keymap_size(src->items), 1));
+		int32	   *imap_cache = palloc_extended(sizeof(int32) * (Size) Max(gm_keymap_size(src->items), 1),
+												 MCXT_ALLOC_HUGE);
 
 		for (int32 j = 0; j < gm_keymap_size(src->items); j++)
+		{
 			imap_cache[j] = key_to_model(src->items, j, gpumf_key_kind(src->itype), imap);
+			if ((j & 0xFFFF) == 0xFFFF)
+				CHECK_FOR_INTERRUPTS();
+		}
 		for (int64 e = 0; e < src->n; e++)
 		{
 			int32		tu = src->rows[e],
 						item = imap_cache[src->cols[e]];
+
+			if ((e & 0xFFFFF) == 0xFFFFF)
+				CHECK_FOR_INTERRUPTS();
 
 			if (urow[tu] < 0 || item < 0)
 				continue;
@@ -214,6 +224,8 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 			memcpy(Xs + (size_t) j * m->k, u->X + (size_t) eval_rows[j] * m->k, sizeof(float) * m->k);
 			memcpy(si + sp[j], u->seen_idx + a, sizeof(int32) * (b - a));
 			sp[j + 1] = sp[j] + (b - a);
+			if ((j & 0xFFFF) == 0xFFFF)
+				CHECK_FOR_INTERRUPTS();
 		}
 		memset(&p, 0, sizeof(p));
 		p.n_users = neval;
@@ -225,7 +237,14 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 		p.seen_ptr = sp;
 		p.seen_idx = si;
 		p.n = k;
-		gpumf_check_memory((double) neval * k * 8, "evaluating");
+		{
+			/* the top k of every user, the gathered factors, the CPU scorer's block */
+			int			threads = gpumf_threads > 0 ? gpumf_threads : gm_default_threads();
+			double		block = gm_score_cpu_memory(m->n_items, threads);
+
+			gpumf_check_memory_threads((double) neval * k * 8 + (double) neval * m->k * 4 + block,
+									   block / threads, threads, "evaluating");
+		}
 		memset(&r, 0, sizeof(r));
 		r.idx = palloc_extended(sizeof(int32) * (size_t) neval * k, MCXT_ALLOC_HUGE);
 		r.score = palloc_extended(sizeof(float) * (size_t) neval * k, MCXT_ALLOC_HUGE);

@@ -125,7 +125,7 @@ sweep(void)
 static Oid
 table_oid(const char *qname)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, true);
 }
 

@@ -436,7 +436,7 @@ gpumf_new_table_name(const char *name, const char *argname)
 				(errcode(ERRCODE_NAME_TOO_LONG),
 				 errmsg("%s \"%s\" is too long: a name has at most %d bytes", argname, name,
 						NAMEDATALEN - 1)));
-	names = stringToQualifiedNameList(name);
+	names = gm_qualified_name_list(name);
 	rv = makeRangeVarFromNameList(names);
 	nsp = RangeVarGetAndCheckCreationNamespace(rv, NoLock, &existing);
 	if (OidIsValid(existing))

@@ -70,7 +70,7 @@ loaded_free(void *arg)
 static Oid
 factor_table(const char *qname, const char *model)
 {
-	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 										 AccessShareLock, true);
 
 	if (!OidIsValid(relid))

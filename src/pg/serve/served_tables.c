@@ -283,7 +283,7 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   idx->rd_indcollation[0], m->key_eq.fn_oid, key);
-	scan = index_beginscan(rel, idx, snap, 1, 0);
+	scan = gm_index_beginscan(rel, idx, snap, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{

@@ -603,7 +603,7 @@ source_relation(GpumfServing *sv)
 		r.why = "the model records no source";
 		return r;
 	}
-	rv = makeRangeVarFromNameList(stringToQualifiedNameList(sv->source));
+	rv = makeRangeVarFromNameList(gm_qualified_name_list(sv->source));
 	r.relid = RangeVarGetRelid(rv, AccessShareLock, true);
 	if (!OidIsValid(r.relid))
 		r.why = "it no longer exists";

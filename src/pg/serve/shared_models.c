@@ -320,6 +320,96 @@ entry_matches(const SharedEntry *e, const SharedKey *key)
 		e->version == key->version;
 }
 
+/*
+ * The total the listed segments may hold (gpumf.shared_models_memory; -1: a
+ * quarter of the machine's memory).
+ */
+static Size
+shared_cap(void)
+{
+	if (gpumf_shared_models_memory_mb >= 0)
+		return (Size) gpumf_shared_models_memory_mb * 1024 * 1024;
+	{
+		long		pages = sysconf(_SC_PHYS_PAGES);
+		long		page = sysconf(_SC_PAGESIZE);
+
+		if (pages <= 0 || page <= 0)
+			return (Size) 1 << 38;
+		return (Size) pages * (Size) page / 4;
+	}
+}
+
+/*
+ * Bytes of the segments listed now, less those of key's model's older
+ * versions in this database (let go as soon as key's version is listed).
+ * The caller holds the registry's spinlock.
+ */
+static Size
+listed_bytes_locked(SharedRegistry *reg, const SharedKey *key)
+{
+	Size		total = 0;
+
+	for (int i = 0; i < REGISTRY_SLOTS; i++)
+	{
+		const SharedEntry *e = &reg->entry[i];
+
+		if (e->dbid == InvalidOid)
+			continue;
+		if (e->dbid == MyDatabaseId && e->model_id == key->model_id && e->version < key->version)
+			continue;
+		total = add_size(total, e->bytes);
+	}
+	return total;
+}
+
+/* What a refused segment needed, for the ERROR its caller raises. */
+typedef struct CapRefusal
+{
+	bool		refused;
+	Size		need;			/* the segment */
+	Size		listed;			/* the listed segments */
+	Size		cap;
+} CapRefusal;
+
+/* May a segment of bytes be listed beside the others?  Else *r says why not. */
+static bool
+cap_allows_locked(SharedRegistry *reg, const SharedKey *key, Size bytes, CapRefusal *r)
+{
+	Size		listed = listed_bytes_locked(reg, key),
+				cap = shared_cap();
+
+	if (bytes <= cap && listed <= cap - bytes)
+		return true;
+	r->refused = true;
+	r->need = bytes;
+	r->listed = listed;
+	r->cap = cap;
+	return false;
+}
+
+static bool
+cap_allows(const SharedKey *key, Size bytes, CapRefusal *r)
+{
+	SharedRegistry *reg = registry_get();
+	bool		ok;
+
+	SpinLockAcquire(&reg->mutex);
+	ok = cap_allows_locked(reg, key, bytes, r);
+	SpinLockRelease(&reg->mutex);
+	return ok;
+}
+
+/* The ERROR for a version whose segment would take the listed ones past the cap. */
+static void
+cap_refused(const CapRefusal *r, const char *model, int32 version)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("shared memory for models is full: model \"%s\" version %d needs %.1f MB, %.1f MB of gpumf.shared_models_memory (%.1f MB) are in use",
+					model, version, r->need / 1048576.0, r->listed / 1048576.0, r->cap / 1048576.0),
+			 errhint("A superuser can raise gpumf.shared_models_memory (in postgresql.conf or with ALTER SYSTEM, then reload), drop models nobody serves, or SET gpumf.shared_models = off to serve from each session's own memory; gpumf_shared_models() lists the segments.")));
+}
+
 /* The head and array offsets of a segment for n items. */
 static void
 segment_layout(SharedItems *h, const SharedKey *key, const GpumfServed *m, int32 n,
@@ -469,7 +559,7 @@ attach_in(void *p)
  * meanwhile, or no slot is free): unpinned and detached, so freed.
  */
 static bool
-list_segment(dsm_segment *seg, const SharedKey *key)
+list_segment(dsm_segment *seg, const SharedKey *key, CapRefusal *r)
 {
 	SharedRegistry *reg = registry_get();
 	SharedItems *h = dsm_segment_address(seg);
@@ -488,6 +578,9 @@ list_segment(dsm_segment *seg, const SharedKey *key)
 		if (slot < 0 && reg->entry[i].dbid == InvalidOid)
 			slot = i;
 	}
+	/* the cap, counted again under the lock: two backends may have looked at once */
+	if (slot >= 0 && !cap_allows_locked(reg, key, h->total, r))
+		slot = -1;
 	if (slot >= 0)
 	{
 		SharedEntry *e = &reg->entry[slot];
@@ -587,6 +680,7 @@ typedef struct PublishArgs
 	Relation	rel;
 	const SharedKey *key;
 	dsm_segment *seg;			/* out: listed and mapped */
+	CapRefusal	refusal;		/* out: not listed for gpumf.shared_models_memory */
 	double		t_create;		/* out: seconds creating the segment, */
 	double		t_scan;			/* reading the table into it, */
 	double		t_int8;			/* building the int8 copy */
@@ -615,6 +709,8 @@ publish_direct_in(void *p)
 
 	check_registry_room();
 	segment_layout(&hdr, a->key, m, (int32) n, a->cat->has_bias, 0);
+	if (!cap_allows(a->key, hdr.total, &a->refusal))
+		return;
 	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
@@ -639,7 +735,7 @@ publish_direct_in(void *p)
 	a->t_create = t1 - t0;
 	a->t_scan = t2 - t1;
 	a->t_int8 = gm_now() - t2;
-	if (list_segment(seg, a->key))
+	if (list_segment(seg, a->key, &a->refusal))
 		a->seg = seg;
 }
 
@@ -661,6 +757,8 @@ publish_copy_in(void *p)
 		for (int32 i = 0; i < n; i++)
 			text_bytes += INTALIGN(VARSIZE_ANY_EXHDR(DatumGetPointer(m->item_keys[i])) + VARHDRSZ);
 	segment_layout(&hdr, a->key, m, n, m->item_bias != NULL, text_bytes);
+	if (!cap_allows(a->key, hdr.total, &a->refusal))
+		return;
 	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
@@ -699,7 +797,7 @@ publish_copy_in(void *p)
 				m->item_type == INT4OID ? DatumGetInt32(m->item_keys[i]) :
 				DatumGetInt64(m->item_keys[i]);
 	}
-	if (list_segment(seg, a->key))
+	if (list_segment(seg, a->key, &a->refusal))
 		a->seg = seg;
 }
 
@@ -715,7 +813,7 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 	Relation	rel = table_open(m->item_rel, NoLock);
 	SharedKey	key;
 	ModelVersion mv = {cat->id, cat->version};
-	PublishArgs pub = {m, cat, rel, &key, NULL, 0, 0, 0};
+	PublishArgs pub = {m, cat, rel, &key, NULL, {false, 0, 0, 0}, 0, 0, 0};
 	double		t0 = gm_now(),
 				t1;
 
@@ -723,7 +821,7 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 								   ALLOCSET_DEFAULT_SIZES);
 	memset(&key, 0, sizeof(key));
 	key.item_rel = m->item_rel;
-	key.item_node = rel->rd_node.relNode;
+	key.item_node = gm_rel_filenumber(rel);
 	key.model_id = cat->id;
 	key.version = cat->version;
 	if (gpumf_shared_models)
@@ -759,6 +857,13 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 				 cat->name, cat->version, gm_now() - t0, pub.t_create, pub.t_scan, pub.t_int8);
 			return;
 		}
+		if (pub.refusal.refused)
+		{
+			/* the replaced versions go all the same: this one is current */
+			table_close(rel, NoLock);
+			forget_entries(entry_older, &mv);
+			cap_refused(&pub.refusal, cat->name, cat->version);
+		}
 	}
 	gpumf_served_load_private(m, cat, rel);
 	table_close(rel, NoLock);
@@ -772,6 +877,11 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 		elog(DEBUG1, "gpumf: model \"%s\" version %d read in %.3f s, shared in %.3f s",
 			 cat->name, cat->version, t1 - t0, gm_now() - t1);
 		return;
+	}
+	if (pub.refusal.refused)
+	{
+		forget_entries(entry_older, &mv);
+		cap_refused(&pub.refusal, cat->name, cat->version);
 	}
 	{
 		/* the int8 copy in the version's context, 64-byte aligned, built by every core */

@@ -70,7 +70,7 @@ split_column(Oid relid, const char *col, const char *arg)
 static Oid
 table_oid(const char *qname)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, false);
 }
 

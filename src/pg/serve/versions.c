@@ -32,7 +32,7 @@ PG_FUNCTION_INFO_V1(gpumf_use_version);
 static Oid
 table_oid(const char *qname)
 {
-	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(qname)),
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
 							NoLock, true);
 }
 

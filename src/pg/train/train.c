@@ -373,10 +373,23 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 				ni = ts->R.n_cols;
 	int			k = a->p.factors;
 
-	/* factors on the host, and what the algorithms keep beside them */
-	gpumf_check_memory(((double) nu + ni) * k * sizeof(float) * (a->holdout > 0 ? 6 : 4) +
-					   (double) ts->R.nnz * sizeof(float) * (a->holdout > 0 ? 8 : 4),
-					   "training");
+	/*
+	 * Everything the training holds, counted before it allocates: R and its
+	 * transpose (with a holdout the part trained on, its transpose and the
+	 * held rows too), the factors and biases, and what the algorithm
+	 * allocates beside them, each thread's scratch included.
+	 */
+	{
+		double		per_thread;
+		double		need = gpumf_csr_bytes(&ts->R) * (a->holdout > 0 ? 4 : 2) +
+			((double) nu + ni) * (k + 1) * sizeof(float) +
+			gm_mf_memory(&a->p, &ts->R, &ts->Rt, a->holdout > 0 ? a->K : 0, a->holdout > 0,
+						 &per_thread);
+
+		gpumf_check_memory_threads(need, per_thread,
+								   a->p.threads > 0 ? a->p.threads : gm_default_threads(),
+								   "training");
+	}
 
 	memset(&d, 0, sizeof(d));
 	d.R = &ts->R;

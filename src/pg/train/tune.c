@@ -264,9 +264,21 @@ gpumf_tune(PG_FUNCTION_ARGS)
 	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
 	SPI_finish();
 
-	/* ---- the held-out split, made here */
-	gpumf_check_memory(((double) ts->R.n_rows + ts->R.n_cols) * maxk * sizeof(float) * 4 +
-					   (double) ts->R.nnz * sizeof(float) * 12, "tuning");
+	/* ---- the held-out split, made here; everything counted first (the largest factors) */
+	cfg.base.backend = gpumf_training_backend(devname, sizeof(devname));
+	{
+		gm_mf_params p = cfg.base;
+		double		per_thread;
+		double		need;
+
+		p.factors = maxk;
+		need = gpumf_csr_bytes(&ts->R) * 4 +
+			((double) ts->R.n_rows + ts->R.n_cols) * maxk * sizeof(float) +
+			(double) cfg.budget * sizeof(gm_tune_trial) +
+			gm_mf_memory(&p, &ts->R, &ts->Rt, cfg.K, 1, &per_thread);
+		gpumf_check_memory_threads(need, per_thread,
+								   p.threads > 0 ? p.threads : gm_default_threads(), "tuning");
+	}
 	if (gm_split_holdout(&ts->R, holdout, cfg.seed, &ts->part, &ts->held, err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&ts->part, &ts->part_t, err, sizeof(err)) != GM_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
@@ -276,7 +288,6 @@ gpumf_tune(PG_FUNCTION_ARGS)
 				 errmsg("no rows to hold out: every user has fewer than two rows")));
 
 	/* ---- the search */
-	cfg.base.backend = gpumf_training_backend(devname, sizeof(devname));
 	ts->trials = calloc(cfg.budget, sizeof(gm_tune_trial));
 	if (ts->trials == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for the trials")));

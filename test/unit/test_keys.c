@@ -1,0 +1,348 @@
+/*
+ * test_keys.c: unit tests of the key maps and the COO -> CSR building at the
+ * limits of what a table can hold: integer keys at the ends of int2, int4
+ * and int8 (and 2^62, whose dense-array growth once doubled an int64 until
+ * it overflowed and never returned), keys chosen so that an unseeded hash
+ * would make every insert scan the table, and cancellation of the long
+ * steps (sorting the keys, building and transposing the CSR).
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "gm_core.h"
+
+/* The keys a smallint, integer or bigint column can hold at its ends, and around them. */
+static const int64_t extremes[] = {
+	INT16_MIN, INT16_MIN + 1, -1, 0, 1, INT16_MAX - 1, INT16_MAX,
+	(int64_t) 1 << 15, ((int64_t) 1 << 16) - 1, (int64_t) 1 << 16,
+	GM_KEYMAP_DENSE_MAX - 1, GM_KEYMAP_DENSE_MAX, GM_KEYMAP_DENSE_MAX + 1,
+	INT32_MIN, INT32_MIN + 1, INT32_MAX - 1, INT32_MAX, (int64_t) INT32_MAX + 1,
+	(int64_t) 1 << 40, (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1, ((int64_t) 1 << 62) - 1,
+	INT64_MIN, INT64_MIN + 1, INT64_MAX - 1, INT64_MAX, -((int64_t) 1 << 62),
+};
+
+#define NEXT ((int) (sizeof(extremes) / sizeof(extremes[0])))
+
+/* seconds since t0 */
+static double
+since(double t0)
+{
+	return gm_now() - t0;
+}
+
+/*
+ * Each extreme key alone, then all of them with a dense range 0 .. 99999
+ * between them, through gm_keymap_int_dense: every call returns at once,
+ * the same key gets the same index, distinct keys distinct indices, and the
+ * sorted map reads the keys back in order (the dense array follows).
+ */
+static int
+test_dense_extremes(void)
+{
+	gm_keymap  *m = NULL;
+	int32_t    *o2n = NULL;
+	double		t0 = gm_now();
+
+	for (int e = 0; e < NEXT; e++)
+	{
+		m = gm_keymap_create(0);
+		CHECK(m, "create");
+		CHECK(gm_keymap_int_dense(m, extremes[e]) == 0, "key %lld alone", (long long) extremes[e]);
+		CHECK(gm_keymap_int_dense(m, extremes[e]) == 0, "key %lld again", (long long) extremes[e]);
+		CHECK(gm_keymap_find_int(m, extremes[e]) == 0, "find %lld", (long long) extremes[e]);
+		CHECK(gm_keymap_size(m) == 1, "size after one key");
+		gm_keymap_free(m);
+		m = NULL;
+	}
+	CHECK(since(t0) < 5, "single keys took %.1f s", since(t0));
+
+	m = gm_keymap_create(0);
+	CHECK(m, "create");
+	for (int round = 0; round < 2; round++)
+		for (int64_t k = 0; k < 100000; k++)
+		{
+			int32_t		got = gm_keymap_int_dense(m, k);
+
+			CHECK(got == (int32_t) k, "dense key %lld -> %d (round %d)", (long long) k, got, round);
+			if (round == 1 && k % 997 == 0)
+			{
+				int			e = (int) (k / 997) % NEXT;
+				int32_t		a = gm_keymap_int_dense(m, extremes[e]),
+							b = gm_keymap_int(m, extremes[e]);
+
+				CHECK(a >= 0 && a == b, "extreme %lld: dense %d, hash %d",
+					  (long long) extremes[e], a, b);
+			}
+		}
+	CHECK(since(t0) < 10, "mapping took %.1f s", since(t0));
+	{
+		int32_t		n = gm_keymap_size(m);
+		int64_t		prev = INT64_MIN;
+
+		o2n = xmalloc(sizeof(int32_t) * (size_t) n);
+		CHECK(gm_keymap_sort(m, o2n) == GM_OK, "sort");
+		for (int32_t i = 0; i < n; i++)
+		{
+			int64_t		k = gm_keymap_int_at(m, i);
+
+			CHECK(i == 0 || k > prev, "keys not ascending at %d", i);
+			CHECK(gm_keymap_int_dense(m, k) == i, "dense lookup of %lld after the sort", (long long) k);
+			CHECK(gm_keymap_find_int(m, k) == i, "find of %lld after the sort", (long long) k);
+			prev = k;
+		}
+		CHECK(gm_keymap_size(m) == n, "lookups after the sort added keys");
+		/* 100000 dense keys and the extremes above 99999 or below 0 */
+		CHECK(gm_keymap_memory(m) > (size_t) n * 16, "memory %zu for %d keys", gm_keymap_memory(m), n);
+	}
+	free(o2n);
+	gm_keymap_free(m);
+	return 0;
+fail:
+	free(o2n);
+	gm_keymap_free(m);
+	return 1;
+}
+
+/* the inverse of x -> x * c (mod 2^64) for odd c */
+static uint64_t
+inverse_mod64(uint64_t c)
+{
+	uint64_t	x = c;
+
+	for (int i = 0; i < 6; i++)
+		x *= 2 - c * x;
+	return x;
+}
+
+/* the inverse of the murmur3 finalizer the key maps hashed integers with (unseeded) */
+static uint64_t
+unmix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= inverse_mod64(0xc4ceb9fe1a85ec53ULL);
+	x ^= x >> 33;
+	x *= inverse_mod64(0xff51afd7ed558ccdULL);
+	x ^= x >> 33;
+	return x;
+}
+
+/*
+ * 200,000 keys whose unseeded hashes agree in their low 32 bits, as a table
+ * could be filled to flood the map (every insert and every rehash a scan of
+ * all keys: minutes, with no way to cancel).  With a seeded hash they map
+ * in milliseconds; the same for byte keys of one length.
+ */
+static int
+test_hash_flood(void)
+{
+	gm_keymap  *m = gm_keymap_create(0);
+	gm_keymap  *b = gm_keymap_create(1);
+	const int32_t n = 200000;
+	double		t0 = gm_now();
+
+	CHECK(m && b, "create");
+	for (int32_t i = 0; i < n; i++)
+	{
+		int64_t		key = (int64_t) unmix64((uint64_t) (i + 1) << 32);
+
+		CHECK(gm_keymap_int_dense(m, key) == i, "key %d", i);
+	}
+	CHECK(since(t0) < 3, "200000 colliding keys took %.1f s", since(t0));
+	for (int32_t i = 0; i < n; i++)
+	{
+		char		k[16];
+
+		memset(k, 'x', sizeof(k));
+		memcpy(k + 4, &i, sizeof(i));
+		CHECK(gm_keymap_bytes(b, k, sizeof(k)) == i, "byte key %d", i);
+	}
+	CHECK(since(t0) < 6, "byte keys took %.1f s", since(t0));
+	gm_keymap_free(m);
+	gm_keymap_free(b);
+	return 0;
+fail:
+	gm_keymap_free(m);
+	gm_keymap_free(b);
+	return 1;
+}
+
+/* Stops at the count-th poll. */
+typedef struct
+{
+	int			polls;
+	int			stop_at;
+} stopper;
+
+static int
+stop_after(void *arg)
+{
+	stopper    *s = arg;
+
+	return ++s->polls >= s->stop_at;
+}
+
+/*
+ * Sorting the keys, building the CSR and transposing it stop when asked,
+ * leave nothing allocated (sanitizers watch) and the map usable; asked and
+ * never stopped, they give what the unpolled calls give.
+ */
+static int
+test_polled_cancel(void)
+{
+	const int64_t nnz = (int64_t) 3 << 20;
+	const int32_t nu = 400000,
+				ni = 50000;
+	int32_t    *rows = xmalloc(sizeof(int32_t) * nnz),
+			   *cols = xmalloc(sizeof(int32_t) * nnz);
+	float	   *vals = xmalloc(sizeof(float) * nnz);
+	int32_t    *o2n = xmalloc(sizeof(int32_t) * nu);
+	gm_keymap  *m = gm_keymap_create(0);
+	gm_csr		A,
+				B,
+				T;
+	gm_callbacks cb;
+	stopper		st;
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	memset(&A, 0, sizeof(A));
+	memset(&B, 0, sizeof(B));
+	memset(&T, 0, sizeof(T));
+	for (int64_t e = 0; e < nnz; e++)
+	{
+		rows[e] = (int32_t) (rnext() % nu);
+		cols[e] = (int32_t) (rnext() % ni);
+		vals[e] = 1.0f;
+	}
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = stop_after;
+	cb.arg = &st;
+
+	/* the key sort: 400000 keys, runs of 65536 */
+	for (int32_t i = 0; i < nu; i++)
+		CHECK(gm_keymap_int(m, (int64_t) rnext()) == i, "insert %d", i);
+	st.polls = 0;
+	st.stop_at = 2;
+	rc = gm_keymap_sort_polled(m, o2n, &cb);
+	CHECK(rc == GM_ECANCELED, "sort: rc %d after %d polls", rc, st.polls);
+	CHECK(gm_keymap_find_int(m, gm_keymap_int_at(m, 7)) == 7, "map unusable after a canceled sort");
+	st.polls = 0;
+	st.stop_at = 1 << 30;
+	CHECK(gm_keymap_sort_polled(m, o2n, &cb) == GM_OK && st.polls > 6, "sort: %d polls", st.polls);
+	for (int32_t i = 1; i < nu; i++)
+		CHECK(gm_keymap_int_at(m, i - 1) < gm_keymap_int_at(m, i), "not sorted at %d", i);
+
+	/* the CSR: stopped at the first poll, then at a later one, then never */
+	for (int at = 1; at <= 3; at += 2)
+	{
+		st.polls = 0;
+		st.stop_at = at;
+		rc = gm_csr_from_coo_polled(nu, ni, nnz, rows, cols, vals, &cb, &A, err, sizeof(err));
+		CHECK(rc == GM_ECANCELED, "csr (stop at poll %d): rc %d", at, rc);
+		CHECK(A.indptr == NULL && A.indices == NULL && A.data == NULL, "a canceled build left arrays");
+	}
+	st.polls = 0;
+	st.stop_at = 1 << 30;
+	CHECK(gm_csr_from_coo_polled(nu, ni, nnz, rows, cols, vals, &cb, &A, err, sizeof(err)) == GM_OK,
+		  "csr: %s", err);
+	CHECK(st.polls >= 3, "csr: only %d polls", st.polls);
+	CHECK(gm_csr_from_coo(nu, ni, nnz, rows, cols, vals, &B, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(A.nnz == B.nnz && memcmp(A.indptr, B.indptr, sizeof(int64_t) * (nu + 1)) == 0 &&
+		  memcmp(A.indices, B.indices, sizeof(int32_t) * A.nnz) == 0, "polled CSR differs");
+	st.polls = 0;
+	st.stop_at = 1;
+	rc = gm_csr_transpose_polled(&A, &cb, &T, err, sizeof(err));
+	CHECK(rc == GM_ECANCELED && T.indptr == NULL, "transpose: rc %d", rc);
+	gm_csr_free(&A);
+	gm_csr_free(&B);
+	gm_keymap_free(m);
+	free(rows);
+	free(cols);
+	free(vals);
+	free(o2n);
+	return 0;
+fail:
+	gm_csr_free(&A);
+	gm_csr_free(&B);
+	gm_csr_free(&T);
+	gm_keymap_free(m);
+	free(rows);
+	free(cols);
+	free(vals);
+	free(o2n);
+	return 1;
+}
+
+/*
+ * gm_mf_memory counts what grows with threads: at factors 1024 the exact
+ * solver's and explicit ALS's systems are about 12 MB a thread, the block
+ * solver's scratch grows with the longest row too, and the total is the
+ * shared part plus threads x the per-thread part.
+ */
+static int
+test_mf_memory(void)
+{
+	gm_csr		R,
+				Rt;
+	gm_mf_params p;
+	int32_t		rows[6] = {0, 0, 0, 0, 1, 2},
+				cols[6] = {0, 1, 2, 3, 0, 0};
+	float		vals[6] = {1, 1, 1, 1, 1, 1};
+	char		err[GM_ERRLEN];
+	double		pt1,
+				pt2,
+				m1,
+				m200;
+
+	memset(&R, 0, sizeof(R));
+	memset(&Rt, 0, sizeof(Rt));
+	CHECK(gm_csr_from_coo(3, 4, 6, rows, cols, vals, &R, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(gm_csr_transpose(&R, &Rt, err, sizeof(err)) == GM_OK, "%s", err);
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+	p.factors = 1024;
+	p.solver = GM_SOLVER_EXACT;
+	p.threads = 1;
+	m1 = gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1);
+	p.threads = 200;
+	m200 = gm_mf_memory(&p, &R, &Rt, 0, 0, &pt2);
+	CHECK(pt1 == pt2 && pt1 > 12.0 * 1024 * 1024 && pt1 < 13.0 * 1024 * 1024,
+		  "exact, factors 1024: %.0f bytes a thread", pt1);
+	CHECK(fabs(m200 - m1 - 199 * pt1) < 1, "200 threads: %.0f, 1 thread %.0f", m200, m1);
+	p.solver = GM_SOLVER_CG;
+	CHECK(gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1) < m1 && pt1 < 16 * 1024, "cg: %.0f a thread", pt1);
+	p.solver = GM_SOLVER_BLOCK;
+	p.block_size = 32;
+	(void) gm_mf_memory(&p, &R, &Rt, 0, 0, &pt2);
+	CHECK(pt2 >= 4 * sizeof(float) + 32 * 32 * 12, "block: %.0f a thread", pt2);
+	gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
+	p.factors = 1024;
+	p.threads = 4;
+	(void) gm_mf_memory(&p, &R, &Rt, 0, 0, &pt1);
+	CHECK(pt1 > 12.0 * 1024 * 1024, "als_explicit, factors 1024: %.0f a thread", pt1);
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	return 0;
+fail:
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	return 1;
+}
+
+static const gm_test tests[] = {
+	{"keymap: int2/int4/int8 extremes and 2^62 through the dense array", test_dense_extremes},
+	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
+	{"keymap sort, csr build and transpose stop when asked", test_polled_cancel},
+	{"mf_memory counts every thread's scratch", test_mf_memory},
+};
+
+int
+main(void)
+{
+	uint64_t	seed = gm_test_seed();
+
+	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
+		   (unsigned long long) seed, (unsigned long long) seed);
+	return gm_test_run(tests, (int) (sizeof(tests) / sizeof(tests[0])), seed);
+}
