@@ -1,14 +1,14 @@
 # gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
 EXTENSION = gpumf
 MODULE_big = gpumf
-DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql
+DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
 # objects by layer (src/pg: PostgreSQL glue, src/core: pure C) and product
 # line (common, model, train: training recommenders, serve: serving and
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
 PG_COMMON   = guc extension guard checks device source source_keys source_rows source_exec source_scan
 PG_MODEL    = model_catalog model_store model_history
 PG_TRAIN    = train train_device train_service tune synth
-PG_SERVE    = model_cache served_tables shared_models warm_worker serving recommend similar predict model_load batch evaluate split versions
+PG_SERVE    = model_cache served_tables shared_models warm_worker serving recommend similar predict model_load batch evaluate split versions vectors
 PG_LINALG   = linalg_device solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
 CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
@@ -20,7 +20,7 @@ OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model
        $(CORE_COMMON:%=src/core/common/%.o) $(CORE_TRAIN:%=src/core/train/%.o) \
        $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
-REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
+REGRESS = setup train_basic keys bad_input recommend vectors privileges hardening explicit precision device linalg sqlpath upgrade \
           serving foldin parallel batch evaluate split history ials
 REGRESS_OPTS = --dbname=gpumf_regression
 

@@ -96,5 +96,13 @@ SELECT count(*) FROM gpumf_synthetic(10, 50, 300, affinity => 1.5);
 SELECT count(*) FROM gpumf_synthetic(10, 50, 300, affinity => 'NaN');
 SELECT count(*) FROM gpumf_synthetic(10, 50, 200);
 
+-- values that are each within real's range but whose duplicates (summed)
+-- are not: an ERROR naming the user and item, and no model
+CREATE TABLE dup_huge (u int, i int, v float8);
+INSERT INTO dup_huge VALUES (1, 1, 3e38), (1, 1, 3e38), (2, 2, 1);
+SELECT count(*) FROM gpumf_train('dup_huge', 'u', 'i', 'v', model => 'dup_huge');
+SELECT count(*) FROM gpumf.models WHERE name = 'dup_huge';
+DROP TABLE dup_huge;
+
 -- nothing above changed the model
 SELECT model_state() = (SELECT s FROM before) AS unchanged;

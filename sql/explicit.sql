@@ -16,6 +16,13 @@ SELECT name, algorithm, params, train_rmse < 0.55 AS fits
   FROM gpumf_train('pr_train', 'user_id', 'item_id', 'rating', factors => 5, iterations => 20,
                    algorithm => 'als_explicit', model => 'als5', regularization => 0.05);
 SELECT gpumf_rmse('als5', 'pr_test', 'user_id', 'item_id', 'rating') < 0.56 AS als_heldout_ok;
+-- test ratings beyond about 1e154 (whose squared errors overflow double):
+-- the RMSE computed exactly in numeric, not Infinity
+CREATE TABLE pr_huge AS SELECT user_id, item_id, rating * 1e300 AS rating FROM pr_test LIMIT 200;
+SELECT abs(gpumf_rmse('als5', 'pr_huge', 'user_id', 'item_id', 'rating')::numeric /
+           (SELECT sqrt(avg(((gpumf_predict('als5', user_id, item_id))::numeric - rating::numeric) ^ 2)) FROM pr_huge) - 1)
+       < 1e-12 AS huge_rmse_exact;
+DROP TABLE pr_huge;
 
 -- predictions: over a join, clipped on request; NULL for unknown keys
 SELECT abs(avg(gpumf_predict('als5', user_id, item_id) - rating)) < 0.05 AS unbiased,

@@ -84,6 +84,8 @@ SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', metric => 'auc');
 SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', nu_range => '{0,2}');
 SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', regularization_range => '{0,1}');
 SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', holdout => 0);
+SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', factors => '{{4,8}}');
+SELECT * FROM gpumf_tune('ials_planted', 'user_id', 'item_id', nu_range => '{{0},{1}}');
 
 SELECT gpumf_drop_model(name) FROM gpumf.models WHERE name IN ('ials_cg', 'ials_block', 'ials_exact', 'hkv_a', 'hkv_b', 'ials_ho', 'ials_tuned') ORDER BY name;
 DROP TABLE ials_planted, ials_planted2, ials_eval;

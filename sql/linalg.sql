@@ -87,6 +87,28 @@ SELECT max(abs(y.v - b.v)) < 1e-8 AS ax_is_b
 SELECT s.converged, s.iterations, round(s.residual::numeric, 3) AS residual, array_length(s.x, 1) AS n
   FROM rhs, gpumf_cg_solve('poisson_lower', 'r', 'c', 'v', rhs.b, max_iterations => 2) s;
 
+-- systems at the edges of double's range (on the CPU, whose digits are
+-- fixed): a subnormal diagonal entry and a right-hand side near the largest
+-- double solve to the right x, converged; a solution beyond double's range
+-- is an ERROR that says so; a singular matrix's WARNING says what stopped it
+SET gpumf.device = cpu;
+CREATE TABLE tiny_diag (r int, c int, v float8);
+INSERT INTO tiny_diag VALUES (1, 1, 4), (2, 2, 1e-320);
+SELECT x, converged FROM gpumf_cg_solve('tiny_diag', 'r', 'c', 'v', ARRAY[1, 1e-20]);
+SELECT x FROM gpumf_cg_solve('tiny_diag', 'r', 'c', 'v', ARRAY[1, 1]);
+CREATE TABLE diag41 (r int, c int, v float8);
+INSERT INTO diag41 VALUES (1, 1, 4), (2, 2, 1);
+SELECT x, converged, residual FROM gpumf_cg_solve('diag41', 'r', 'c', 'v', ARRAY[1e308, 1e308]);
+SELECT x, converged, residual FROM gpumf_cg_solve('diag41', 'r', 'c', 'v', ARRAY[1e308, 1e308], arithmetic => 'single');
+SELECT x, converged, residual FROM gpumf_cg_solve('diag41', 'r', 'c', 'v', ARRAY[1e308, 1e308], preconditioner => 'none');
+SELECT x, converged FROM gpumf_cg_solve('diag41', 'r', 'c', 'v', ARRAY[-1e308, 1e-300]);
+SELECT gpumf_spmv('diag41', 'r', 'c', 'v', ARRAY[1e308, 1e308]);
+CREATE TABLE singular (r int, c int, v float8);
+INSERT INTO singular VALUES (1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 2, 1);
+SELECT converged FROM gpumf_cg_solve('singular', 'r', 'c', 'v', ARRAY[1, 2]);
+DROP TABLE tiny_diag, diag41, singular;
+RESET gpumf.device;
+
 -- bad input: each a clear ERROR, and nothing happens
 \set VERBOSITY terse
 CREATE TABLE m (r bigint, c bigint, v float8);
@@ -374,6 +396,23 @@ SELECT gpumf_linreg_predict(ARRAY[1, 2, -3], ARRAY[0.5, 0.25]) AS with_intercept
        gpumf_linreg_predict(ARRAY[1, 2], ARRAY[NULL, 1]) AS with_null;
 SELECT round(gpumf_linreg_predict(coef, ARRAY[x1, x2, x3, x4, x5, x6])::numeric, 3) AS fitted, y
   FROM longley_fit, longley ORDER BY x6 LIMIT 3;
+SELECT gpumf_linreg_predict(ARRAY[1e308, 1e308], ARRAY[10]);
+
+-- values beyond about 1e154 (whose squares overflow double), and an x
+-- 1e200 times larger than y: the same fit as of the values scaled to 1
+CREATE TABLE ls_plain AS SELECT g, (2 * g + g % 3)::float8 AS y, g::float8 AS x FROM generate_series(1, 20) g;
+CREATE VIEW ls_big_x AS SELECT y, x * 1e200 AS x FROM ls_plain;
+CREATE VIEW ls_big_y AS SELECT y * 1e300 AS y, x FROM ls_plain;
+SELECT abs(b.coef[2] * 1e200 / p.coef[2] - 1) < 1e-12 AS slope_same, abs(b.coef[1] / p.coef[1] - 1) < 1e-12 AS intercept_same,
+       abs(b.r2 - p.r2) < 1e-12 AS r2_same
+  FROM gpumf_linreg('ls_plain', 'y', ARRAY['x']) p, gpumf_linreg('ls_big_x', 'y', ARRAY['x']) b;
+SELECT abs(b.coef[2] / 1e300 / p.coef[2] - 1) < 1e-12 AS slope_same, abs(b.r2 - p.r2) < 1e-12 AS r2_same,
+       abs(b.residual_se / 1e300 / p.residual_se - 1) < 1e-12 AS residual_se_same
+  FROM gpumf_linreg('ls_plain', 'y', ARRAY['x']) p, gpumf_linreg('ls_big_y', 'y', ARRAY['x']) b;
+SELECT abs((a).r2 - p.r2) < 1e-12 AS aggregate_r2_same
+  FROM (SELECT gpumf_linreg_agg(y, ARRAY[x]) AS a FROM ls_big_y) g, gpumf_linreg('ls_plain', 'y', ARRAY['x']) p;
+DROP VIEW ls_big_x, ls_big_y;
+DROP TABLE ls_plain;
 
 -- bad input for least squares
 \set VERBOSITY terse

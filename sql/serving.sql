@@ -134,6 +134,17 @@ SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, ARRAY[1, 2, 3]);
 SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, ARRAY[1, NULL]);
 SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, ARRAY[1, -2]);
 SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, ARRAY[1, 'NaN']::float8[]);
+-- values beyond real's range, values whose sum for one item is, and
+-- confidences no double-precision solve can resolve: each named as such
+SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, "values" => ARRAY[1e308, 1e308]);
+SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 1], 4, "values" => ARRAY[3e38, 3e38]);
+SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, "values" => ARRAY[1e20, 1e20]);
+SELECT count(*) FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, "values" => ARRAY[1e6, 1e6]);
+-- arrays of more than one dimension are refused, never flattened
+SELECT * FROM gpumf_recommend('sv', 3, 4, candidates => ARRAY[[1, 2], [3, 4]]);
+SELECT * FROM gpumf_recommend('sv', 3, 4, exclude => '{{1,2},{3,4}}');
+SELECT * FROM gpumf_recommend_items('sv', ARRAY[[1, 2], [3, 4]], 4);
+SELECT * FROM gpumf_recommend_items('sv', ARRAY[1, 2], 4, "values" => ARRAY[[1], [2]]);
 SELECT * FROM gpumf_recommend_items('sv', 1, 4);
 SELECT * FROM gpumf_recommend_items('sv', ARRAY['a', 'b'], 4);
 SELECT * FROM gpumf_recommend('sv', 3, 4, candidates => ARRAY['a', 'b']);

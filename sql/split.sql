@@ -74,6 +74,23 @@ SELECT gpumf_split('inter', 0.2, 1, by => 'user', user_col => 'nope');
 SELECT gpumf_split('inter', 0.2, 1, item_col => 'nope');
 CREATE TABLE pts (u int, p point);
 SELECT gpumf_split('pts', 0.2, 1, by => 'time', user_col => 'u', time_col => 'p');
+-- columns without a hash function: named, with what to do (no internal statement)
+CREATE TABLE docs (u int, i int, doc json);
+INSERT INTO docs SELECT g, g % 7, json_build_object('g', g) FROM generate_series(1, 50) g;
+SELECT gpumf_split('docs', 0.2, 1);
+SELECT gpumf_split('docs', 0.2, 1, user_col => 'doc');
+SELECT gpumf_split('docs', 0.2, 1, user_col => 'u', item_col => 'doc');
+SELECT gpumf_split('docs', 0.2, 1, by => 'user', user_col => 'doc');
+-- with hashable key columns named, a json column is only copied
+SELECT train_rows + test_rows AS rows
+  FROM gpumf_split('docs', 0.2, 1, user_col => 'u', item_col => 'i', train_table => 'docs_tr', test_table => 'docs_te');
+SELECT count(*) AS json_kept FROM docs_tr t JOIN docs d ON d.u = t.u WHERE d.doc::text = t.doc::text;
+DROP TABLE docs, docs_tr, docs_te;
+-- by 'user' hashes each row's binary form: a type without one is named
+CREATE TABLE acls (u int, a aclitem);
+INSERT INTO acls SELECT g % 5, makeaclitem('pg_monitor'::regrole, 'pg_monitor'::regrole, 'SELECT', false) FROM generate_series(1, 20) g;
+SELECT gpumf_split('acls', 0.2, 1, by => 'user', user_col => 'u');
+DROP TABLE acls;
 SELECT gpumf_split('no_such_table', 0.2, 1);
 SELECT gpumf_split('inter', 0.2, 1);
 SELECT gpumf_split('inter', 0.2, 1, train_table => 'same', test_table => 'same');

@@ -22,20 +22,23 @@
 #   9. the file-level dependencies against ARCHITECTURE.md
 #      (scripts/check-deps.py, on the objects just built): layers, product
 #      lines, no circles between files
+#  10. where pgvector is installed (vector in pg_available_extensions): the
+#      pgvector recipe of docs/serving.md against gpumf_recommend
+#      (test/pgvector/run.sh); elsewhere it says it was not run
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # PG_CONFIG picks the PostgreSQL to build against and test (default: Debian
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# deps unit sanitizers fuzz regress readme multisession gpu gpu-score
-# gpu-explicit gpu-linalg cron hostile limits load faults memory (unset: all
-# of them; an unknown name is an error) -- for running the whole set in parts
-# on a machine that limits the length of one command.
+# deps unit sanitizers fuzz regress readme pgvector multisession gpu
+# gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory
+# (unset: all of them; an unknown name is an error) -- for running the whole
+# set in parts on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="deps unit sanitizers fuzz regress readme multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -105,6 +108,15 @@ fi
 
 want readme && echo "== README.md and docs/ against the installed extension"
 suite readme bash test/docs/readme.sh
+
+if want pgvector; then
+  if [ -n "$(psql -X -qAt -d postgres -c "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'" 2>/dev/null)" ]; then
+    echo "== pgvector beside gpumf (the README's recipe)"
+    suite pgvector bash test/pgvector/run.sh
+  else
+    echo "== pgvector: not run (pgvector is not installed: no vector in pg_available_extensions)"
+  fi
+fi
 
 if want multisession; then
   echo "== multi-session"

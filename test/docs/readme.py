@@ -38,9 +38,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the documentation, in the order its examples run (README.md's first session
 # makes the tables and models the others use)
-PAGES = ["README.md", "docs/install.md", "docs/serving.md", "docs/operations.md", "docs/explicit.md",
-         "docs/training.md", "docs/tuning.md", "docs/linear-algebra.md", "docs/reference.md",
-         "docs/benchmarks.md"]
+PAGES = ["README.md", "docs/install.md", "docs/serving.md", "docs/pgvector.md",
+         "docs/operations.md", "docs/explicit.md", "docs/training.md", "docs/tuning.md",
+         "docs/linear-algebra.md", "docs/reference.md", "docs/benchmarks.md"]
 README = sys.argv[1] if len(sys.argv) > 1 else None
 DB = os.environ.get("GPUMF_README_DB", "gpumf_readme")
 ENV = dict(os.environ)

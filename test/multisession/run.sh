@@ -1,8 +1,9 @@
 #!/bin/bash
 # Multi-session tests: atomic retraining, cancel and statement_timeout within
 # 1 s leaving the model as it was, concurrent retraining serialised, progress
-# NOTICEs, pg_dump/restore of models, gpumf_cg_solve stopped within 1 s by a
-# cancel or statement_timeout, the training service (results, progress,
+# NOTICEs, pg_dump/restore of models, the catalog version checked across
+# sessions, gpumf_cg_solve stopped within 1 s by a cancel or
+# statement_timeout, the training service (results, progress,
 # cancel, concurrency, its shutdown and idle exit), shared serving (a dropped
 # database's versions released).  Needs a server (source test/pgenv.sh)
 # with gpumf installed.  Prints "ok N - ..." lines and "N passed, M failed".
@@ -252,6 +253,10 @@ q "DROP TABLE wide"
 
 # 12. model history: versions kept, switched under concurrent readers
 source "$(dirname "$0")/history.sh"
+
+# 13. the catalog version the library serves, checked again after another
+#     session's DROP, CREATE or ALTER EXTENSION
+source "$(dirname "$0")/catalog_version.sh"
 
 # 6. models survive pg_dump / restore
 pg_dump -Fc -d "$DB" -f "$tmp/dump" 2>"$tmp/dump.err" || cat "$tmp/dump.err"

@@ -697,6 +697,126 @@ fail:
 	return 1;
 }
 
+/* a diagonal matrix d (n entries) as a gm_spmat */
+static int
+diag_matrix(const double *d, int64_t n, gm_spmat *A)
+{
+	int64_t    *r = xmalloc(sizeof(int64_t) * n);
+	double	   *v = xmalloc(sizeof(double) * n);
+	gm_coo		co;
+	int			rc;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		r[i] = i;
+		v[i] = d[i];
+	}
+	co.nnz = n;
+	co.rows = r;
+	co.cols = r;
+	co.values = v;
+	co.base = 1;
+	rc = gm_spmat_from_coo(&co, n, GM_TRI_BOTH, 1, A, err, sizeof(err));
+	free(r);
+	free(v);
+	return rc;
+}
+
+/*
+ * Systems at the edges of double's range: a subnormal diagonal entry, a
+ * right-hand side near the largest double, a random system scaled by
+ * 2^+-1000 solve to the right x (the scaled solution), converged; a
+ * solution beyond double's range is GM_ERANGE naming its element.
+ */
+static int
+test_cg_range(void)
+{
+	gm_cg_params p;
+	gm_cg_result res;
+	gm_spmat	A;
+	double		d1[2] = {4, 1e-320},
+				d2[2] = {4, 1};
+
+	memset(&A, 0, sizeof(A));
+	for (int mode = 0; mode < 4; mode++)
+	{
+		double		b[2] = {1, 1e-20},
+					x[2] = {0, 0};
+
+		gm_cg_params_default(&p);
+		p.precision = mode & 1 ? GM_PRECISION_SINGLE : GM_PRECISION_DOUBLE;
+		p.preconditioner = mode & 2 ? GM_PRECOND_NONE : GM_PRECOND_JACOBI;
+		/* diagonal {4, 1e-320} (subnormal), b = {1, 1e-20}: x = {0.25, ~1e300} */
+		CHECK(diag_matrix(d1, 2, &A) == GM_OK, "%s", err);
+		if (p.preconditioner == GM_PRECOND_JACOBI)
+		{
+			/*
+			 * float32 cannot hold the scaled residual's two components
+			 * (1e-140 apart) at once: double only
+			 */
+			if (p.precision == GM_PRECISION_DOUBLE)
+			{
+				CHECK(gm_cg_solve(&A, b, x, &p, NULL, &res, err, sizeof(err)) == GM_OK, "mode %d: %s",
+					  mode, err);
+				CHECK(res.converged && fabs(x[0] - 0.25) <= 1e-12 && fabs(x[1] / (1e-20 / d1[1]) - 1) <= 1e-12,
+					  "mode %d: subnormal diagonal: converged %d x = {%.17g, %.17g}", mode,
+					  res.converged, x[0], x[1]);
+			}
+			/* b = {1, 1}: x[2] = 1 / 1e-320 overflows double */
+			b[1] = 1;
+			x[0] = x[1] = 0;
+			CHECK(gm_cg_solve(&A, b, x, &p, NULL, &res, err, sizeof(err)) == GM_ERANGE &&
+				  err_has("overflows double precision", "x element 2 is about 1.0", "e+320"),
+				  "mode %d: overflowing solution: %s", mode, err);
+		}
+		gm_spmat_free(&A);
+
+		/* diagonal {4, 1}, b = {1e308, 1e308}: x = {2.5e307, 1e308} */
+		CHECK(diag_matrix(d2, 2, &A) == GM_OK, "%s", err);
+		b[0] = b[1] = 1e308;
+		x[0] = x[1] = 0;
+		CHECK(gm_cg_solve(&A, b, x, &p, NULL, &res, err, sizeof(err)) == GM_OK, "mode %d: %s", mode, err);
+		CHECK(res.converged && fabs(x[0] / 2.5e307 - 1) <= 1e-12 && fabs(x[1] / 1e308 - 1) <= 1e-12 &&
+			  res.residual <= p.tolerance,
+			  "mode %d: rhs 1e308: converged %d residual %.3g x = {%.17g, %.17g}", mode,
+			  res.converged, res.residual, x[0], x[1]);
+		gm_spmat_free(&A);
+	}
+
+	/* a random SPD system with b scaled by 2^1000 and 2^-1000: x scales with it */
+	for (int trial = 0; trial < 4; trial++)
+	{
+		cg_case		k;
+		int64_t		n = rint_range(20, 200);
+		double	   *x = xcalloc(n, sizeof(double)),
+				   *xs;
+		int			e = trial & 1 ? -1000 : 1000;
+
+		if (make_cg_case(&k, n, 6, 0.5, 1.0))
+			FAIL("%s", err);
+		gm_cg_params_default(&p);
+		p.tolerance = 1e-10;
+		p.preconditioner = trial & 2 ? GM_PRECOND_NONE : GM_PRECOND_JACOBI;
+		CHECK(gm_cg_solve(&k.A, k.b, x, &p, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		xs = xcalloc(n, sizeof(double));
+		for (int64_t i = 0; i < n; i++)
+			k.b[i] = ldexp(k.b[i], e);
+		CHECK(gm_cg_solve(&k.A, k.b, xs, &p, NULL, &res, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(res.converged && res.residual <= 1e-10, "2^%d: converged %d residual %.3g", e,
+			  res.converged, res.residual);
+		for (int64_t i = 0; i < n; i++)
+			xs[i] = ldexp(xs[i], -e);
+		CHECK(relerr(xs, x, n) <= 1e-8, "2^%d: |x_scaled / 2^e - x| / |x| = %.3g", e, relerr(xs, x, n));
+		free(x);
+		free(xs);
+		free_cg_case(&k);
+	}
+	return 0;
+fail:
+	gm_spmat_free(&A);
+	return 1;
+}
+
 static int	stop_after;
 static int	stop_calls;
 
@@ -944,6 +1064,45 @@ test_ols_longley(void)
 		free(s);
 	}
 	printf("# longley: worst agreement with NIST %.1f digits (coefficients and SDs)\n", worst);
+	return 0;
+fail:
+	return 1;
+}
+
+/*
+ * Longley with y scaled by 2^+-520 (beyond 1e156 and below 1e-150, where
+ * y's squares leave double's range): the same R^2 and adjusted R^2, and
+ * the coefficients and residual standard error scaled by the same power.
+ */
+static int
+test_ols_longley_scaled(void)
+{
+	double		X[16 * 6],
+				y[16];
+	ols_out		o;
+
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 6; j++)
+			X[i * 6 + j] = longley[i][j + 1];
+	for (int mode = 0; mode < 2; mode++)
+	{
+		int			e = mode ? -520 : 520;
+		gm_ols_state *s = ols_new(6, 1);
+
+		for (int i = 0; i < 16; i++)
+			y[i] = ldexp(longley[i][0], e);
+		ols_out_init(&o);
+		CHECK(gm_ols_add_rows(s, 16, X, 6, y, NULL, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(gm_ols_finalize(s, &o.r, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(lre(o.r.r2, 0.995479004577296) >= 8 && lre(o.r.adj_r2, 0.992465007628826) >= 8,
+			  "y * 2^%d: R^2 %.15g adjusted %.15g", e, o.r.r2, o.r.adj_r2);
+		CHECK(lre(ldexp(o.r.residual_se, -e), 304.854073561965) >= 8, "y * 2^%d: residual SD %.15g",
+			  e, ldexp(o.r.residual_se, -e));
+		for (int j = 0; j < 7; j++)
+			CHECK(lre(ldexp(o.coef[j], -e), longley_cert[j][0]) >= 8, "y * 2^%d: B%d = %.15g", e, j,
+				  ldexp(o.coef[j], -e));
+		free(s);
+	}
 	return 0;
 fail:
 	return 1;
@@ -1517,7 +1676,9 @@ static const gm_test tests[] = {
 	{"CG not converging returns the last iterate, converged = 0", test_cg_not_converged},
 	{"CG cancellation, indefinite matrix, b = 0", test_cg_cancel_and_indefinite},
 	{"CG on 150k rows, 1 vs 2 threads", test_cg_large_threads},
+	{"CG at the edges of double's range: subnormal diagonal, rhs 1e308, 2^+-1000, overflow", test_cg_range},
 	{"OLS Longley (NIST certified, 8+ digits)", test_ols_longley},
+	{"OLS Longley with y near double's limits (2^+-520): same R^2, scaled coefficients", test_ols_longley_scaled},
 	{"OLS Norris (NIST certified)", test_ols_norris},
 	{"OLS polynomial degree 10 on [0,1] vs float64 Householder QR to 1e-6", test_ols_polynomial},
 	{"OLS streaming, chunked, merged = one-shot", test_ols_streaming_merge},

@@ -1145,6 +1145,80 @@ fail:
 
 /* ------------------------------------------------------------ main */
 
+/*
+ * Fold-in at the edges of double's range: confidences of 1e20 and 3e38
+ * against a ridge of 0.01 (which double cannot resolve) are refused with a
+ * message that says the values are too large, never answered with factors
+ * of noise; 1e6 still solves, to the float64 reference; ratings of 3e38
+ * whose factors leave float's range are refused too.
+ */
+static int
+test_foldin_range(void)
+{
+	int			k = 8;
+	int32_t		m = 40;
+	float	   *Y = xmalloc(sizeof(float) * (size_t) m * k);
+	double	   *G = xcalloc((size_t) k * k, sizeof(double));
+	double	   *work = xmalloc(sizeof(double) * gm_foldin_work(k));
+	int32_t		idx[3] = {3, 11, 30};
+	float		vals[3];
+	float		x[8],
+				bias;
+	gm_foldin_params p;
+	char		err[GM_ERRLEN];
+	const double big[3] = {1e20, 3e38, 1e6};
+
+	for (int64_t i = 0; i < (int64_t) m * k; i++)
+		Y[i] = (float) ((runif() - 0.5) / sqrt(k));
+	for (int32_t i = 0; i < m; i++)
+		for (int a = 0; a < k; a++)
+			for (int c = 0; c < k; c++)
+				G[(size_t) a * k + c] += (double) Y[(size_t) i * k + a] * Y[(size_t) i * k + c];
+	memset(&p, 0, sizeof(p));
+	p.algorithm = GM_ALG_ALS_IMPLICIT;
+	p.regularization = 0.01f;
+	p.alpha = 1.0f;
+	p.alpha0 = 1.0f;
+	for (int t = 0; t < 3; t++)
+	{
+		int			rc;
+
+		vals[0] = vals[1] = (float) big[t];
+		vals[2] = 1.0f;
+		rc = gm_foldin(&p, Y, NULL, m, k, G, idx, vals, 3, x, &bias, work, err, sizeof(err));
+		if (big[t] > 1e10)
+			CHECK(rc == GM_EINVAL && strstr(err, "too large for a double-precision solve") &&
+				  strstr(err, "scale the values down"), "values %g: rc %d: %s", big[t], rc, err);
+		else
+		{
+			CHECK(rc == GM_OK, "values %g: %s", big[t], err);
+			for (int f = 0; f < k; f++)
+				CHECK(isfinite(x[f]), "values %g: x[%d] = %g", big[t], f, x[f]);
+		}
+	}
+	/*
+	 * ratings: one rating of 3e38 on an item whose factors are 0.001 e_1,
+	 * ridge 1e-6: x_1 = 3e38 * 1e-3 / (1e-6 + 1e-6), beyond float's range
+	 */
+	p.algorithm = GM_ALG_CCD;
+	p.regularization = 1e-6f;
+	for (int f = 0; f < k; f++)
+		Y[(size_t) idx[0] * k + f] = f == 0 ? 1e-3f : 0.0f;
+	vals[0] = 3e38f;
+	err[0] = '\0';
+	CHECK(gm_foldin(&p, Y, NULL, m, k, NULL, idx, vals, 1, x, &bias, work, err, sizeof(err)) == GM_EINVAL &&
+		  strstr(err, "beyond the range of real"), "ratings 3e38: %s", err);
+	free(Y);
+	free(G);
+	free(work);
+	return 0;
+fail:
+	free(Y);
+	free(G);
+	free(work);
+	return 1;
+}
+
 static const gm_test tests[] = {
 	{"topk_dot_among equals the float top n on every instruction set", test_topk_among},
 	{"the first pass's error bounds hold on adversarial factors", test_bounds_adversarial},
@@ -1157,6 +1231,7 @@ static const gm_test tests[] = {
 	{"implicit fold-in equals the trainer's next user half-step", test_foldin_matches_trainer},
 	{"explicit ALS fold-in equals the trainer's next user half-step (biases on, off)", test_foldin_explicit_matches_trainer},
 	{"CCD++ fold-in minimises the user's objective, below the trainer's user", test_foldin_ccd_minimises},
+	{"fold-in refuses values double cannot resolve, and factors beyond float", test_foldin_range},
 	{"keymap lookups find what was added and add nothing", test_keymap_find},
 };
 

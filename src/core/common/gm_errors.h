@@ -17,6 +17,7 @@
 #define GM_ENODEVICE	5	/* no usable GPU */
 #define GM_ENOMODULE	6	/* built without the CUDA module */
 #define GM_ENOTSUP		7	/* not available on this backend or for this shape */
+#define GM_ERANGE		8	/* a result beyond the range of its type */
 
 #define GM_ERRLEN		512
 

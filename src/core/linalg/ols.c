@@ -105,18 +105,23 @@ qr_fold(double *R, int m, double *W, int64_t nb, int64_t ldw)
 #pragma omp simd reduction(+:xx)
 		for (int64_t i = 0; i < nb; i++)
 			xx += wj[i] * wj[i];
-		if (xx == 0.0)
-			continue;			/* nothing below the diagonal to annihilate */
 		alpha = R[(size_t) j * m + j];
 		norm = sqrt(alpha * alpha + xx);
-		if (!isfinite(norm))
+		if (!isfinite(norm) || xx < 0x1p-900)
 		{
-			/* squares overflowed: the same norm, scaled */
-			double		big = fabs(alpha),
+			/*
+			 * squares overflowed, or underflowed (entries below about
+			 * 1e-150, whose squares lose digits or vanish): the same norm,
+			 * scaled
+			 */
+			double		big = 0.0,
 						acc = 0.0;
 
 			for (int64_t i = 0; i < nb; i++)
 				big = fmax(big, fabs(wj[i]));
+			if (big == 0.0)
+				continue;		/* nothing below the diagonal to annihilate */
+			big = fmax(big, fabs(alpha));
 			for (int64_t i = 0; i < nb; i++)
 				acc += (wj[i] / big) * (wj[i] / big);
 			norm = big * sqrt(acc + (alpha / big) * (alpha / big));
@@ -184,9 +189,10 @@ fold_upper(double *R, int m, const double *U)
 	return GM_OK;
 }
 
-/* Choose the shifts: the means of n rows (zero without an intercept). */
+/* Choose the shifts: the means of n rows (zero without an intercept); y[i * ldy]. */
 static void
-choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int64_t n)
+choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int64_t ldy,
+			 int64_t n)
 {
 	double	   *c = st_shift(s);
 
@@ -197,7 +203,7 @@ choose_shift(gm_ols_state *s, const double *X, int64_t ldx, const double *y, int
 		{
 			for (int j = 0; j < s->k; j++)
 				c[j] += X[(size_t) i * ldx + j];
-			c[s->k] += y[i];
+			c[s->k] += y[(size_t) i * ldy];
 		}
 		for (int j = 0; j <= s->k; j++)
 			c[j] /= (double) n;
@@ -231,7 +237,7 @@ gm_ols_flush(gm_ols_state *s, char *err, size_t errlen)
 		return rc;
 	/* the buffer holds rows of k + 1 values: x then y */
 	if (!s->shifted)
-		choose_shift(s, st_buf(s), ld, st_buf(s) + s->k, s->buf_rows);
+		choose_shift(s, st_buf(s), ld, st_buf(s) + s->k, ld, s->buf_rows);
 	W = malloc(sizeof(double) * (size_t) s->buf_rows * s->m);
 	if (W == NULL)
 	{
@@ -371,7 +377,7 @@ gm_ols_add_rows(gm_ols_state *s, int64_t n, const double *X, int64_t ldx,
 	if ((rc = gm_ols_flush(s, err, errlen)) != GM_OK)
 		return rc;
 	if (!s->shifted)
-		choose_shift(s, X, ldx, y, n < 4096 ? n : 4096);
+		choose_shift(s, X, ldx, y, 1, n < 4096 ? n : 4096);
 
 	if (use_gpu)
 	{

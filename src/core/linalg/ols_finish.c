@@ -21,11 +21,30 @@ static double
 condition_number(const double *U, int p)
 {
 	double	   *A = malloc(sizeof(double) * (size_t) p * p);
+	double	   *Us = NULL;
 	double		smax = 0.0,
-				smin = INFINITY;
+				smin = INFINITY,
+				umax = 0.0;
+	int			F;
 
 	if (A == NULL)
 		return NAN;
+	/* scale-free: U far from 1 (columns beyond about 1e100) is scaled by 2^-F first */
+	for (size_t i = 0; i < (size_t) p * p; i++)
+		umax = fmax(umax, fabs(U[i]));
+	F = umax > 0 && isfinite(umax) ? ilogb(umax) : 0;
+	if (F < -300 || F > 300)
+	{
+		Us = malloc(sizeof(double) * (size_t) p * p);
+		if (Us == NULL)
+		{
+			free(A);
+			return NAN;
+		}
+		for (size_t i = 0; i < (size_t) p * p; i++)
+			Us[i] = ldexp(U[i], -F);
+		U = Us;
+	}
 	if (p <= JACOBI_MAX_P)
 	{
 		/* one-sided Jacobi on the columns of U: they converge to U V = W Sigma */
@@ -158,6 +177,7 @@ condition_number(const double *U, int p)
 		}
 	}
 	free(A);
+	free(Us);
 	return smin > 0 ? smax / smin : INFINITY;
 }
 
@@ -313,6 +333,18 @@ gm_ols_finalize(gm_ols_state *s, gm_ols_result *res, char *err, size_t errlen)
 		for (int i = 0; i <= j; i++)
 			nn += R[(size_t) i * m + j] * R[(size_t) i * m + j];
 		colnorm[j] = sqrt(nn);
+		if (!isfinite(nn) || nn < 0x1p-900)
+		{
+			/* a column beyond about 1e154 (or below 1e-150): its norm, scaled */
+			double		big = 0.0;
+
+			nn = 0.0;
+			for (int i = 0; i <= j; i++)
+				big = fmax(big, fabs(R[(size_t) i * m + j]));
+			for (int i = 0; i <= j && big > 0; i++)
+				nn += (R[(size_t) i * m + j] / big) * (R[(size_t) i * m + j] / big);
+			colnorm[j] = big * sqrt(nn);
+		}
 		scale = colnorm[j];
 		if (o && j >= 1)
 			scale = fmax(scale, fabs(c[j - 1]) * sqrt((double) n));
@@ -348,9 +380,27 @@ gm_ols_finalize(gm_ols_state *s, gm_ols_result *res, char *err, size_t errlen)
 	df = (double) (n - p);
 	res->df_residual = n - p;
 	res->rss = rss;
-	res->r2 = tss > 0 ? 1.0 - rss / tss : NAN;
+	if (isfinite(tss) && tss >= 0x1p-900)
+	{
+		res->r2 = 1.0 - rss / tss;
+		sigma = df > 0 ? sqrt(rss / df) : NAN;
+	}
+	else
+	{
+		/* y beyond about 1e154 (or below 1e-150): the squares left double's range */
+		double		big = 0.0,
+					t = 0.0,
+					r;
+
+		for (int i = o; i < m; i++)
+			big = fmax(big, fabs(R[(size_t) i * m + m - 1]));
+		for (int i = o; i < m && big > 0; i++)
+			t += (R[(size_t) i * m + m - 1] / big) * (R[(size_t) i * m + m - 1] / big);
+		r = big > 0 ? R[(size_t) (m - 1) * m + m - 1] / big : 0.0;
+		res->r2 = t > 0 ? 1.0 - r * r / t : NAN;
+		sigma = df > 0 ? fabs(R[(size_t) (m - 1) * m + m - 1]) / sqrt(df) : NAN;
+	}
 	res->adj_r2 = df > 0 ? 1.0 - (1.0 - res->r2) * ((double) (n - o) / df) : NAN;
-	sigma = df > 0 ? sqrt(rss / df) : NAN;
 	res->residual_se = sigma;
 
 	/* R_xx^-1 (upper triangular), row by row of the identity */

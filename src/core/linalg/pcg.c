@@ -17,6 +17,7 @@
 #include "linalg_int.h"
 #include "gm_util.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ typedef struct cg_cpu
 	int			nt;
 	int64_t    *bounds;			/* nt + 1 row ranges */
 	double	   *s;				/* the scaling S (1/sqrt(d) or 1) */
-	double	   *dsq;			/* 1 / s */
+	double	   *dsq;			/* 1 / s, times 2^-F (the recurrence's scale) */
 	double	   *rt;				/* float64 true residual b - A x */
 	void	   *vh;				/* Â's values, working precision */
 	void	   *y,
@@ -78,7 +79,32 @@ gm_cg_params_default(gm_cg_params *p)
 	p->base = 1;
 }
 
-/* ||v|| in float64 */
+/*
+ * ||v|| in float64 from its sum of squares ss: when the squares left
+ * double's range (ss infinite, or so small that they underflowed), again
+ * with v scaled by its largest element, so that any finite v has a finite,
+ * accurate norm.
+ */
+static double
+norm2_rescue(const double *v, int64_t n, int nt, double ss)
+{
+	double		big = 0.0,
+				s = 0.0;
+
+	if (isfinite(ss) && ss >= 0x1p-900)
+		return sqrt(ss);
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(max:big)
+	for (int64_t i = 0; i < n; i++)
+		big = fmax(big, fabs(v[i]));
+	if (big == 0.0 || !isfinite(big))
+		return big;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+:s)
+	for (int64_t i = 0; i < n; i++)
+		s += (v[i] / big) * (v[i] / big);
+	return big * sqrt(s);
+}
+
+/* ||v|| in float64 (finite for any finite v) */
 static double
 norm2(const double *v, int64_t n, int nt)
 {
@@ -87,7 +113,7 @@ norm2(const double *v, int64_t n, int nt)
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(+:s)
 	for (int64_t i = 0; i < n; i++)
 		s += v[i] * v[i];
-	return sqrt(s);
+	return norm2_rescue(v, n, nt, s);
 }
 
 /* rt = b - A x; returns ||rt|| */
@@ -104,7 +130,7 @@ true_residual(const gm_spmat *A, const double *b, const double *x, double *rt,
 		rt[i] = b[i] - rt[i];
 		s += rt[i] * rt[i];
 	}
-	return sqrt(s);
+	return norm2_rescue(rt, A->n, nt, s);
 }
 
 double
@@ -162,6 +188,7 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 	int			it = 0,
 				since = 0,
 				stall = 0,
+				F = 0,
 				rc = GM_OK;
 
 	memset(&c, 0, sizeof(c));
@@ -193,13 +220,27 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 
 	if (prm->preconditioner == GM_PRECOND_JACOBI)
 	{
+		double		dmax = 0.0;
+
 		gm_spmat_diagonal(A, c.dsq);
-#pragma omp parallel for num_threads(c.nt) schedule(static)
+#pragma omp parallel for num_threads(c.nt) schedule(static) reduction(max:dmax)
 		for (int64_t i = 0; i < n; i++)
 		{
 			c.dsq[i] = sqrt(c.dsq[i]);
 			c.s[i] = 1.0 / c.dsq[i];
+			dmax = fmax(dmax, c.dsq[i]);
 		}
+
+		/*
+		 * The recurrence's |S^-1 r|^2 sums squares of dsq_i r_i: for a
+		 * diagonal far from 1 they are taken with dsq scaled by 2^-F (and
+		 * the target with it), exactly, so that they stay within range.
+		 */
+		F = ilogb(dmax);
+		if (F >= -400 && F <= 400)
+			F = 0;
+		for (int64_t i = 0; i < n && F != 0; i++)
+			c.dsq[i] = ldexp(c.dsq[i], -F);
 	}
 	else
 	{
@@ -253,7 +294,7 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 				if (check)
 				{
 					since = 0;
-					verify = sqrt(rru) <= target;
+					verify = sqrt(rru) <= ldexp(target, -F);
 				}
 			}
 		}
@@ -305,6 +346,84 @@ cg_cpu_solve(const gm_spmat *A, const double *b, double *x,
 	return rc;
 }
 
+/* solves whose scaled residual stays within 2^+-RHS_SCALE_BAND are left as they are */
+#define RHS_SCALE_BAND 400
+
+/*
+ * The exponent E that brings max_i |s_i b_i| (s_i = 1/sqrt(A_ii) with
+ * Jacobi, else 1) near 1, and *bs = b / 2^E (a new array; b itself when E
+ * is 0, as for any system whose scale is within 2^+-RHS_SCALE_BAND: those
+ * solve exactly as without scaling).  INT_MIN when out of memory.
+ */
+static int
+rhs_scale(const gm_spmat *A, const double *b, int jacobi, int nt, const double **bs)
+{
+	double	   *d = NULL,
+			   *out;
+	int			e = INT_MIN;
+
+	*bs = b;
+	if (jacobi)
+	{
+		d = malloc(sizeof(double) * (size_t) A->n);
+		if (d == NULL)
+			return INT_MIN;
+		gm_spmat_diagonal(A, d);
+	}
+	for (int64_t i = 0; i < A->n; i++)
+	{
+		int			ei;
+
+		if (b[i] == 0.0)
+			continue;
+		/* |s_i b_i| in [2^ei / 2, 2^ei * 2]: ilogb is exact, sqrt halves it */
+		ei = ilogb(b[i]) + 1 - (d ? ilogb(d[i]) / 2 : 0);
+		if (ei > e)
+			e = ei;
+	}
+	free(d);
+	if (e == INT_MIN || (e >= -RHS_SCALE_BAND && e <= RHS_SCALE_BAND))
+		return 0;
+	out = malloc(sizeof(double) * (size_t) A->n);
+	if (out == NULL)
+		return INT_MIN;
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (int64_t i = 0; i < A->n; i++)
+		out[i] = ldexp(b[i], -e);
+	*bs = out;
+	return e;
+}
+
+/* x *= 2^E; GM_ERANGE naming the first element beyond double's range */
+static int
+rhs_unscale(double *x, int64_t n, int e, char *err, size_t errlen)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		v = ldexp(x[i], e);
+
+		if (!isfinite(v))
+		{
+			if (isfinite(x[i]))
+			{
+				/* its size in decimal, from the scaled value */
+				double		l10 = log10(fabs(x[i])) + e * log10(2.0);
+				double		ip = floor(l10);
+
+				snprintf(err, errlen, "the solution overflows double precision: x element %lld is about %s%.3fe+%.0f "
+						 "(the largest double is about 1.8e+308)",
+						 (long long) (i + 1), x[i] < 0 ? "-" : "", pow(10.0, l10 - ip), ip);
+			}
+			else
+				snprintf(err, errlen, "the conjugate-gradient iteration left double precision's range: "
+						 "x element %lld is %s", (long long) (i + 1), isnan(x[i]) ? "NaN" : "infinite");
+			return GM_ERANGE;
+		}
+		x[i] = v;
+	}
+	return GM_OK;
+}
+
 int
 gm_cg_solve(const gm_spmat *A, const double *b, double *x,
 			const gm_cg_params *p, const gm_callbacks *cb,
@@ -313,6 +432,8 @@ gm_cg_solve(const gm_spmat *A, const double *b, double *x,
 	double		t0 = now_seconds();
 	int			nt = gm_la_threads(p->threads);
 	int			rc;
+	int			E;
+	const double *bs;
 
 	memset(res, 0, sizeof(*res));
 	if (A->n <= 0 || A->nnz <= 0)
@@ -353,6 +474,21 @@ gm_cg_solve(const gm_spmat *A, const double *b, double *x,
 		return GM_OK;
 	}
 
+	/*
+	 * The solve's scale: b and x divided by 2^E (exactly) so that the
+	 * residual the iteration works on, S b with S = D^-1/2 (Jacobi) or I,
+	 * is of order 1, when it would otherwise come near double's range.
+	 */
+	E = rhs_scale(A, b, p->preconditioner == GM_PRECOND_JACOBI, nt, &bs);
+	if (E == INT_MIN)
+	{
+		snprintf(err, errlen, "out of memory for the right-hand side (%lld rows)",
+				 (long long) A->n);
+		return GM_ENOMEM;
+	}
+	for (int64_t i = 0; i < A->n && E != 0; i++)
+		x[i] = ldexp(x[i], -E);
+
 	if (p->gpu != NULL)
 	{
 		void	   *h = NULL;
@@ -361,18 +497,24 @@ gm_cg_solve(const gm_spmat *A, const double *b, double *x,
 
 		rc = p->gpu->sparse_create(&h, A, p->precision, devname, sizeof(devname), err, errlen);
 		if (rc == GM_OK)
-			rc = p->gpu->sparse_cg(h, b, x, p, cb, res, err, errlen);
+			rc = p->gpu->sparse_cg(h, bs, x, p, cb, res, err, errlen);
 		if (h)
 			p->gpu->sparse_destroy(h);
 	}
 	else
-		rc = cg_cpu_solve(A, b, x, p, cb, res, err, errlen);
-	if (rc != GM_OK)
-		return rc;
-
-	/* the answer's own float64 residual, whatever computed it */
-	res->residual = gm_relative_residual(A, b, x, p->threads);
-	res->converged = res->residual <= p->tolerance;
+		rc = cg_cpu_solve(A, bs, x, p, cb, res, err, errlen);
+	if (rc == GM_OK)
+	{
+		/* the answer's own float64 residual, whatever computed it (scale-free) */
+		res->residual = gm_relative_residual(A, bs, x, p->threads);
+		res->converged = res->residual <= p->tolerance;
+		rc = rhs_unscale(x, A->n, E, err, errlen);
+	}
+	else
+		for (int64_t i = 0; i < A->n && E != 0; i++)
+			x[i] = ldexp(x[i], E);	/* the last iterate, as far as it goes */
+	if (bs != b)
+		free((double *) bs);
 	res->seconds = now_seconds() - t0;
-	return GM_OK;
+	return rc;
 }

@@ -13,11 +13,16 @@
  *       (sum_e z_e z_e^T + lambda_u I) w = sum_e (v_e - mu - c_e) z_e,
  *       lambda_u = reg n (the weighted lambda both trainers use)
  *
- * Sums and the Cholesky factorisation run in double.
+ * Sums and the Cholesky factorisation run in double.  A system that double
+ * cannot resolve (a factorisation whose pivots span more than
+ * FOLDIN_MAX_CONDITION, which is what confidences of 1e20 against a ridge
+ * of 0.01 give) is an error that says so, never factors of noise; so are
+ * factors beyond float's range.
  */
 #include "gm_core.h"
 #include "gm_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +30,13 @@
 #ifndef GM_NO_CBLAS
 #include <cblas.h>
 #endif
+
+/*
+ * The largest condition number (the ratio of the largest to the smallest
+ * squared Cholesky pivot, an estimate from below) whose solve keeps float
+ * precision: double's rounding (1.1e-16) times it stays below 1e-3.
+ */
+#define FOLDIN_MAX_CONDITION 1e13
 
 /* ------------------------------------------------------------ entries */
 
@@ -170,7 +182,10 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 	int			kk = biases ? k + 1 : k;
 	double	   *A = work,
 			   *b = work + (size_t) kk * kk;
-	double		ridge;
+	double		ridge,
+				cmax = 0.0,		/* implicit: the largest confidence */
+				lmin,
+				lmax;
 
 	*bias = 0.0f;
 	memset(x, 0, sizeof(float) * k);
@@ -217,7 +232,10 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 			return GM_ENOMEM;
 		}
 		for (int32_t e = 0; e < n; e++)
+		{
 			w[e] = (double) p->alpha * vals[e] + 1.0 - alpha0;	/* c_e - alpha0 */
+			cmax = fmax(cmax, w[e] + alpha0);
+		}
 		blas = add_outers_blas(A, k, k, Y, idx, w, n);
 		for (int32_t e = 0; e < n; e++)
 		{
@@ -265,10 +283,40 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		A[(size_t) a * kk + a] += ridge;
 	if (gm_cholesky_solve(A, b, kk) != 0)
 	{
-		snprintf(err, errlen, "fold-in: the least-squares system is not positive definite (regularization %g)",
-				 (double) p->regularization);
+		if (cmax > ridge * FOLDIN_MAX_CONDITION)
+			snprintf(err, errlen, "fold-in: the values are too large for a double-precision solve: "
+					 "the largest confidence 1 + alpha * value is %g, %.1e times the ridge %g; "
+					 "scale the values down", cmax, cmax / ridge, ridge);
+		else
+			snprintf(err, errlen, "fold-in: the least-squares system is not positive definite (regularization %g)",
+					 (double) p->regularization);
 		return GM_EINVAL;
 	}
+	/* the pivots (A's diagonal now holds L's) bound the condition number from below */
+	lmin = lmax = A[0];
+	for (int a = 1; a < kk; a++)
+	{
+		lmin = fmin(lmin, A[(size_t) a * kk + a]);
+		lmax = fmax(lmax, A[(size_t) a * kk + a]);
+	}
+	if ((lmax / lmin) * (lmax / lmin) > FOLDIN_MAX_CONDITION)
+	{
+		if (cmax > ridge * FOLDIN_MAX_CONDITION)
+			snprintf(err, errlen, "fold-in: the values are too large for a double-precision solve: "
+					 "the largest confidence 1 + alpha * value is %g, %.1e times the ridge %g; "
+					 "scale the values down", cmax, cmax / ridge, ridge);
+		else
+			snprintf(err, errlen, "fold-in: the least-squares system is too ill-conditioned for double precision "
+					 "(condition number at least %.1e, ridge %g)", (lmax / lmin) * (lmax / lmin), ridge);
+		return GM_EINVAL;
+	}
+	for (int f = 0; f < kk; f++)
+		if (!isfinite(b[f]) || fabs(b[f]) > FLT_MAX)
+		{
+			snprintf(err, errlen, "fold-in: the values give factors beyond the range of real (%g); "
+					 "scale the values down", b[f]);
+			return GM_EINVAL;
+		}
 	for (int f = 0; f < k; f++)
 		x[f] = (float) b[f];
 	if (biases)

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 
 void
 gpumf_check_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -15,6 +16,16 @@ gpumf_check_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", name)));
+}
+
+void
+gpumf_check_array_1d(ArrayType *a, const char *name)
+{
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array, not %d-dimensional", name, ARR_NDIM(a)),
+				 errhint("Pass a list such as ARRAY[1, 2, 3]; a two-dimensional array is not flattened.")));
 }
 
 void

@@ -1,9 +1,13 @@
 /*
  * extension.c: what the SQL functions share about the extension itself: its
- * schema and owner, the path of its CUDA module, structs in the main shared
- * memory, and running a function in a subtransaction.
+ * schema, the version of its catalog this library serves, its owner, the
+ * path of its CUDA module, structs in shared memory, and running a function
+ * in a subtransaction.
  */
 #include "gpumf_pg.h"
+
+#include <ctype.h>
+#include <errno.h>
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -15,9 +19,12 @@
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
+#include "storage/sinval.h"
 #include "storage/spin.h"
 #include "utils/fmgroids.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
@@ -28,6 +35,144 @@ gpumf_schema(void)
 {
 	/* gpumf.control fixes the schema (the extension is not relocatable) */
 	return get_namespace_oid("gpumf", false);
+}
+
+/* the current top-level transaction's local id (a field renamed in 17) */
+#if PG_VERSION_NUM >= 170000
+#define MY_LXID (MyProc->vxid.lxid)
+#else
+#define MY_LXID (MyProc->lxid)
+#endif
+
+/*
+ * The last successful catalog-version check.  It stays good while this
+ * backend has processed no shared invalidation message since (another
+ * session's ALTER, DROP or CREATE EXTENSION changes catalog entries that
+ * other backends cache, and their invalidations reach us before our next
+ * statement reads anything) and, within the transaction that made the
+ * check, while the command counter has not moved (this transaction's own
+ * DDL).  A failed check is never cached.
+ */
+static struct
+{
+	bool		valid;
+	uint64		inval_count;
+	LocalTransactionId lxid;
+	CommandId	cid;
+} catalog_checked;
+
+#define VERSION_PARTS 8
+
+/* "0.2" as {0, 2, 0, ...}; false unless dotted non-negative integers */
+static bool
+version_parse(const char *v, long parts[VERSION_PARTS])
+{
+	memset(parts, 0, sizeof(long) * VERSION_PARTS);
+	for (int i = 0; i < VERSION_PARTS; i++)
+	{
+		char	   *end;
+
+		if (!isdigit((unsigned char) *v))
+			return false;
+		errno = 0;
+		parts[i] = strtol(v, &end, 10);
+		if (errno != 0)
+			return false;
+		if (*end == '\0')
+			return true;
+		if (*end != '.')
+			return false;
+		v = end + 1;
+	}
+	return false;
+}
+
+/* a's order to b ("0.2" < "0.10" = "0.10.0"): -1, 0, 1; 2 when either is not a version */
+static int
+version_cmp(const char *a, const char *b)
+{
+	long		pa[VERSION_PARTS],
+				pb[VERSION_PARTS];
+
+	if (!version_parse(a, pa) || !version_parse(b, pb))
+		return 2;
+	for (int i = 0; i < VERSION_PARTS; i++)
+		if (pa[i] != pb[i])
+			return pa[i] < pb[i] ? -1 : 1;
+	return 0;
+}
+
+/* pg_extension.extversion of gpumf in this database (palloc'd); NULL: not installed */
+static char *
+installed_version(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("gpumf"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/* ERROR unless the installed extension is the version this library serves (see gpumf_pg.h). */
+void
+gpumf_check_catalog_version(void)
+{
+	char	   *installed;
+	int			cmp;
+
+	if (catalog_checked.valid &&
+		catalog_checked.inval_count == SharedInvalidMessageCounter &&
+		(catalog_checked.lxid != MY_LXID ||
+		 catalog_checked.cid == GetCurrentCommandId(false)))
+		return;
+	catalog_checked.valid = false;
+
+	installed = installed_version();
+	if (installed == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"gpumf\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION gpumf.")));
+	cmp = version_cmp(installed, GPUMF_CATALOG_VERSION);
+	if (cmp < 0 || cmp == 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"gpumf\" is installed at version %s, but the gpumf library needs version %s",
+						installed, GPUMF_CATALOG_VERSION),
+				 errdetail("The model catalog and the functions of version %s differ from what this library reads and writes.",
+						   installed),
+				 errhint("Run ALTER EXTENSION gpumf UPDATE in this database (as the extension's owner or a superuser): it converts the model catalog in place and keeps every model.")));
+	if (cmp > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"gpumf\" is installed at version %s, newer than version %s that the gpumf library loaded by this session serves",
+						installed, GPUMF_CATALOG_VERSION),
+				 errhint("Reconnect: this session loaded the library before the extension was updated.  If a new session fails too, install the gpumf library that came with version %s.",
+						 installed)));
+	pfree(installed);
+
+	catalog_checked.valid = true;
+	catalog_checked.inval_count = SharedInvalidMessageCounter;
+	catalog_checked.lxid = MY_LXID;
+	catalog_checked.cid = GetCurrentCommandId(false);
 }
 
 /* The owner of the extension: model tables belong to it. */

@@ -67,6 +67,22 @@ extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: neve
 
 /* ----------------------------------------------- guc.c, extension.c */
 
+/*
+ * The version of the extension's SQL objects (pg_extension.extversion) whose
+ * model catalog this library reads and writes: the newest version, the
+ * default_version of gpumf.control.  Bump both together.
+ */
+#define GPUMF_CATALOG_VERSION "0.3"
+
+/*
+ * ERROR (with a hint to ALTER EXTENSION gpumf UPDATE) unless the extension
+ * installed in this database is at GPUMF_CATALOG_VERSION.  Every
+ * SQL-callable function that reads or writes the model catalog calls it
+ * first; reading the catalog (model_catalog.c) calls it too.  Cached: a
+ * repeated call costs a few comparisons until a catalog change arrives.
+ */
+extern void gpumf_check_catalog_version(void);
+
 /* the extension's owner, who owns the catalog and the factor tables */
 extern Oid	gpumf_owner(void);
 /* schema gpumf (model catalog and factor tables) */
@@ -132,6 +148,9 @@ extern void gpumf_spi_exec(const char *sql, int expect);
 #define GPUMF_MODEL_NAME_MAX 200	/* bytes */
 
 extern void gpumf_check_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
+/* ERROR unless the array argument name has at most one dimension (never flattened) */
+struct ArrayType;
+extern void gpumf_check_array_1d(struct ArrayType *a, const char *name);
 extern void gpumf_check_int_range(const char *name, int32 v, int32 lo, int32 hi);
 extern void gpumf_check_positive(const char *name, float8 v);
 extern void gpumf_check_nonneg(const char *name, float8 v);

@@ -855,6 +855,8 @@ gpumf_linreg_predict(PG_FUNCTION_ARGS)
 			   *x;
 	int			p,
 				k;
+	double		y;
+	bool		finite = true;
 
 	if (!array_values(PG_GETARG_ARRAYTYPE_P(0), "coef", &coef, &p) ||
 		!array_values(PG_GETARG_ARRAYTYPE_P(1), "x", &x, &k))
@@ -864,5 +866,16 @@ gpumf_linreg_predict(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("coef has %d entries and x %d: coef needs one per x, plus the intercept first", p, k),
 				 errhint("Pass the coef of a gpumf_linreg fit and x in the order of its terms (without the intercept).")));
-	PG_RETURN_FLOAT8(gm_ols_predict(coef, p, x, k));
+	y = gm_ols_predict(coef, p, x, k);
+	for (int i = 0; i < p; i++)
+		finite &= isfinite(coef[i]) != 0;
+	for (int i = 0; i < k; i++)
+		finite &= isfinite(x[i]) != 0;
+	/* as float8 arithmetic does: finite inputs whose result is not finite overflowed */
+	if (finite && !isfinite(y))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("the fitted value overflows double precision"),
+				 errhint("A term coef[i] * x[i], or their sum, is beyond about 1.8e308.")));
+	PG_RETURN_FLOAT8(y);
 }

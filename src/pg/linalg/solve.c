@@ -117,6 +117,8 @@ linalg_errcode(int rc)
 			return ERRCODE_QUERY_CANCELED;
 		case GM_ENOTSUP:
 			return ERRCODE_FEATURE_NOT_SUPPORTED;
+		case GM_ERANGE:
+			return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
 		default:
 			return ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 	}
@@ -543,15 +545,21 @@ gpumf_cg_solve(PG_FUNCTION_ARGS)
 		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s", err)));
 	}
 	check_rc(rc, err, rc == GM_EINVAL ?
-			 "A must be symmetric positive definite: every x'Ax > 0." : NULL);
+			 "A must be symmetric positive definite: every x'Ax > 0." :
+			 rc == GM_ERANGE ?
+			 (p.preconditioner == GM_PRECOND_NONE ?
+			  "x grows as rhs / A: scale the right-hand side down or the matrix up, or use preconditioner 'jacobi', which scales the matrix's rows and columns." :
+			  "x grows as rhs / A: scale the right-hand side down or the matrix up.") : NULL);
 	if (!res.converged)
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
 				 errmsg("the conjugate-gradient solve did not converge: relative residual %.3g after %d iterations, tolerance %g",
 						res.residual, res.iterations, p.tolerance),
-				 errhint("%s", res.stagnated ?
-						 "The residual stopped falling in this precision: use arithmetic 'double' or a larger tolerance." :
-						 "Raise max_iterations or the tolerance; the last iterate is returned with converged = false.")));
+				 res.stagnated && p.precision == GM_PRECISION_SINGLE ?
+				 errhint("The residual stopped falling in single precision: use arithmetic 'double' or a larger tolerance.") :
+				 res.stagnated ?
+				 errhint("The residual stopped falling in double precision: A is singular or too ill-conditioned for this tolerance (check that it is positive definite), or the tolerance is below what double precision can reach.") :
+				 errhint("Raise max_iterations or the tolerance; the last iterate is returned with converged = false.")));
 
 	/* ---- the result */
 	xd = palloc_extended(sizeof(Datum) * (Size) m->A.n, MCXT_ALLOC_HUGE);
@@ -631,7 +639,15 @@ gpumf_spmv(PG_FUNCTION_ARGS)
 
 	yd = palloc_extended(sizeof(Datum) * (Size) nx, MCXT_ALLOC_HUGE);
 	for (int64 i = 0; i < nx; i++)
+	{
+		/* finite entries and x: a non-finite y is a sum beyond double's range */
+		if (!isfinite(y[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("y element " INT64_FORMAT " of A x overflows double precision", i + 1),
+					 errhint("Scale x or the matrix down.")));
 		yd[i] = Float8GetDatum(y[i]);
+	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(yd, (int) nx, FLOAT8OID, sizeof(float8),
 										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

@@ -53,11 +53,14 @@ gpumf_model_lock(const char *name)
 static void
 catalog_open(Relation *rel, Relation *idx)
 {
-	Oid			relid = get_relname_relid("models", gpumf_schema());
+	Oid			relid;
 	List	   *indexes;
 	ListCell   *lc;
 	AttrNumber	name_att;
 
+	/* a function that forgot to check still stops here, before reading a stranger's layout */
+	gpumf_check_catalog_version();
+	relid = get_relname_relid("models", gpumf_schema());
 	if (!OidIsValid(relid))
 		elog(ERROR, "gpumf: the model catalog gpumf.models is missing");
 	*rel = table_open(relid, AccessShareLock);

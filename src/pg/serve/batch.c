@@ -275,6 +275,7 @@ gpumf_recommend_all(PG_FUNCTION_ARGS)
 	Datum		values[9];
 	bool		nulls[9] = {false};
 
+	gpumf_check_catalog_version();
 	gpumf_check_not_null(fcinfo, ARG_MODEL, "model");
 	gpumf_check_not_null(fcinfo, ARG_N, "n");
 	gpumf_check_not_null(fcinfo, ARG_TARGET, "target");

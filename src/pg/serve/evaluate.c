@@ -99,6 +99,7 @@ gpumf_evaluate(PG_FUNCTION_ARGS)
 	Datum		values[12];
 	bool		nulls[12] = {false};
 
+	gpumf_check_catalog_version();
 	gpumf_check_not_null(fcinfo, ARG_MODEL, "model");
 	gpumf_check_not_null(fcinfo, ARG_TEST, "test");
 	gpumf_check_not_null(fcinfo, ARG_K, "k");

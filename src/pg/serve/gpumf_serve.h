@@ -16,6 +16,7 @@
  *   evaluate.c       gpumf_evaluate
  *   split.c          gpumf_split
  *   versions.c       gpumf_model_versions, gpumf_use_version (kept versions)
+ *   vectors.c        gpumf_user_vector, gpumf_item_vector(s): factors for a vector index
  */
 #ifndef GPUMF_SERVE_H
 #define GPUMF_SERVE_H
@@ -150,6 +151,7 @@ typedef struct GpumfServing
 	double	   *gram;			/* Y^T Y, for implicit fold-in */
 	double	   *work;			/* gm_foldin_work(k) doubles */
 	float	   *item_norms;
+	double		vector_radius_sq;	/* vectors.c's l2 form: the largest item's; 0: not yet */
 	/* the users, loaded by gpumf_similar_users */
 	int32		n_users;
 	float	   *X;

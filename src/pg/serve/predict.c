@@ -298,6 +298,7 @@ gpumf_predict(PG_FUNCTION_ARGS)
 				i;
 	bool		clip = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 
+	gpumf_check_catalog_version();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	model = text_to_cstring(PG_GETARG_TEXT_PP(0));
@@ -336,6 +337,8 @@ typedef struct RmseReceiver
 	Oid			vtype;
 	bool		clip;
 	double		se;
+	double		sscale;			/* se = sscale^2 * sssq, kept beyond double's range too */
+	double		sssq;
 	double		ae;
 	int64		n;
 	int64		unknown;
@@ -373,6 +376,13 @@ rmse_receive(TupleTableSlot *slot, DestReceiver *self)
 	}
 	e = predict(r->lm, u, i, r->clip) - v;
 	r->se += e * e;
+	if (fabs(e) > r->sscale)
+	{
+		r->sssq = 1.0 + r->sssq * (r->sscale / fabs(e)) * (r->sscale / fabs(e));
+		r->sscale = fabs(e);
+	}
+	else if (e != 0.0)
+		r->sssq += (fabs(e) / r->sscale) * (fabs(e) / r->sscale);
 	r->ae += fabs(e);
 	r->n++;
 	if ((r->n & 65535) == 0)
@@ -417,6 +427,7 @@ gpumf_rmse(PG_FUNCTION_ARGS)
 	GpumfGuard	g;
 	int			rc;
 
+	gpumf_check_catalog_version();
 	for (int a = 0; a < 5; a++)
 		if (PG_ARGISNULL(a))
 			ereport(ERROR,
@@ -479,5 +490,8 @@ gpumf_rmse(PG_FUNCTION_ARGS)
 						r.unknown + r.nulls, r.rows, r.unknown, r.nulls)));
 	if (r.n == 0)
 		PG_RETURN_NULL();
+	/* ratings beyond about 1e154 (or errors below 1e-150): squares out of double's range */
+	if (!isfinite(r.se) || (r.se < 0x1p-900 && r.sscale > 0))
+		PG_RETURN_FLOAT8(r.sscale * sqrt(r.sssq / (double) r.n));
 	PG_RETURN_FLOAT8(sqrt(r.se / (double) r.n));
 }

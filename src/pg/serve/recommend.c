@@ -202,6 +202,7 @@ gpumf_recommend(PG_FUNCTION_ARGS)
 	Ranking		r;
 	Datum		key;
 
+	gpumf_check_catalog_version();
 	InitMaterializedSRF(fcinfo, 0);
 	/* NULL model, user, n or exclude_seen: no rows, as for a STRICT function */
 	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->user) || PG_ARGISNULL(a->n) ||
@@ -269,6 +270,7 @@ basket_values(FunctionCallInfo fcinfo, int argno, int32 nitems, bool implicit,
 		return v;
 	}
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	gpumf_check_array_1d(arr, "values");
 	deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
 	if (n != nitems)
 		ereport(ERROR,
@@ -279,12 +281,23 @@ basket_values(FunctionCallInfo fcinfo, int argno, int32 nitems, bool implicit,
 	{
 		double		d = nulls[e] ? NAN : DatumGetFloat8(elems[e]);
 
-		if (nulls[e] || isnan(d) || isinf(d) || fabs(d) > FLT_MAX || (implicit && d < 0))
+		if (nulls[e] || isnan(d) || isinf(d))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("values[%d] is %s", e + 1, nulls[e] ? "NULL" : psprintf("%g", d)),
-					 errhint("Values must be finite%s, as training requires.",
-							 implicit ? " and >= 0 (confidence = 1 + alpha * value)" : "")));
+					 errhint("Values must be finite numbers, one per item, as training requires.")));
+		if (fabs(d) > FLT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("values[%d] is %g, beyond the range of real (|value| <= %g) that models keep values in",
+							e + 1, d, (double) FLT_MAX),
+					 errhint("Scale the values down: training refuses such values too.")));
+		if (implicit && d < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("values[%d] is %g, but model \"%s\" learns implicit feedback, whose values are >= 0",
+							e + 1, d, model),
+					 errhint("Values are strengths (confidence = 1 + alpha * value), as training requires.")));
 		v[e] = (float) d;
 	}
 	return v;
@@ -307,6 +320,7 @@ gpumf_recommend_items(PG_FUNCTION_ARGS)
 	int32		nelems,
 				n = 0;
 
+	gpumf_check_catalog_version();
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(a->model) || PG_ARGISNULL(a->items) || PG_ARGISNULL(a->n) ||
 		PG_ARGISNULL(a->exclude_seen))

@@ -397,6 +397,7 @@ gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
 						format_type_be(argtype), model, format_type_be(m->item_type)),
 				 errhint("Pass %s as %s[].", argname, key_type_name(m->item_type))));
 	a = DatumGetArrayTypeP(arr);
+	gpumf_check_array_1d(a, argname);
 	get_typlenbyvalalign(ARR_ELEMTYPE(a), &typlen, &typbyval, &typalign);
 	deconstruct_array(a, ARR_ELEMTYPE(a), typlen, typbyval, typalign, &elems, &nulls, &n);
 	*idx = palloc(sizeof(int32) * Max(n, 1));
@@ -526,14 +527,32 @@ solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, in
 	u->folded = true;
 }
 
-/* sort and sum duplicates (as training does) */
+static char *key_text(Oid type, Datum d);
+
+/*
+ * Sort and sum duplicates (as training does); ERROR naming the item when a
+ * sum leaves real's range.  userkey: the user whose source rows these are,
+ * NULL for a basket.
+ */
 static int32
-merge_entries(int32 *idx, float *vals, int32 n)
+merge_entries(GpumfServed *m, int32 *idx, float *vals, int32 n, const char *model,
+			  const Datum *userkey)
 {
 	int32		got = gm_entries_merge(idx, vals, n);
 
 	if (got < 0)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	for (int32 e = 0; e < got; e++)
+		if (isinf(vals[e]))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 userkey ?
+					 errmsg("the values of user %s's rows for item %s in the source of model \"%s\" add up beyond the range of real (%g)",
+							key_text(m->user_type, *userkey),
+							key_text(m->item_type, m->item_keys[idx[e]]), model, (double) FLT_MAX) :
+					 errmsg("the values given for item %s add up beyond the range of real (%g)",
+							key_text(m->item_type, m->item_keys[idx[e]]), (double) FLT_MAX),
+					 errhint("The values of one item are summed, as training sums duplicate rows: scale them down.")));
 	return got;
 }
 
@@ -542,7 +561,7 @@ void
 gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, float *vals,
 					 int32 n, GpumfUserFactors *u)
 {
-	n = merge_entries(idx, vals, n);
+	n = merge_entries(m, idx, vals, n, model, NULL);
 	solve(m, model, idx, vals, n, u);
 }
 
@@ -766,7 +785,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	SPI_finish();
 	*idx_out = idx;
 	*vals_out = vals;
-	return merge_entries(idx, vals, n);
+	return merge_entries(m, idx, vals, n, model, &userkey);
 }
 
 /* A user's factors: stored, or folded in from the source (see gpumf_serve.h). */

@@ -92,6 +92,7 @@ gpumf_similar_items(PG_FUNCTION_ARGS)
 	float	   *sc;
 	int			got;
 
+	gpumf_check_catalog_version();
 	if (!similar_begin(fcinfo, &a, "item_type", &model, &n, &outtype))
 		return (Datum) 0;
 	m = gpumf_served_get(model);
@@ -128,6 +129,7 @@ gpumf_similar_users(PG_FUNCTION_ARGS)
 	float	   *sc;
 	int			got;
 
+	gpumf_check_catalog_version();
 	if (!similar_begin(fcinfo, &a, "user_type", &model, &n, &outtype))
 		return (Datum) 0;
 	m = gpumf_served_get(model);

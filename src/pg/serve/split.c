@@ -40,6 +40,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 PG_FUNCTION_INFO_V1(gpumf_split);
@@ -65,6 +66,72 @@ split_column(Oid relid, const char *col, const char *arg)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist", col, get_rel_name(relid)),
 				 errhint("%s names a column of the source.", arg)));
 	return get_atttype(relid, att);
+}
+
+/*
+ * ERROR unless a column of type type can be hashed by hash_record_extended
+ * (json, xml, point, ... have no hash function).  what: "column" or the
+ * argument that named it.
+ */
+static void
+split_check_hashable(Oid type, const char *col, const char *what, bool whole_row)
+{
+	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_HASH_EXTENDED_PROC);
+
+	if (OidIsValid(tc->hash_extended_proc))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_FUNCTION),
+			 errmsg("%s \"%s\" has type %s, which has no hash function", what, col,
+					format_type_be(type)),
+			 whole_row ?
+			 errdetail("Without user_col and item_col, gpumf_split hashes every column of a row to decide its side.") : 0,
+			 whole_row ?
+			 errhint("Name the key columns in user_col and item_col, or split a view that casts \"%s\" to a type with a hash function (jsonb or text for json).", col) :
+			 errhint("Split a view that casts \"%s\" to a type with a hash function (jsonb or text for json).", col)));
+}
+
+/*
+ * ERROR unless the user column can be partitioned (it needs equality and an
+ * ordering) and every column has a binary output function (by 'user' and
+ * 'time' break ties by a hash of the row's binary form).
+ */
+static void
+split_check_user_split(Relation rel, Oid utype, const char *user_col, const char *by)
+{
+	TypeCacheEntry *tc = lookup_type_cache(utype, TYPECACHE_EQ_OPR | TYPECACHE_LT_OPR);
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (!OidIsValid(tc->eq_opr) || !OidIsValid(tc->lt_opr))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("user_col \"%s\" has type %s, which has no %s", user_col,
+						format_type_be(utype), OidIsValid(tc->eq_opr) ? "ordering" : "equality"),
+				 errdetail("by => '%s' groups the rows by user.", by),
+				 errhint("Split a view that casts \"%s\" to a type with equality and ordering (jsonb or text for json).", user_col)));
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		Oid			t = getBaseType(att->atttypid);
+		Oid			elem = get_element_type(t);
+		HeapTuple	tp;
+		bool		has_send;
+
+		if (att->attisdropped)
+			continue;
+		tp = SearchSysCache1(TYPEOID, ObjectIdGetDatum(OidIsValid(elem) ? getBaseType(elem) : t));
+		if (!HeapTupleIsValid(tp))
+			elog(ERROR, "cache lookup failed for type %u", t);
+		has_send = OidIsValid(((Form_pg_type) GETSTRUCT(tp))->typsend);
+		ReleaseSysCache(tp);
+		if (!has_send)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("column \"%s\" has type %s, which has no binary output function",
+							NameStr(att->attname), format_type_be(att->atttypid)),
+					 errdetail("by => '%s' orders a user's rows by a hash of each row's binary form.", by),
+					 errhint("Split a view that leaves \"%s\" out or casts it to text.", NameStr(att->attname))));
+	}
 }
 
 static Oid
@@ -178,9 +245,16 @@ gpumf_split(PG_FUNCTION_ARGS)
 		pg_attribute_aclcheck_all(source, GetUserId(), ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(kind), get_rel_name(source));
 	if (user_col)
-		(void) split_column(source, user_col, "user_col");
+	{
+		Oid			ut = split_column(source, user_col, "user_col");
+
+		split_check_hashable(ut, user_col, "user_col", false);
+		if (strcmp(by, "row") != 0)
+			split_check_user_split(rel, ut, user_col, by);
+	}
 	if (item_col)
-		(void) split_column(source, item_col, "item_col");
+		split_check_hashable(split_column(source, item_col, "item_col"), item_col, "item_col",
+							 false);
 	if (time_col)
 	{
 		Oid			tt = split_column(source, time_col, "time_col");
@@ -208,6 +282,9 @@ gpumf_split(PG_FUNCTION_ARGS)
 						 errmsg("the source has a column named \"%s\", a name gpumf_split uses itself",
 								helper_names[h]),
 						 errhint("Split a view that renames it.")));
+		/* without key columns the whole row is hashed */
+		if (user_col == NULL && item_col == NULL)
+			split_check_hashable(att->atttypid, NameStr(att->attname), "column", true);
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(NameStr(att->attname)));
 	}
 	relation_close(rel, NoLock);

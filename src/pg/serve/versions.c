@@ -47,6 +47,7 @@ gpumf_model_versions(PG_FUNCTION_ARGS)
 	Oid			types[1] = {INT8OID};
 	Datum		args[1];
 
+	gpumf_check_catalog_version();
 	gpumf_check_model_name(model);
 	InitMaterializedSRF(fcinfo, 0);
 	if (!gpumf_model_lookup(model, &cat))
@@ -127,6 +128,7 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 				q;
 	Datum		result;
 
+	gpumf_check_catalog_version();
 	gpumf_check_model_name(model);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -73,6 +73,9 @@ typedef struct TrainArgs
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */
 extern Datum gpumf_train_args(const TrainArgs *a);
+/* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
+struct GpumfSource;
+extern void gpumf_check_summed_values(const struct GpumfSource *src, const gm_csr *R);
 /* 'recall@20' etc.; ERROR with a hint otherwise */
 extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
 

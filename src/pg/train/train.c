@@ -10,6 +10,7 @@
  */
 #include "gpumf_train.h"
 
+#include <float.h>
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -492,6 +493,36 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	ts->global_mean = d.global_mean;	/* set by gm_mf_train when biases are on */
 }
 
+/* a key of the source's key map as text, for messages */
+static char *
+source_key_text(gm_keymap *map, GpumfKeyKind kind, Oid type, int32 idx)
+{
+	Oid			outfunc;
+	bool		varlena;
+
+	getTypeOutputInfo(type, &outfunc, &varlena);
+	return OidOutputFunctionCall(outfunc, gpumf_key_datum(map, kind, type, idx));
+}
+
+void
+gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R)
+{
+	for (int32 r = 0; r < R->n_rows; r++)
+	{
+		for (int64 e = R->indptr[r]; e < R->indptr[r + 1]; e++)
+			if (!isfinite(R->data[e]))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("the values of the rows for user %s, item %s add up beyond the range of real (%g)",
+								source_key_text(src->users, src->ukind, src->utype, r),
+								source_key_text(src->items, src->ikind, src->itype, R->indices[e]),
+								(double) FLT_MAX),
+						 errhint("Rows with the same user and item are summed: scale the values down, or aggregate them in a view.")));
+		if ((r & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /* Train and store a model as a says (gpumf_train, gpumf_tune); the catalog row. */
 Datum
 gpumf_train_args(const TrainArgs *args)
@@ -559,6 +590,7 @@ gpumf_train_args(const TrainArgs *args)
 
 	/* ---- CSR / CSC, keys renumbered in key order */
 	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
+	gpumf_check_summed_values(src, &ts->R);
 	t_csr = elapsed(&t);
 
 	/* ---- device and training */
@@ -672,6 +704,7 @@ gpumf_train(PG_FUNCTION_ARGS)
 {
 	TrainArgs	a;
 
+	gpumf_check_catalog_version();
 	parse_args(fcinfo, &a);
 	PG_RETURN_DATUM(gpumf_train_args(&a));
 }
@@ -684,6 +717,7 @@ gpumf_drop_model(PG_FUNCTION_ARGS)
 	GpumfModel	m;
 	GpumfFactorTables t;
 
+	gpumf_check_catalog_version();
 	gpumf_check_model_name(model);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -72,6 +72,7 @@ range_arg(FunctionCallInfo fcinfo, int argno, const char *name, double lo_min,
 	if (PG_ARGISNULL(argno))
 		return;
 	a = PG_GETARG_ARRAYTYPE_P(argno);
+	gpumf_check_array_1d(a, name);
 	deconstruct_array(a, FLOAT4OID, 4, true, TYPALIGN_INT, &els, &nulls, &n);
 	if (n != 2 || nulls[0] || nulls[1])
 		ereport(ERROR,
@@ -101,6 +102,7 @@ factors_arg(FunctionCallInfo fcinfo, gm_tune_space *sp)
 	if (PG_ARGISNULL(T_FACTORS))
 		return;
 	a = PG_GETARG_ARRAYTYPE_P(T_FACTORS);
+	gpumf_check_array_1d(a, "factors");
 	deconstruct_array(a, INT4OID, 4, true, TYPALIGN_INT, &els, &nulls, &n);
 	if (n < 1 || n > 16)
 		ereport(ERROR,
@@ -191,6 +193,8 @@ gpumf_tune(PG_FUNCTION_ARGS)
 	char		devname[128] = "";
 
 	/* ---- arguments, checked before anything is read */
+	if (!PG_ARGISNULL(T_MODEL))
+		gpumf_check_catalog_version();	/* the best setting is stored in the catalog */
 	gpumf_check_not_null(fcinfo, T_SOURCE, "source");
 	gpumf_check_not_null(fcinfo, T_USER_COL, "user_col");
 	gpumf_check_not_null(fcinfo, T_ITEM_COL, "item_col");
@@ -262,6 +266,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 				 errmsg("no rows to tune on in \"%s\"", get_rel_name(relid)),
 				 errhint("The source must have rows with a non-NULL user and item.")));
 	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
+	gpumf_check_summed_values(src, &ts->R);
 	SPI_finish();
 
 	/* ---- the held-out split, made here; everything counted first (the largest factors) */
