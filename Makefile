@@ -8,7 +8,7 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
 PG_COMMON   = guc extension guard checks device source source_keys source_rows source_exec source_scan
 PG_MODEL    = model_catalog model_store model_history
 PG_TRAIN    = train train_device train_service tune synth
-PG_SERVE    = model_cache served_tables shared_models warm_worker serving recommend similar predict model_load batch evaluate split versions vectors
+PG_SERVE    = model_cache served_tables shared_models warm_worker serving fold_in recommend similar predict model_load batch evaluate split versions vectors
 PG_LINALG   = linalg_device solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
 CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
@@ -20,8 +20,8 @@ OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model
        $(CORE_COMMON:%=src/core/common/%.o) $(CORE_TRAIN:%=src/core/train/%.o) \
        $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
-REGRESS = setup train_basic keys bad_input recommend vectors privileges hardening explicit precision device linalg sqlpath upgrade \
-          serving foldin parallel batch evaluate split history ials
+REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
+          serving foldin parallel batch evaluate split history ials vectors
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
@@ -59,13 +59,16 @@ override CFLAGS := $(filter-out $(PG_UNKNOWN_WFLAGS),$(CFLAGS))
 endif
 
 # the CUDA module (not JIT-able, so not in OBJS)
+# (GPUMF_CUDA_ARCHS / GPUMF_CUDA_PTX pick its GPU architectures: cuda/Makefile;
+# cuda/Makefile decides what is out of date, the flags included)
 ifeq ($(NVCC),)
 all: ; @echo "nvcc not found: CPU-only build"
 else
 all: cuda/gpumf_cuda.so
-cuda/gpumf_cuda.so: $(wildcard cuda/*/*.cu cuda/*/*.cuh cuda/*/*.h cuda/Makefile src/core/*/*.h) \
-		src/core/common/csr.c
+cuda/gpumf_cuda.so: FORCE
 	$(MAKE) -C cuda NVCC=$(NVCC) gpumf_cuda.so
+FORCE:
+.PHONY: FORCE
 install: install-cuda
 install-cuda: cuda/gpumf_cuda.so
 	$(INSTALL_SHLIB) cuda/gpumf_cuda.so '$(DESTDIR)$(pkglibdir)/gpumf_cuda.so'

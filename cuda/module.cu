@@ -7,6 +7,28 @@
  * (MODULE_SRC); each algorithm's file defines its gm_cuda_<alg>_ops.
  */
 #include "common.cuh"
+#include "als_block.cuh"
+
+#include <string.h>
+
+/* what GENCODE built, as cuda/Makefile passes it */
+#ifndef GM_CUDA_BUILD_ARCHS
+#define GM_CUDA_BUILD_ARCHS "unknown"
+#endif
+
+/*
+ * A kernel that is never launched: its attributes say which of the
+ * module's code the driver loaded for the device (cudaFuncGetAttributes
+ * fails when there is none).  Every .cu file is built with the same
+ * GENCODE, so what holds for it holds for every kernel.
+ */
+__global__ void
+gm_arch_probe_kernel(int *out)
+{
+#ifdef __CUDA_ARCH__
+	*out = __CUDA_ARCH__;
+#endif
+}
 
 /*
  * The CUDA implementations: one line per algorithm (its ops are defined in
@@ -28,7 +50,14 @@ gm_cuda_abi_version(void)
 	return GM_ALGO_ABI_VERSION;
 }
 
-/* Number of usable devices (0 when none or no driver) and device 0's name. */
+/*
+ * Number of usable devices (0 when none or no driver, when device 0 is older
+ * than compute capability 7.5, or when this build has no code for it; err
+ * says which) and device 0's name.  Whether the module has code for the
+ * device is asked of the runtime (cudaFuncGetAttributes of a kernel), which
+ * makes the device's primary context: a usable device's probe is followed
+ * by its use anyway.
+ */
 extern "C" int
 gm_cuda_probe(int *count, char *name, size_t namelen, char *err, size_t errlen)
 {
@@ -49,12 +78,68 @@ gm_cuda_probe(int *count, char *name, size_t namelen, char *err, size_t errlen)
 	}
 	{
 		cudaDeviceProp prop;
+		cudaFuncAttributes fa;
 
 		GM_CHECK(cudaGetDeviceProperties(&prop, 0));
 		if (name && namelen)
 			snprintf(name, namelen, "%s", prop.name);
+		if (prop.major * 10 + prop.minor < GM_MIN_CC)
+		{
+			/* CUDA 13 and this module start at Turing (T4, RTX 20xx) */
+			if (err && errlen)
+				snprintf(err, errlen,
+						 "%s has compute capability %d.%d; gpumf's CUDA module needs 7.5 or newer (Turing and later GPUs, as CUDA 13 does)",
+						 prop.name, prop.major, prop.minor);
+			return GM_OK;
+		}
+		e = cudaFuncGetAttributes(&fa, gm_arch_probe_kernel);
+		if (e != cudaSuccess)
+		{
+			/* e.g. an sm_90-only build on an 8.6 card: no SASS for it, and PTX only for 9.0 */
+			if (err && errlen)
+				snprintf(err, errlen,
+						 "the CUDA module has no code for %s (compute capability %d.%d): it was built for %s (%s); rebuild gpumf with GPUMF_CUDA_ARCHS including %d%d, or with the default list",
+						 prop.name, prop.major, prop.minor, GM_CUDA_BUILD_ARCHS,
+						 cudaGetErrorString(e), prop.major, prop.minor);
+			(void) cudaGetLastError();	/* clear */
+			/* the query made the device's context: gone again before the module is unloaded */
+			(void) cudaDeviceReset();
+			return GM_OK;
+		}
 	}
 	*count = n;
+	return GM_OK;
+}
+
+/*
+ * Device 0 as the module runs on it (gm_gpu_caps): the compute capability,
+ * the architecture its loaded code was compiled for, shared memory, and
+ * the fast paths that the code and the card allow.  After a successful
+ * gm_cuda_probe.
+ */
+extern "C" int
+gm_cuda_device_caps(gm_gpu_caps *c, char *err, size_t errlen)
+{
+	cudaDeviceProp prop;
+	cudaFuncAttributes fa;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->archs, sizeof(c->archs), "%s", GM_CUDA_BUILD_ARCHS);
+	GM_CHECK(cudaSetDevice(0));
+	GM_CHECK(cudaGetDeviceProperties(&prop, 0));
+	GM_CHECK(cudaFuncGetAttributes(&fa, gm_arch_probe_kernel));
+	GM_CHECK(gm_block_prepare());
+	c->cc = prop.major * 10 + prop.minor;
+	c->code_arch = fa.ptxVersion;
+	c->smem_optin = (int) gm_smem_optin();
+	c->sms = prop.multiProcessorCount;
+	if (gm_block_tensor_cores())
+		c->fast |= GM_FAST_TF32_TENSOR_CORES;
+	if (c->code_arch >= 90)
+		c->fast |= GM_FAST_VECTOR_ATOMICS;
+	if ((size_t) c->smem_optin >= gm_block_smem(64, 1) &&
+		(size_t) c->smem_optin >= sizeof(float) * 200 * 201)
+		c->fast |= GM_FAST_LARGE_SMEM;
 	return GM_OK;
 }
 

@@ -25,3 +25,15 @@ SET gpumf.device = auto;
 SELECT backend FROM gpumf_train('d', 'u', 'i', factors => 2, iterations => 1);
 SELECT backend = 'cuda' AS gpu, position('gpumf_cuda.so' in pg_read_file('/proc/self/maps')) > 0 AS cuda_module_loaded
   FROM gpumf.models WHERE name = 'd';
+-- the GPU's compute capability, the architecture of the kernels loaded for it
+-- and the fast paths on (NULL on the CPU); a fast path is on exactly where the
+-- loaded code has it
+SELECT backend,
+       (backend = 'cuda') = (compute_capability IS NOT NULL) AS cc_iff_gpu,
+       compute_capability::numeric >= 7.5 AS cc_supported,
+       kernel_arch::numeric <= compute_capability::numeric AS code_not_newer,
+       fast_paths <@ ARRAY['tf32_tensor_cores', 'vector_atomics', 'large_smem'] AS known_paths,
+       ('tf32_tensor_cores' = ANY (fast_paths)) = (kernel_arch::numeric >= 8.0) AS tf32_iff_80,
+       ('vector_atomics' = ANY (fast_paths)) = (kernel_arch::numeric >= 9.0) AS atomics_iff_90,
+       module_archs LIKE '%_%' AS archs_named
+  FROM gpumf_device_info();

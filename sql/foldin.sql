@@ -1,6 +1,7 @@
 -- fold-in: factors for users the model lacks (or any user, recompute => true)
--- from their current rows in the model's source, read with the caller's
--- rights; the same solve for baskets
+-- from their current rows in the model's source (the relation it was
+-- trained on, by OID, read as its owner once the caller may read its
+-- columns); the same solve for baskets
 SET gpumf.progress = off;
 -- the equalities below hold for the CPU trainer's arithmetic, run for run
 -- (the GPU trainer is compared with the CPU one by test/bench/gpu)
@@ -52,6 +53,12 @@ INSERT INTO fsrc VALUES (1001, NULL, 1), (1001, 5, NULL), (1001, 6, 1);
 SELECT count(*) AS same FROM (
   SELECT * FROM gpumf_recommend('fa', 1001, 5)
   INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[6], 5)) s;
+-- gpumf.fold_in = off: serving reads no source (stored users only)
+SET gpumf.fold_in = off;
+SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
+SELECT count(*) FROM gpumf_recommend('fa', 2, 5, recompute => true);
+SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
+RESET gpumf.fold_in;
 -- a user with no rows anywhere: no rows
 SELECT count(*) FROM gpumf_recommend('fa', 5000, 5, recompute => true);
 -- a value training would refuse is an ERROR naming the row
@@ -59,7 +66,7 @@ INSERT INTO fsrc VALUES (1002, 1, -1);
 SELECT count(*) FROM gpumf_recommend('fa', 1002, 5);
 DELETE FROM fsrc WHERE u = 1002;
 
--- the caller's rights: who may read the model but not the source
+-- the caller's privileges: who may read the model but not the source
 CREATE ROLE regress_fold;
 GRANT SELECT ON :fa_items, :fb_users TO regress_fold;
 SELECT user_table AS fa_users FROM gpumf.models WHERE name = 'fa' \gset
@@ -69,15 +76,26 @@ SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
 SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);   -- the source is out of reach: no rows
 SELECT count(*) FROM gpumf_recommend('fa', 1, 5, recompute => true);
 RESET ROLE;
--- column privileges on the three columns suffice; row-level security applies
+-- column privileges on the three columns suffice
 GRANT SELECT (u, i, v) ON fsrc TO regress_fold;
-ALTER TABLE fsrc ENABLE ROW LEVEL SECURITY;
-CREATE POLICY fold_some ON fsrc TO regress_fold USING (i <> 8);
 SET ROLE regress_fold;
 SELECT count(*) AS same FROM (
   SELECT * FROM gpumf_recommend('fa', 1000, 5)
-  INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[3], 5, ARRAY[2])) s;
+  INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[3, 8], 5, ARRAY[2, 2])) s;
 RESET ROLE;
+-- row-level security that applies to the caller: the source is read as its
+-- owner, which would bypass the caller's policy, so no fold-in (a basket of
+-- the rows the caller can read serves instead)
+ALTER TABLE fsrc ENABLE ROW LEVEL SECURITY;
+CREATE POLICY fold_some ON fsrc TO regress_fold USING (i <> 8);
+SET ROLE regress_fold;
+SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
+SELECT count(*) FROM gpumf_recommend('fa', 1, 5, recompute => true);
+RESET ROLE;
+-- ... not to the owner (nor a superuser)
+SELECT count(*) AS same FROM (
+  SELECT * FROM gpumf_recommend('fa', 1000, 5)
+  INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[3, 8], 5, ARRAY[2, 2])) s;
 DROP POLICY fold_some ON fsrc;
 ALTER TABLE fsrc DISABLE ROW LEVEL SECURITY;
 
@@ -97,10 +115,24 @@ ALTER TABLE fsrc ALTER COLUMN i TYPE int USING i::int;
 ALTER TABLE fsrc RENAME COLUMN v TO strength;
 SELECT count(*) FROM gpumf_recommend('fa', 1000, 5);
 ALTER TABLE fsrc RENAME COLUMN strength TO v;
-DROP TABLE fsrc;
+-- the source is pinned by OID: a rename (of the table, of its schema) follows it
+CREATE SCHEMA fold_moved;
+ALTER TABLE fsrc RENAME TO fsrc_renamed;
+ALTER TABLE fsrc_renamed SET SCHEMA fold_moved;
+SELECT source, source_relid FROM gpumf.models WHERE name = 'fa';
+SELECT count(*) AS same FROM (
+  SELECT * FROM gpumf_recommend('fa', 1000, 5)
+  INTERSECT SELECT * FROM gpumf_recommend_items('fa', ARRAY[3, 8], 5, ARRAY[2, 2])) s;
+-- a dropped source folds nobody in, even when a new relation takes its name
+DROP TABLE fold_moved.fsrc_renamed;
+CREATE TABLE fsrc (u int, i int, v real);
+INSERT INTO fsrc VALUES (1000, 1, 1), (1, 2, 1);
 SELECT count(*) AS stored FROM gpumf_recommend('fa', 1, 5);
 SELECT count(*) AS new_user FROM gpumf_recommend('fa', 1000, 5);
 SELECT count(*) FROM gpumf_recommend('fa', 1, 5, recompute => true);
+SELECT count(*) FROM gpumf_similar_users('fa', 1000, 5);
+DROP TABLE fsrc;
+DROP SCHEMA fold_moved;
 
 -- names that need quoting: schema, table and columns
 CREATE SCHEMA "Odd Schema";

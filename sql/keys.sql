@@ -41,16 +41,17 @@ SELECT count(*) AS joined FROM gpumf_recommend('big', 10000000002, 5) r JOIN ite
 
 -- keys at the ends of their types: one bigint key of 2^62 (whose dense-key
 -- growth once looped forever), the int8 and int2 ends, each kept exactly
+-- (as a new version of the model 'big': no new model id for the files after this)
 SET statement_timeout = '30s';
 CREATE TABLE k_ext (u int8, i int2);
 INSERT INTO k_ext VALUES (4611686018427387904, 1);
-SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'k_ext');
+SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'big');
 INSERT INTO k_ext VALUES (-9223372036854775808, -32768), (9223372036854775807, 32767),
   (67108864, 0), (67108863, 0), (-1, 32767);
-SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'k_ext');
-SELECT user_table AS ut, item_table AS it FROM gpumf.models WHERE name = 'k_ext' \gset
+SELECT n_users, n_items, nnz FROM gpumf_train('k_ext', 'u', 'i', factors => 2, iterations => 1, model => 'big');
+SELECT user_table AS ut, item_table AS it FROM gpumf.models WHERE name = 'big' \gset
 SELECT key FROM :ut ORDER BY key;
 SELECT key FROM :it ORDER BY key;
-SELECT count(*) FROM gpumf_recommend('k_ext', 9223372036854775807, 3);
-SELECT gpumf_drop_model('k_ext');
+SELECT count(*) FROM gpumf_recommend('big', 9223372036854775807, 3);
+SELECT gpumf_drop_model('big');
 RESET statement_timeout;

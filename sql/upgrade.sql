@@ -1,7 +1,8 @@
 -- upgrade: a 0.1 installation with a model updates (through 0.2) to the
 -- newest version and keeps serving it; before the update the library refuses
--- it (it serves only its own catalog version); models stored by 0.2 serve
--- the same after an update to the newest version
+-- it (it serves only its own catalog version), at 0.1 and at 0.2; the update
+-- to 0.3 pins the source by OID and takes kept versions' own grants; models
+-- stored by 0.2 serve the same after an update to the newest version
 SET gpumf.progress = off;
 SET client_min_messages = warning;
 DROP EXTENSION gpumf CASCADE;
@@ -44,15 +45,44 @@ SELECT gpumf_drop_model('legacy');
 SELECT count(*) FROM gpumf_synthetic(10, 10, 40, min_per_user => 4, clusters => 2);
 SELECT count(*) FROM gpumf.models;
 
--- to the newest version: the library serves no other
+-- to 0.2: still not the library's version
+ALTER EXTENSION gpumf UPDATE TO '0.2';
+SELECT * FROM gpumf_recommend_text('legacy', 2, 3);
+
+-- 0.2 -> 0.3 (the current version): the source is pinned by OID where its
+-- name resolves, and kept versions' tables lose the grants of their own.
+-- A kept version of the model as 0.2 left it: its tables readable by a
+-- role the owner granted, and its catalog row naming the source.
+SET ROLE regress_gpumf_old;
+CREATE TABLE old_ratings (user_id int, item_id text, rating real);
+INSERT INTO old_ratings SELECT u, 'item ' || i, 1 FROM generate_series(1, 4) u, generate_series(0, 5) i WHERE (u + i) % 2 = 0;
+RESET ROLE;
+CREATE ROLE regress_gpumf_reader;
+CREATE TABLE gpumf.m1_v2_users (LIKE gpumf.m1_v3_users);
+CREATE TABLE gpumf.m1_v2_items (LIKE gpumf.m1_v3_items);
+INSERT INTO gpumf.model_versions (model_id, version, created_at, replaced_at, user_table, item_table, catalog)
+  SELECT id, 2, created_at, now(), 'gpumf.m1_v2_users', 'gpumf.m1_v2_items', to_jsonb(m) || '{"version": 2}'
+    FROM gpumf.models m WHERE name = 'legacy';
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items TO regress_gpumf_old WITH GRANT OPTION;
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items TO PUBLIC;
+SET ROLE regress_gpumf_old;
+GRANT SELECT ON gpumf.m1_v2_users, gpumf.m1_v2_items, gpumf.m1_v3_users, gpumf.m1_v3_items TO regress_gpumf_reader;
+RESET ROLE;
 ALTER EXTENSION gpumf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
+SELECT name, source, source_relid FROM gpumf.models;
+SELECT version, source_relid FROM gpumf.model_versions;
+-- the kept version: the owner's SELECT only; the current one as it was
+SELECT c.relname, g.grantee::regrole, g.privilege_type, g.is_grantable
+  FROM pg_class c, aclexplode(c.relacl) g
+ WHERE c.relname IN ('m1_v2_users', 'm1_v2_items', 'm1_v3_users') AND g.grantee <> c.relowner
+ ORDER BY 1, 2::text;
+
+-- now at the newest version: the library serves it
 SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';
 SELECT name, version, algorithm, params, owner, user_type, item_type, iterations_run, factors
   FROM gpumf.models;
--- and on to 0.3 (a model's factors as vectors for a vector index)
-ALTER EXTENSION gpumf UPDATE TO '0.3';
-SELECT extversion FROM pg_extension WHERE extname = 'gpumf';
 
 -- serving: the same top items as scoring the stored factors in SQL
 SET ROLE regress_gpumf_old;
@@ -72,16 +102,17 @@ SELECT count(*) FROM gpumf_recommend_items('legacy', ARRAY['item 1', 'item 2'], 
 SELECT gpumf_user_vector('legacy', 2) = (SELECT factors FROM gpumf.m1_v3_users WHERE key = 2) AS user_vector,
        (SELECT count(*) FROM gpumf_item_vectors('legacy', item_type => NULL::text)) AS item_vectors;
 
+
 -- the owner (a role OID now) retrains and drops it
-CREATE TABLE old_ratings (user_id int, item_id text, rating real);
-INSERT INTO old_ratings SELECT u, 'item ' || i, 1 FROM generate_series(1, 4) u, generate_series(0, 5) i WHERE (u + i) % 2 = 0;
-SELECT version, algorithm, owner, user_type, item_type FROM gpumf_train('old_ratings', 'user_id', 'item_id', 'rating', 3, 'legacy', iterations => 2);
+SET ROLE regress_gpumf_old;
+SELECT version, algorithm, owner, user_type, item_type, source_relid FROM gpumf_train('old_ratings', 'user_id', 'item_id', 'rating', 3, 'legacy', iterations => 2);
 SELECT gpumf_drop_model('legacy');
 DROP TABLE old_ratings;
 RESET ROLE;
 DROP TABLE old_items;
 REVOKE CREATE ON SCHEMA public FROM regress_gpumf_old;
 DROP ROLE regress_gpumf_old;
+DROP ROLE regress_gpumf_reader;
 
 -- the table refused above trains once the catalog is updated
 SELECT name, version, algorithm FROM gpumf_train('fresh_ratings', 'user_id', 'item_id', NULL, 3, 'fresh', iterations => 2);
@@ -150,9 +181,14 @@ CREATE TABLE kept_ratings_expected AS
          LATERAL (SELECT sum(a * b) AS s FROM unnest(u.factors, i.factors) AS t(a, b)) d;
 GRANT SELECT ON kept_expected, kept_ratings_expected TO regress_gpumf_v02;
 
+-- gpumf_device_info through its 0.2 declaration (three columns) works with
+-- this library; 0.3 adds the GPU's architecture
+SELECT backend IS NOT NULL AS has_backend, detail IS NULL OR detail <> '' AS detail_ok FROM gpumf_device_info();
 SET client_min_messages = warning;
 ALTER EXTENSION gpumf UPDATE;
 RESET client_min_messages;
+SELECT pg_get_function_arguments('gpumf_device_info'::regproc);
+SELECT backend IS NOT NULL AS has_backend FROM gpumf_device_info();
 SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';
 SELECT name, version, algorithm, owner, user_type, item_type FROM gpumf.models ORDER BY id;

@@ -46,12 +46,12 @@ for major in "$@"; do
     PG_CONFIG="$pgc" GPUMF_PGDATA="${GPUMF_MAJOR_PGDATA:-/tmp/gpumf-pgdata-}$major" \
     GPUMF_PGPORT=$(( ${GPUMF_MAJOR_PORT:-5400} + major )) GPUMF_TEST_SUITES="$suites" \
     bash test/run_all.sh 2>&1 | tee "$log"
-  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+  line=$(tail -1 "$log" | grep -E '^[0-9]+ passed, [0-9]+ failed$')
   rm -f "$log"
   if [ -n "$line" ]; then
     P=$((P + $(echo "$line" | cut -d' ' -f1))); F=$((F + $(echo "$line" | cut -d' ' -f3)))
   else
-    F=$((F + 1)); line="no result line"
+    F=$((F + 1)); line="no result line: cut short"
   fi
   echo "== PostgreSQL $major: $line ($((SECONDS - t0)) s)"
   # stop this major's cluster (it is not needed after its run)

@@ -19,6 +19,7 @@
 #include <cusolverDn.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <mutex>
@@ -276,6 +277,82 @@ __device__ __forceinline__ float4
 add4(float4 a, float4 b)
 {
 	return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+/*
+ * *p += v in global memory, atomically per component: one 16-byte vector
+ * atomic where the code is compiled for compute capability 9.0 or newer
+ * (the only ones that have it), else four float atomics.  The sum is the
+ * same either way; only the number of memory transactions differs.
+ */
+__device__ __forceinline__ void
+atomic_add4(float4 *p, float4 v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	atomicAdd(p, v);
+#else
+	atomicAdd(&p->x, v.x);
+	atomicAdd(&p->y, v.y);
+	atomicAdd(&p->z, v.z);
+	atomicAdd(&p->w, v.w);
+#endif
+}
+
+/* ------------------------------------------------ what the device allows */
+
+/*
+ * Threads an SM holds at once on the architecture the code is compiled for:
+ * 1024 on 7.5, 1536 on 8.6, 8.7, 8.9 and 11.0 and newer, 2048 on 8.0, 9.0
+ * and 10.x.  GM_MIN_BLOCKS(threads, n) is __launch_bounds__'s blocks per
+ * SM: n where the SM holds n such blocks, else as many as it holds (ptxas
+ * ignores a bound the SM cannot meet, and the register cap with it).
+ */
+#if !defined(__CUDA_ARCH__)
+#define GM_SM_THREADS	2048
+#elif __CUDA_ARCH__ == 750
+#define GM_SM_THREADS	1024
+#elif __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1100
+#define GM_SM_THREADS	1536
+#else
+#define GM_SM_THREADS	2048
+#endif
+#define GM_MIN_BLOCKS(threads, n) \
+	((n) * (threads) <= GM_SM_THREADS ? (n) : GM_SM_THREADS / (threads))
+
+/* The oldest compute capability the module runs on (10 major + minor): CUDA 13's. */
+#define GM_MIN_CC		75
+
+/*
+ * Bytes of shared memory one block may opt in to on device 0 (the device's
+ * cudaDevAttrMaxSharedMemoryPerBlockOptin: 64 KB on 7.5, 163 KB on 8.0,
+ * 99 KB on 8.6, 8.9 and 12.0, 227 KB on 9.0 and 10.0), or fewer when the
+ * environment variable GPUMF_CUDA_SMEM_LIMIT (bytes, at least 48 KB) says
+ * so: a test makes a large card choose what a smaller one would.  Every
+ * launch configuration that depends on shared memory is chosen from this
+ * at run time, so one build runs on every card.  0 if the device cannot
+ * say.
+ */
+static inline size_t
+gm_smem_optin(void)
+{
+	int			dev = 0,
+				optin = 0;
+	const char *lim = getenv("GPUMF_CUDA_SMEM_LIMIT");
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+		cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return 0;
+	}
+	if (lim != NULL && *lim != '\0')
+	{
+		long		l = strtol(lim, NULL, 10);
+
+		if (l >= 48 * 1024 && l < optin)
+			optin = (int) l;
+	}
+	return (size_t) optin;
 }
 
 /* ----------------------------------------------- factor widths, shapes */

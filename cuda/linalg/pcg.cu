@@ -247,7 +247,7 @@ cg_dots(int64_t n, const T *__restrict__ p, const T *__restrict__ r,
  * done when the check passes, r is 0, or the iterations are spent.
  */
 template <typename T, bool CHECK>
-__global__ void __launch_bounds__(TPB, 6)
+__global__ void __launch_bounds__(TPB, GM_MIN_BLOCKS(TPB, 6))
 cg_update(int64_t n4, T *__restrict__ y, T *__restrict__ r, T *__restrict__ p,
 		  const T *__restrict__ q, const double *__restrict__ dsq, CgState *st,
 		  double *partials)

@@ -47,7 +47,7 @@ namespace
  * and beta.  A persistent grid: block b takes row blocks b, b + grid, ...
  */
 template <typename T, typename OT, bool CG>
-__global__ void __launch_bounds__(TPB, 8)
+__global__ void __launch_bounds__(TPB, GM_MIN_BLOCKS(TPB, 8))
 spmv_rowblocks(int nblocks, const RowBlock *__restrict__ blocks,
 			   const LongInfo *__restrict__ longinfo,
 			   const OT *__restrict__ indptr, const int *__restrict__ indices,

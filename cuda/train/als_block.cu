@@ -35,6 +35,16 @@
  * Gram only preconditions the block's step (r, the gradient, is FP32 from
  * H and the predictions), so the step still descends and the iteration
  * still converges to the FP32 solution: the bench measures what it costs.
+ * TF32 wmma needs compute capability 8.0: code compiled for an older
+ * architecture (a compute_75 build, which the driver may also compile for
+ * a newer card) has no tensor-core path, and its tc kernels compute the
+ * Gram in FP32 like the others; gm_block_pass then launches the FP32
+ * kernels instead (gm_block_prepare reads which code the device runs).
+ *
+ * Warps per thread block: BWARPS where the shared memory allows, fewer on
+ * cards with less shared memory per block (gm_block_prepare: b = 64 with
+ * tensor cores wants 154 KB for 8 warps, which 8.6, 8.9 and 12.0 (99 KB)
+ * and 7.5 (64 KB) do not have).
  *
  * gm_block_apply: a warp per chunk, 8 lanes per entry: s_e += y_eB . d.
  */
@@ -53,7 +63,19 @@
 #define TILE_STRIDE(B)	((B) + 4)
 #define WARP_SMEM(B, TC)	(32 * TILE_STRIDE(B) * ((TC) ? 2 : 1) + 64)
 
+/*
+ * Whether the code being compiled has TF32 wmma (m16n16k8): 8.0 and newer,
+ * and the host pass (which only needs the types).
+ */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define GM_TF32_MMA		1
+#else
+#define GM_TF32_MMA		0
+#endif
+
 namespace wmma = nvcuda::wmma;
+
+#if GM_TF32_MMA
 
 /*
  * A(i, j) += sum over the tile's 32 entries of wy_e[i] y_e[j] on tensor
@@ -93,6 +115,7 @@ gram_tc(wmma::fragment<wmma::accumulator, 16, 16, 8, float> (&acc)[B / 16][B / 1
 				wmma::mma_sync(acc[mt][nt], fa[mt], fb[nt], acc[mt][nt]);
 	}
 }
+#endif							/* GM_TF32_MMA */
 
 /*
  * b = 32 in FP32 asks for 4 resident blocks an SM (64 registers; ptxas
@@ -106,22 +129,24 @@ block_pass_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
 	constexpr int TS = TILE_STRIDE(B);
-	constexpr bool TILED = CPL == 1 && !TC;	/* 4 x 8 register tiles (above) */
+	constexpr bool TCX = TC && GM_TF32_MMA;	/* tensor cores in this code */
+	constexpr bool TILED = CPL == 1 && !TCX;	/* 4 x 8 register tiles (above) */
 	extern __shared__ __align__(128) float4 smem4[];
 	float	   *gbb = reinterpret_cast<float *>(smem4);
 	const int	lane = threadIdx.x & 31;
 	const int	warp = threadIdx.x >> 5;
-	float	   *tile = gbb + B * B + warp * WARP_SMEM(B, TC);
-	float	   *wytile = tile + 32 * TS;	/* TC only */
-	float	   *wv = tile + 32 * TS * (TC ? 2 : 1);
+	const int	nwarps = blockDim.x >> 5;	/* BWARPS or fewer (gm_block_prepare) */
+	float	   *tile = gbb + B * B + warp * WARP_SMEM(B, TCX);
+	float	   *wytile = tile + 32 * TS;	/* TCX only */
+	float	   *wv = tile + 32 * TS * (TCX ? 2 : 1);
 	float	   *tv = wv + 32;
 
 	/* G_BB for the whole thread block */
-	for (int i = threadIdx.x; i < B * B; i += BWARPS * 32)
+	for (int i = threadIdx.x; i < B * B; i += blockDim.x)
 		gbb[i] = __ldg(a.G + (size_t) (a.b0 + i / B) * a.kp + a.b0 + i % B);
 	__syncthreads();
 
-	for (int32_t task = gm_chunk_first(a.queue, BWARPS); task < a.nchunks;
+	for (int32_t task = gm_chunk_first(a.queue, nwarps); task < a.nchunks;
 		 task = gm_chunk_next(a.queue, a.nchunks))
 	{
 		const gm_chunk_span sp = gm_chunk_at(a.chunks, a.indptr, task);
@@ -132,23 +157,27 @@ block_pass_kernel(gm_block_args a)
 		float		A[CPL][B],
 					r[CPL];
 
-		wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[TC ? B / 16 : 1][TC ? B / 16 : 1];
+#if GM_TF32_MMA
+		wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[TCX ? B / 16 : 1][TCX ? B / 16 : 1];
+#endif
 
 #pragma unroll
 		for (int q = 0; q < CPL; q++)
 		{
 			r[q] = 0.f;
-			if (!TC)
+			if (!TCX)
 #pragma unroll
 				for (int i = 0; i < B; i++)
 					A[q][i] = 0.f;
 		}
-		if constexpr (TC)
+#if GM_TF32_MMA
+		if constexpr (TCX)
 #pragma unroll
 			for (int mt = 0; mt < B / 16; mt++)
 #pragma unroll
 				for (int nt = 0; nt < B / 16; nt++)
 					wmma::fill_fragment(acc[mt][nt], 0.f);
+#endif
 
 		/* ---- accumulate the chunk's entries, 32 at a time */
 		for (int64_t base = cb; base < ce; base += 32)
@@ -176,7 +205,7 @@ block_pass_kernel(gm_block_args a)
 			 * update, block_apply_kernel, at 97%).  Missing entries are zero
 			 * (the tensor cores take all 32 rows).
 			 */
-			if constexpr (CPL == 2 && !TC)
+			if constexpr (CPL == 2 && !TCX)
 			{
 				/* b = 64 in FP32 measured faster with a lane per entry */
 				if (ent < ce)
@@ -206,12 +235,13 @@ block_pass_kernel(gm_block_args a)
 						const float4 y4 = e < cnt ? __ldg(yp + f) : make_float4(0.f, 0.f, 0.f, 0.f);
 
 						tr[f] = y4;
-						if (TC)
+						if (TCX)
 							wr[f] = make_float4(we * y4.x, we * y4.y, we * y4.z, we * y4.w);
 					}
 				}
 			__syncwarp();
-			if constexpr (TC)
+#if GM_TF32_MMA
+			if constexpr (TCX)
 			{
 				gram_tc<B>(acc, wytile, tile, TS);
 				for (int e = 0; e < cnt; e++)
@@ -223,7 +253,9 @@ block_pass_kernel(gm_block_args a)
 						r[q] = fmaf(tt, tile[e * TS + lane + 32 * q], r[q]);
 				}
 			}
-			else if constexpr (TILED)
+			else
+#endif
+			if constexpr (TILED)
 			{
 				const int	rg = lane >> 2,
 							cg = lane & 3;
@@ -306,15 +338,16 @@ block_pass_kernel(gm_block_args a)
 				A[0][i] = am[i * 33 + lane];
 			__syncwarp();
 		}
-		if constexpr (TC)
+#if GM_TF32_MMA
+		if constexpr (TCX)
 		{
 			/* the tiles into the (free) entry tile as b x b row-major, then columns to registers */
 			float	   *am = tile;
 
 #pragma unroll
-			for (int mt = 0; mt < (TC ? B / 16 : 1); mt++)
+			for (int mt = 0; mt < (TCX ? B / 16 : 1); mt++)
 #pragma unroll
-				for (int nt = mt; nt < (TC ? B / 16 : 1); nt++)
+				for (int nt = mt; nt < (TCX ? B / 16 : 1); nt++)
 				{
 					wmma::store_matrix_sync(am + 16 * mt * B + 16 * nt, acc[mt][nt], B, wmma::mem_row_major);
 					if (nt != mt)
@@ -329,6 +362,7 @@ block_pass_kernel(gm_block_args a)
 					A[q][i] = am[i * B + lane + 32 * q];
 			__syncwarp();
 		}
+#endif
 
 		/* ---- a row of several chunks: sum into the scratch, the last one solves */
 		if (nch > 1)
@@ -455,13 +489,13 @@ block_pass_kernel(gm_block_args a)
 		}
 		__syncwarp();				/* the tile is the next chunk's */
 	}
-	gm_chunk_done(a.queue, BWARPS);
+	gm_chunk_done(a.queue, nwarps);
 }
 
 /* s_e += y_eB . d_row for the chunk's entries, 8 lanes per entry */
 template <int CPL>
 __global__ void
-__launch_bounds__(BWARPS * 32, CPL == 1 ? 8 : 1)	/* b = 32: 32 registers, a full SM */
+__launch_bounds__(BWARPS * 32, GM_MIN_BLOCKS(BWARPS * 32, CPL == 1 ? 8 : 1))	/* b = 32: 32 registers, a full SM */
 block_apply_kernel(gm_block_args a)
 {
 	constexpr int B = 32 * CPL;
@@ -519,58 +553,117 @@ block_apply_kernel(gm_block_args a)
 	gm_chunk_done(a.queue, BWARPS);
 }
 
-/* Shared memory of a gm_block_pass launch. */
+/* Shared memory of a gm_block_pass launch with the given warps per block. */
+static size_t
+block_smem(int b, int tc, int warps)
+{
+	return sizeof(float) * ((size_t) b * b + (size_t) warps * WARP_SMEM(b, tc));
+}
+
+/* Shared memory of a gm_block_pass launch at full width (BWARPS warps). */
 size_t
 gm_block_smem(int b, int tc)
 {
-	return sizeof(float) * ((size_t) b * b + (size_t) BWARPS * WARP_SMEM(b, tc));
+	return block_smem(b, tc, BWARPS);
 }
 
-/* Allow the kernels their shared memory (above the default 48 KB). */
+/*
+ * How the four accumulate-and-solve kernels launch on this process's
+ * device (gm_block_prepare): warps per block (0: not at all) and shared
+ * memory; index (b == 64) + 2 tc.  block_tc: the tc kernels' code has
+ * tensor cores (it was compiled for 8.0 or newer).
+ */
+static int	block_warps[4];
+static bool block_tc;
+
+/*
+ * Plan the kernels for the device: TF32 tensor cores where the code that
+ * the device runs has them, and for each kernel the most warps (up to
+ * BWARPS) whose shared memory fits the device's per-block limit
+ * (gm_smem_optin), which the kernel is then allowed.
+ */
 cudaError_t
 gm_block_prepare(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(block_pass_kernel<1, false>,
-										 cudaFuncAttributeMaxDynamicSharedMemorySize,
-										 (int) gm_block_smem(32, 0));
+	const void *kern[4] = {
+		(const void *) block_pass_kernel<1, false>, (const void *) block_pass_kernel<2, false>,
+		(const void *) block_pass_kernel<1, true>, (const void *) block_pass_kernel<2, true>
+	};
+	size_t		optin = gm_smem_optin();
+	cudaFuncAttributes fa;
+	cudaError_t e;
 
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(block_pass_kernel<2, false>,
-								 cudaFuncAttributeMaxDynamicSharedMemorySize,
-								 (int) gm_block_smem(64, 0));
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(block_pass_kernel<1, true>,
-								 cudaFuncAttributeMaxDynamicSharedMemorySize,
-								 (int) gm_block_smem(32, 1));
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(block_pass_kernel<2, true>,
-								 cudaFuncAttributeMaxDynamicSharedMemorySize,
-								 (int) gm_block_smem(64, 1));
-	return e;
+	e = cudaFuncGetAttributes(&fa, kern[2]);
+	if (e != cudaSuccess)
+		return e;
+	block_tc = fa.ptxVersion >= 80;
+	for (int i = 0; i < 4; i++)
+	{
+		const int	b = i % 2 ? 64 : 32,
+					tc = i / 2;
+		int			w = BWARPS;
+
+		while (w > 1 && block_smem(b, tc, w) > optin)
+			w--;
+		block_warps[i] = block_smem(b, tc, w) <= optin ? w : 0;
+		if (block_warps[i] == 0)
+			continue;
+		e = cudaFuncSetAttribute(kern[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+								 (int) block_smem(b, tc, w));
+		if (e != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
 }
 
-/* Launch the accumulate-and-solve pass over a's chunks (tc: Grams on tensor cores). */
+/* Whether gm_block_pass puts the Grams on tensor cores when asked (after gm_block_prepare). */
+int
+gm_block_tensor_cores(void)
+{
+	return block_tc;
+}
+
+/*
+ * Launch the accumulate-and-solve pass over a's chunks (tc: Grams on tensor
+ * cores where the device's code has them, else FP32).
+ */
 cudaError_t
 gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st)
 {
 	static int	resident[4];	/* per kernel (gm_chunk_grid) */
+	int			i,
+				w;
+	size_t		sm;
 
 	if (a.nchunks == 0)
 		return cudaSuccess;
-#define PASS(CPL, TC, I) \
-	block_pass_kernel<CPL, TC><<<gm_chunk_grid(block_pass_kernel<CPL, TC>, &resident[I], BWARPS, \
-											   gm_block_smem(32 * CPL, TC), a.nchunks, a.queue), \
-		BWARPS * 32, gm_block_smem(32 * CPL, TC), st>>>(a)
-	if (b == 32 && !tc)
-		PASS(1, false, 0);
-	else if (b == 64 && !tc)
-		PASS(2, false, 1);
-	else if (b == 32)
-		PASS(1, true, 2);
-	else if (b == 64)
-		PASS(2, true, 3);
-	else
+	if (b != 32 && b != 64)
 		return cudaErrorInvalidValue;
+	tc = tc && block_tc;
+	i = (b == 64) + 2 * tc;
+	w = block_warps[i];
+	if (w == 0)
+		return cudaErrorInvalidConfiguration;	/* no shared memory for it (or not prepared) */
+	sm = block_smem(b, tc, w);
+#define PASS(CPL, TC) \
+	block_pass_kernel<CPL, TC><<<gm_chunk_grid(block_pass_kernel<CPL, TC>, &resident[i], w, sm, \
+											   a.nchunks, a.queue), \
+		w * 32, sm, st>>>(a)
+	switch (i)
+	{
+		case 0:
+			PASS(1, false);
+			break;
+		case 1:
+			PASS(2, false);
+			break;
+		case 2:
+			PASS(1, true);
+			break;
+		default:
+			PASS(2, true);
+			break;
+	}
 #undef PASS
 	return cudaGetLastError();
 }

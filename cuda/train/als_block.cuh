@@ -55,15 +55,24 @@ typedef struct gm_block_args
 
 /*
  * Launch steps 2 and 3 above for a slice's chunks; b is 32 or 64; tc: the
- * b x b Grams on tensor cores (TF32 inputs, FP32 accumulation).
+ * b x b Grams on tensor cores (TF32 inputs, FP32 accumulation) where the
+ * code the device runs has them (compute capability 8.0 and newer), else
+ * in FP32.
  */
 cudaError_t gm_block_pass(int b, int tc, const gm_block_args &a, cudaStream_t st);
 cudaError_t gm_block_apply(int b, const gm_block_args &a, cudaStream_t st);
 
-/* Shared memory gm_block_pass needs per launch. */
+/* Shared memory a gm_block_pass launch needs with 8 warps a block. */
 size_t		gm_block_smem(int b, int tc);
 
-/* Raise the kernels' shared-memory limit once per process (b = 64 needs it). */
+/*
+ * Plan the kernels for the current device (warps per block that fit its
+ * shared memory, tensor cores or not) and allow them their shared memory;
+ * before the first gm_block_pass, and again for another device.
+ */
 cudaError_t gm_block_prepare(void);
+
+/* Whether tc = 1 really runs on tensor cores here (after gm_block_prepare). */
+int			gm_block_tensor_cores(void);
 
 #endif							/* GM_ALS_BLOCK_CUH */

@@ -22,7 +22,9 @@
  *         1 own: a block per row loads A (adding the ridge) into shared
  *           memory, factors it (right-looking Cholesky, a column per step)
  *           and solves, writing x straight into the factors.  For kk up to
- *           ALS_OWN_MAXK; larger k fall back to cuSOLVER.
+ *           ALS_OWN_MAXK whose 4 kk (kk + 1) bytes fit the device's shared
+ *           memory per block (kk <= 200 on 8.0, 9.0, 10.0; <= 158 on 8.6,
+ *           8.9, 12.0; <= 127 on 7.5); larger k fall back to cuSOLVER.
  *  - Loss and RMSE accumulate in float64 (evaluate): groups of 8 lanes per
  *    rating compute the dot products.
  */
@@ -568,6 +570,9 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 
 	GM_CHECK(cudaSetDevice(0));
 	gm_device_name(device, devlen);
+	/* the own Cholesky holds a kk x kk matrix in shared memory: cuSOLVER where it does not fit */
+	if (c->solver == 1 && sizeof(float) * c->kk * (c->kk + 1) > gm_smem_optin())
+		c->solver = 0;
 	GM_CHECK(cudaStreamCreate(&c->stream));
 	c->have_stream = 1;
 	GM_CHECK(cusolverDnCreate(&c->solver_h));

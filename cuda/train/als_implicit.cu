@@ -30,8 +30,10 @@
  *         The groups' partial sums are combined once per chunk.  A row with a
  *         single chunk then does its CG update straight from registers; a
  *         row split over several chunks (popular items, heavy users) adds its
- *         partial sums into AP with float4 atomics and the last chunk to
- *         finish (a per-row counter, threadfence reduction) does the update.
+ *         partial sums into AP with float4 atomics (atomic_add4: one vector
+ *         atomic on 9.0 and newer, four float atomics before) and the last
+ *         chunk to finish (a per-row counter, threadfence reduction) does the
+ *         update.
  *    The update is the CPU core's (src/core/train/als_implicit.c cg_solve_row):
  *      init:  r = sum_i (c_i - (c_i-alpha0) y_i.x) y_i - G x - reg x;  p = r;
  *             rs = r.r
@@ -300,7 +302,7 @@ cg_chunk(const pass_args &a, int32_t task)
 		{
 #pragma unroll
 			for (int t = 0; t < V; t++)
-				atomicAdd(aprow + q + LG * t, acc[t]);
+				atomic_add4(aprow + q + LG * t, acc[t]);
 		}
 		__threadfence();
 		__syncwarp();

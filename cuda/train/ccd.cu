@@ -1218,7 +1218,7 @@ scatter_setup(ccd_gpu *c, char *err, size_t errlen)
 	c->fixed = c->binning == CCD_BINNED_ONE_COPY;
 	c->binning = 1;				/* the CSR passes run binned */
 	GM_CHECK(cudaGetDevice(&dev));
-	GM_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	optin = (int) gm_smem_optin();	/* the card's limit per block (64 KB on 7.5 .. 227 KB on 9.0) */
 	GM_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 	for (int q = 0; q < 4; q++)
 	{

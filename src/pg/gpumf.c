@@ -153,6 +153,11 @@ _PG_init(void)
 							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",
 							&gpumf_keep_versions, 2, 1, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.fold_in",
+							 "Serving may fold a user the model lacks (or any user, with recompute) in from the model's source, read as the source's owner.",
+							 "Off: serving reads no source, so no code of a source's owner runs in this session; a user the model lacks gives no rows, recompute => true is an ERROR.",
+							 &gpumf_fold_in, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpumf.spmv",
 							 "The GPU's sparse matrix-vector product: auto (the faster on each matrix, timed once), own (gpumf's kernel) or cusparse.",
 							 NULL, &gpumf_spmv_choice, GM_SPMV_AUTO, spmv_options,

@@ -275,6 +275,12 @@ dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(version || ':' || t
 check "kept versions are restored with their tables" "$dst" "3:true 1:true"
 dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT version FROM gpumf_use_version('hv', 1)" -c "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('hv', 5, 10)" | tr '\n' ' ')
 check "a restored kept version can be made current and serves as before" "$dst" "1 $hr1 "
+# the source is pinned by OID, dumped as its name: the restore pins the restored table
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT source_relid::oid = 'public.small'::regclass::oid FROM gpumf.models WHERE name = 'm'")
+check "the model's source pin is restored (to the restored table)" "$dst" "t"
+dst=$(psql -X -qAt -d "${DB}_restored" -c "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10, recompute => true)" 2>&1)
+check "restored models fold users in from the restored source as before" "$dst" \
+  "$(q "SELECT string_agg(item::text || '/' || score::text, ',') FROM gpumf_recommend('m', 5, 10, recompute => true)")"
 dropdb "${DB}_restored"
 
 # 9. gpumf_cg_solve stops within 1 s of a cancel or a statement_timeout: a

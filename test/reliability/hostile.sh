@@ -15,8 +15,26 @@
 #     granted suffice where they are all that is read); serving functions
 #     and version switches refused to a role without access to the model,
 #     recording metrics and switching versions to one that only serves it;
-#     row-level security: each of them (and a fold-in) gives the caller what
-#     a clean run on its visible rows gives.
+#     row-level security: each of them gives the caller what a clean run on
+#     its visible rows gives, and a fold-in past the caller's policy is
+#     refused (a basket of its rows serves instead).
+#     Serving runs no other role's code as the caller (1c): sources of
+#     alice's whose view functions (one SECURITY DEFINER) and forced policy
+#     try ALTER ROLE ... SUPERUSER, SET, set_config, RESET ALL, CREATE TEMP,
+#     SET ROLE and SET SESSION AUTHORIZATION and report current_user;
+#     every serving function (recommend with a new user, recompute, text
+#     user, item_type, the 0.1 _text and _uuid forms, similar users, in
+#     parallel workers; baskets, similar items, stored users, predict,
+#     evaluate and recommend_all, which read no source) as the superuser,
+#     bob, mallory and alice: the code runs as its owner only, is refused
+#     what would reach the caller's session, leaves the caller's settings
+#     as they were, and folds in as a basket of the same rows would; a
+#     caller without SELECT on the source (mallory) runs none of it; a
+#     dropped source whose name mallory squats is never read, a renamed one
+#     is followed.  Grants across versions (1d): every order of revoke,
+#     retrain and roll-back; a session serving from memory while the owner
+#     revokes, rolls back, grants and retrains; a REPEATABLE READ
+#     transaction across a retraining and a revoke.
 #  2. Shadowing: an unprivileged role (mallory) creates, in a database whose
 #     schema public is writable (the default before PostgreSQL 15):
 #       - in public: domains named text, int8, int4, int2, float8, uuid, ...
@@ -78,6 +96,8 @@ t_start=$(date +%s)
 # superuser, clean session; as a role, a script on stdin (errors included)
 q() { psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
 as_role() { psql -X -qAt -d "$DB" -U "$1" 2>&1; }
+# lines of one section of a session's output
+section() { awk -v s="@@ $2" '$0 == s { on = 1; next } /^@@ / { on = 0 } on' <<<"$1"; }
 owner_of() { q "SELECT coalesce(to_jsonb(m)->>'owner', to_jsonb(m)->>'trained_by') FROM gpumf.models m WHERE name = '$1'"; }
 model_row() { q "SELECT to_jsonb(m) - 'created_at' FROM gpumf.models m WHERE name = '$1'"; }
 
@@ -408,15 +428,389 @@ rls "gpumf_recommend_all reads the caller's users" \
   "SELECT scored_users, rows_written, unknown_users FROM gpumf_recommend_all('alice_ev', 3, 'public.alice_recs', users => 'public.rls_users', user_col => 'uid')" \
   "SELECT scored_users, rows_written, unknown_users FROM gpumf_recommend_all('alice_ev', 3, 'public.clean_recs', users => 'public.imp_users', user_col => 'uid')"
 check "row-level security: gpumf_recommend_all's table as for the visible users" "$(table_md5 public.alice_recs)" "$(table_md5 public.clean_recs)"
-# fold-in reads the model's source with the caller's rights: a model of all
-# the rows, served to alice, folds a user in from her rows only (as a basket
-# of those rows would)
+# fold-in reads the model's source as its owner: a model of all the rows
+# (the superuser's), served to alice, on whom the source's row-level
+# security applies, folds nobody in (it would bypass her policy); a basket
+# of the rows she can read is what serves her
 q "SELECT format('GRANT SELECT ON %s, %s TO $ALICE', user_table, item_table) FROM gpumf_train('public.rls_imp', 'u', 'i', 'v', factors => 4, model => 'rls_fold', iterations => 3)" |
   psql -X -qAt -v ON_ERROR_STOP=1 -d "$DB" >/dev/null
-rls "gpumf_recommend (recompute) folds the user in from the caller's rows" \
-  "SELECT item, score FROM gpumf_recommend('rls_fold', 3, 5, recompute => true)" \
+contains "row-level security: no fold-in (recompute) past the caller's policy" \
+  "$(as_role $ALICE <<<"SELECT item, score FROM gpumf_recommend('rls_fold', 3, 5, recompute => true)")" \
+  "row-level security applies to you on it"
+check "row-level security: a user the model lacks gets no rows, not rows the caller cannot see" \
+  "$(as_role $ALICE <<<"SELECT count(*) FROM gpumf_recommend('rls_fold', 999, 5)")" "0"
+rls "a basket of the caller's rows serves instead" \
+  "SELECT item, score FROM gpumf_recommend_items('rls_fold', (SELECT array_agg(i ORDER BY i) FROM rls_imp WHERE u = 3), 5,
+                                                 (SELECT array_agg(v ORDER BY i) FROM rls_imp WHERE u = 3))" \
   "SELECT item, score FROM gpumf_recommend_items('rls_fold', (SELECT array_agg(i ORDER BY i) FROM imp WHERE u = 3), 5,
                                                  (SELECT array_agg(v ORDER BY i) FROM imp WHERE u = 3))"
+
+# ------------------------- 1c. serving runs no other role's code as the caller
+# Fold-in (a user the model lacks, recompute => true) reads the model's
+# source; alice's sources run her code: a view whose functions (one of them
+# SECURITY DEFINER with a setting of its own), and a forced row-level-
+# security policy whose function, report current_user and session_user,
+# try ALTER ROLE ... SUPERUSER for her, change the session's settings (SET,
+# set_config, RESET ALL), create a temporary table, SET ROLE and SET
+# SESSION AUTHORIZATION, and say what they did in a WARNING "fold trap:
+# ..." (parallel workers' WARNINGs reach the client too) and a row of
+# public.fold_log.  Every serving function runs as the superuser, as bob
+# (who may read the sources), as mallory (who may not) and as alice; then a
+# source dropped (or renamed) and its name squatted by mallory.
+q "CREATE TABLE public.fold_log (who name, sess name, what text); GRANT INSERT ON public.fold_log TO PUBLIC;
+   CREATE TABLE public.fold_test AS SELECT u, i, 1::float8 AS v FROM generate_series(1, 40) u, generate_series(1, 25) i WHERE (u * 3 + i) % 7 = 0;
+   GRANT SELECT ON public.fold_test TO PUBLIC" >/dev/null
+out=$(as_role $ALICE <<SQL
+\set ON_ERROR_STOP 1
+SET client_min_messages = error;
+CREATE TABLE public.alice_fsrc AS
+SELECT u, i, md5('i' || i)::uuid AS iu, (1 + (u * i) % 3)::float8 AS v
+  FROM generate_series(1, 40) u, generate_series(1, 25) i WHERE (u * 7 + i * 5) % 4 = 0;
+CREATE TABLE public.alice_secret (x int);
+INSERT INTO public.alice_secret VALUES (42);
+CREATE FUNCTION public.alice_trap(u int) RETURNS boolean LANGUAGE plpgsql VOLATILE AS \$f\$
+DECLARE
+	s text;
+	r text := '';
+BEGIN
+	FOREACH s IN ARRAY ARRAY['ALTER ROLE $ALICE SUPERUSER', 'SET search_path = public', 'SET work_mem = ''7MB''',
+		'SELECT set_config(''statement_timeout'', ''1234'', false)', 'RESET ALL',
+		'CREATE TEMP TABLE fold_tmp (x int)', 'SET ROLE NONE', 'SET SESSION AUTHORIZATION DEFAULT']
+	LOOP
+		BEGIN
+			EXECUTE s;
+			r := r || s || ': ran; ';
+		EXCEPTION WHEN OTHERS THEN
+			r := r || s || ': refused; ';
+		END;
+	END LOOP;
+	RAISE WARNING 'fold trap: as % for %: %', current_user, session_user, r;
+	BEGIN
+		INSERT INTO public.fold_log VALUES (current_user, session_user, r);
+	EXCEPTION WHEN OTHERS THEN NULL;	-- (a parallel worker cannot write)
+	END;
+	RETURN true;
+END \$f\$;
+CREATE FUNCTION public.alice_definer(u int) RETURNS boolean LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = public AS \$f\$
+BEGIN
+	RETURN public.alice_trap(u);
+END \$f\$;
+CREATE VIEW public.alice_fview AS SELECT u, i, iu, v FROM public.alice_fsrc WHERE public.alice_definer(u) AND public.alice_trap(u);
+-- for parallel workers, which allow no subtransaction: a trap that only reports
+CREATE FUNCTION public.alice_ptrap(u int) RETURNS boolean LANGUAGE plpgsql VOLATILE AS \$f\$
+BEGIN
+	RAISE WARNING 'fold trap: as % for %: pid %', current_user, session_user, pg_backend_pid();
+	RETURN true;
+END \$f\$;
+CREATE VIEW public.alice_pview AS SELECT u, i, v FROM public.alice_fsrc WHERE public.alice_ptrap(u);
+CREATE TABLE public.alice_frls AS SELECT * FROM public.alice_fsrc;
+ALTER TABLE public.alice_frls ENABLE ROW LEVEL SECURITY;
+ALTER TABLE public.alice_frls FORCE ROW LEVEL SECURITY;
+CREATE POLICY trap ON public.alice_frls USING (public.alice_trap(u));
+GRANT SELECT ON public.alice_fview, public.alice_pview, public.alice_frls TO $BOB;
+SELECT 1 FROM gpumf_train('public.alice_fview', 'u', 'i', 'v', factors => 4, model => 'fold_int', iterations => 2);
+SELECT 1 FROM gpumf_train('public.alice_fview', 'u', 'iu', 'v', factors => 4, model => 'fold_uuid', iterations => 2);
+SELECT 1 FROM gpumf_train('public.alice_frls', 'u', 'i', 'v', factors => 4, model => 'fold_rls', iterations => 2);
+SELECT 1 FROM gpumf_train('public.alice_pview', 'u', 'i', 'v', factors => 4, model => 'fold_par', iterations => 2);
+SELECT format('GRANT SELECT ON %s, %s TO PUBLIC', user_table, item_table) FROM gpumf.models WHERE name LIKE 'fold\_%' \gexec
+-- users who came after training (500, 501), and user 3's rows changed
+INSERT INTO public.alice_fsrc VALUES (500, 2, md5('i2')::uuid, 3), (500, 9, md5('i9')::uuid, 1), (500, 14, md5('i14')::uuid, 2),
+  (501, 1, md5('i1')::uuid, 1), (501, 5, md5('i5')::uuid, 2), (3, 6, md5('i6')::uuid, 3);
+INSERT INTO public.alice_frls SELECT * FROM public.alice_fsrc WHERE u IN (500, 501) OR (u = 3 AND i = 6);
+SQL
+)
+check "alice builds her sources and models" "$(grep -vE '^(1|GRANT)$|fold trap' <<<"$out")" ""
+q "TRUNCATE public.fold_log" >/dev/null
+# the references: baskets of the users' rows (no source is read for a basket)
+basket() {  # $1 model, $2 user, $3 item column, $4 n, $5 item_type carrier
+  echo "SELECT item, score FROM gpumf_recommend_items('$1', (SELECT array_agg($3 ORDER BY i) FROM public.alice_fsrc WHERE u = $2), $4,
+        (SELECT array_agg(v ORDER BY i) FROM public.alice_fsrc WHERE u = $2), true${5:+, item_type => $5})"
+}
+declare -A fold_ref
+fold_ref[new]=$(q "$(basket fold_int 500 i 5)" 2>&1)
+fold_ref[recompute]=$(q "$(basket fold_int 3 i 5)" 2>&1)
+fold_ref[text]=$(q "$(basket fold_int 500 i 5 NULL::text)" 2>&1)
+fold_ref[uuid]=$(q "$(basket fold_uuid 500 iu 5 NULL::uuid)" 2>&1)
+fold_ref[rls]=$(q "$(basket fold_rls 500 i 5)" 2>&1)
+check "the basket references are 5 rows each" \
+  "$(for r in new recompute text uuid rls; do wc -l <<<"${fold_ref[$r]}"; done | tr '\n' ' ')" "5 5 5 5 5 "
+# one session per caller: every serving function, those that fold in and
+# those that read no source; the session's settings before and after
+fold_body() {
+  cat <<SQL
+\echo @@ settings before
+SELECT current_user, current_setting('search_path'), current_setting('work_mem'), current_setting('statement_timeout');
+\echo @@ gpumf_recommend, a new user
+SELECT item, score FROM gpumf_recommend('fold_int', 500, 5);
+\echo @@ gpumf_recommend, recompute
+SELECT item, score FROM gpumf_recommend('fold_int', 3, 5, recompute => true);
+\echo @@ gpumf_recommend, the user as text, item_type
+SELECT item, score FROM gpumf_recommend('fold_int', '500', 5, true, item_type => NULL::text);
+\echo @@ gpumf_recommend_text
+SELECT item, score FROM gpumf_recommend_text('fold_int', 500, 5);
+\echo @@ gpumf_recommend_uuid
+SELECT item, score FROM gpumf_recommend_uuid('fold_uuid', 500, 5);
+\echo @@ gpumf_similar_users, a new user
+SELECT count(*) FROM gpumf_similar_users('fold_int', 500, 5);
+\echo @@ row-level security source, a new user
+SELECT item, score FROM gpumf_recommend('fold_rls', 500, 5);
+\echo @@ row-level security source, recompute
+SELECT item, score FROM gpumf_recommend('fold_rls', 3, 5, recompute => true);
+\echo @@ in parallel workers
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'debug_parallel_query'
+                       ELSE 'force_parallel_mode' END, 'on', false) \\g /dev/null
+SELECT pg_backend_pid() AS leader \\gset
+\\echo leader :leader
+SELECT count(*) FROM generate_series(500, 501) u, LATERAL gpumf_recommend('fold_par', u, 3) r;
+\echo @@ settings after
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+SELECT current_user, current_setting('search_path'), current_setting('work_mem'), current_setting('statement_timeout');
+SQL
+}
+# the serving functions that read no source (in a session of their own)
+nofold_body() {
+  cat <<SQL
+SELECT count(*) FROM gpumf_recommend_items('fold_int', ARRAY[2, 9, 14], 5);
+SELECT count(*) FROM gpumf_similar_items('fold_int', 2, 5);
+SELECT count(*) FROM gpumf_recommend('fold_int', 7, 5);
+SELECT gpumf_predict('fold_int', 7, 2) IS NOT NULL;
+SELECT users > 0 FROM gpumf_evaluate('fold_int', 'public.fold_test', k => 5);
+SELECT rows_written > 0 FROM gpumf_recommend_all('fold_int', 3, 'pg_temp.fold_recs');
+SQL
+}
+fold_sections="gpumf_recommend, a new user|new
+gpumf_recommend, recompute|recompute
+gpumf_recommend, the user as text, item_type|text
+gpumf_recommend_text|text
+gpumf_recommend_uuid|uuid"
+# who the trap ran as, for whom: "fold trap: as <role> for <caller>;..."
+trap_roles() { grep -oE 'fold trap: as [^ ]+ for [^:]+' <<<"$1" | sort -u | tr '\n' ';'; }
+for who in superuser bob mallory alice; do
+  case $who in superuser) role=${PGUSER:-postgres} ;; bob) role=$BOB ;; mallory) role=$MAL ;; alice) role=$ALICE ;; esac
+  out=$(fold_body | as_role "$role")
+  label="fold-in as $who"
+  survived "$label" "$out"
+  check "$label: the session's settings are as before" "$(section "$out" "settings after")" "$(section "$out" "settings before")"
+  o=$(nofold_body | as_role "$role")
+  check "$label: the functions that read no source (baskets, similar items, stored users, predict, evaluate, recommend_all) run no source code" \
+    "$(grep -c 'fold trap' <<<"$o")" "0"
+  check "$label: ... and answer" "$(tr '\n' ' ' <<<"$o")" "5 5 5 t t t "
+  if [ $who = mallory ]; then
+    # the model is hers to serve, its sources are not hers to read
+    check "$label: no source code ran" "$(trap_roles "$out")" ""
+    for sec in "gpumf_recommend, a new user" "gpumf_recommend, the user as text, item_type" \
+               gpumf_recommend_text gpumf_recommend_uuid "row-level security source, a new user"; do
+      check "$label: $sec: no rows (the source is out of reach)" "$(section "$out" "$sec")" ""
+    done
+    check "$label: gpumf_similar_users: no rows" "$(section "$out" "gpumf_similar_users, a new user")" "0"
+    contains "$label: recompute: permission denied" "$(section "$out" "gpumf_recommend, recompute")" \
+      "cannot fold a user into model \"fold_int\" from its source public.alice_fview: permission denied"
+    check "$label: in parallel workers: no rows" "$(section "$out" "in parallel workers" | grep -v '^leader ')" "0"
+    continue
+  fi
+  check "$label: the source's code ran, as its owner only, never as the caller" \
+    "$(trap_roles "$out" | tr ';' '\n' | sed 's/ for .*//' | grep . | sort -u | tr '\n' ';')" "fold trap: as $ALICE;"
+  check "$label: ALTER ROLE, SET ROLE, SET SESSION AUTHORIZATION and CREATE TEMP refused to it every time" \
+    "$(grep -oE 'fold trap: .*' <<<"$out" | grep -v ': pid [0-9]*$' | grep -vc "ALTER ROLE $ALICE SUPERUSER: refused; .*CREATE TEMP TABLE fold_tmp (x int): refused; SET ROLE NONE: refused; SET SESSION AUTHORIZATION DEFAULT: refused")" "0"
+  while IFS='|' read -r sec ref; do
+    check "$label: $sec: as a basket of the user's rows" "$(section "$out" "$sec" | grep -v 'fold trap')" "${fold_ref[$ref]}"
+  done <<<"$fold_sections"
+  check "$label: gpumf_similar_users folds the new user in" "$(section "$out" "gpumf_similar_users, a new user" | grep -v 'fold trap')" "5"
+  par=$(section "$out" "in parallel workers")
+  check "$label: in parallel workers" "$(grep -v 'fold trap' <<<"$par" | grep -v '^leader ')" "6"
+  check "$label: ... the source's code ran in a worker, as its owner" \
+    "$(grep -oE 'fold trap: as [^ ]+ for [^:]+: pid [0-9]+' <<<"$par" | grep -v ": pid $(grep -oE '^leader [0-9]+' <<<"$par" | cut -d' ' -f2)\$" | sed 's/: pid .*//' | sort -u)" \
+    "fold trap: as $ALICE for $role"
+  if [ $who = bob ]; then
+    # row-level security applies to bob on alice_frls: no fold-in, and no policy ran for him
+    check "$label: row-level security on the source: no rows for a new user, no policy ran" \
+      "$(section "$out" "row-level security source, a new user")" ""
+    contains "$label: row-level security on the source: recompute refused" \
+      "$(section "$out" "row-level security source, recompute")" "row-level security applies to you on it"
+  else
+    check "$label: a source with a forced policy folds in (the policy run as its owner)" \
+      "$(section "$out" "row-level security source, a new user" | grep -v 'fold trap')" "${fold_ref[rls]}"
+  fi
+done
+# gpumf.fold_in = off: the superuser's session reads no source at all
+out=$( { echo "SET gpumf.fold_in = off;"; fold_body; } | as_role "${PGUSER:-postgres}")
+check "gpumf.fold_in = off: no source code ran" "$(trap_roles "$out")" ""
+check "gpumf.fold_in = off: a new user gets no rows" "$(section "$out" "gpumf_recommend, a new user")" ""
+contains "gpumf.fold_in = off: recompute says so" "$(section "$out" "gpumf_recommend, recompute")" "gpumf.fold_in is off"
+check "the source's code saw only its owner as current_user" "$(q "SELECT string_agg(DISTINCT who::text, ',') FROM public.fold_log")" "$ALICE"
+check "... serving the superuser, alice and bob" \
+  "$(q "SELECT string_agg(DISTINCT sess::text, ',' ORDER BY sess::text) FROM public.fold_log")" \
+  "$(printf '%s\n' "${PGUSER:-postgres}" "$ALICE" "$BOB" | sort | paste -sd,)"
+check "the source's owner did not become a superuser" "$(q "SELECT rolsuper FROM pg_roles WHERE rolname = '$ALICE'")" "f"
+
+# a source dropped, and its name squatted: mallory's view in public (which
+# everyone may write here) takes the name of alice's dropped source, and of
+# one she renamed; mallory's function would copy alice's secret, and says so
+out=$(as_role $ALICE <<SQL
+\set ON_ERROR_STOP 1
+SET client_min_messages = error;
+CREATE TABLE public.alice_sq AS SELECT u, i, v FROM public.alice_fsrc WHERE u < 500;
+CREATE TABLE public.alice_rn AS SELECT u, i, v FROM public.alice_fsrc WHERE u < 500;
+SELECT 1 FROM gpumf_train('public.alice_sq', 'u', 'i', 'v', factors => 4, model => 'sq_model', iterations => 2);
+SELECT 1 FROM gpumf_train('public.alice_rn', 'u', 'i', 'v', factors => 4, model => 'rn_model', iterations => 2);
+SELECT format('GRANT SELECT ON %s, %s TO PUBLIC', user_table, item_table) FROM gpumf.models WHERE name IN ('sq_model', 'rn_model') \gexec
+GRANT SELECT ON public.alice_rn TO $BOB;
+INSERT INTO public.alice_rn SELECT u, i, v FROM public.alice_fsrc WHERE u = 500;
+DROP TABLE public.alice_sq;
+ALTER TABLE public.alice_rn RENAME TO alice_rn_renamed;
+SQL
+)
+check "alice's dropped and renamed sources" "$(grep -vE '^(1|GRANT)$' <<<"$out")" ""
+out=$(as_role $MAL <<SQL
+\set ON_ERROR_STOP 1
+CREATE TABLE public.mal_loot (x int);
+GRANT INSERT ON public.mal_loot TO PUBLIC;
+CREATE FUNCTION public.mal_trap() RETURNS boolean LANGUAGE plpgsql VOLATILE AS \$f\$
+BEGIN
+	RAISE WARNING 'squat trap: as % for %', current_user, session_user;
+	BEGIN
+		INSERT INTO public.mal_loot SELECT x FROM public.alice_secret;
+	EXCEPTION WHEN OTHERS THEN NULL;
+	END;
+	RETURN true;
+END \$f\$;
+CREATE VIEW public.alice_sq AS SELECT 500 AS u, i, 1::float8 AS v FROM generate_series(1, 25) i WHERE public.mal_trap();
+CREATE VIEW public.alice_rn AS SELECT 500 AS u, i, 1::float8 AS v FROM generate_series(1, 25) i WHERE public.mal_trap();
+GRANT SELECT ON public.alice_sq, public.alice_rn TO PUBLIC;
+SQL
+)
+check "mallory squats the names" "$out" ""
+squat_body() {
+  cat <<SQL
+\echo @@ dropped: a new user
+SELECT count(*) FROM gpumf_recommend('sq_model', 500, 5);
+\echo @@ dropped: recompute
+SELECT count(*) FROM gpumf_recommend('sq_model', 3, 5, recompute => true);
+\echo @@ dropped: similar users
+SELECT count(*) FROM gpumf_similar_users('sq_model', 500, 5);
+\echo @@ renamed: a new user
+SELECT item, score FROM gpumf_recommend('rn_model', 500, 5);
+SQL
+}
+rn_ref=$(q "SELECT item, score FROM gpumf_recommend_items('rn_model', (SELECT array_agg(i ORDER BY i) FROM public.alice_rn_renamed WHERE u = 500), 5,
+              (SELECT array_agg(v ORDER BY i) FROM public.alice_rn_renamed WHERE u = 500))" 2>&1)
+check "the renamed source's reference is 5 rows" "$(wc -l <<<"$rn_ref")" "5"
+for who in superuser alice bob; do
+  case $who in superuser) role=${PGUSER:-postgres} ;; bob) role=$BOB ;; alice) role=$ALICE ;; esac
+  out=$(squat_body | as_role "$role")
+  label="squatted names, as $who"
+  check "$label: the squatter's code never ran" "$(grep -c 'squat trap' <<<"$out")" "0"
+  check "$label: a dropped source folds no new user in" "$(section "$out" "dropped: a new user")" "0"
+  contains "$label: recompute says the source was dropped" "$(section "$out" "dropped: recompute")" \
+    "cannot fold a user into model \"sq_model\" from its source public.alice_sq: it was dropped"
+  check "$label: similar users of a new user: no rows" "$(section "$out" "dropped: similar users")" "0"
+  check "$label: a renamed source is followed (its rows, not the squatter's)" "$(section "$out" "renamed: a new user")" "$rn_ref"
+done
+check "squatted names: nothing was copied to the squatter" "$(q "SELECT count(*) FROM public.mal_loot")" "0"
+check "squatted names: the model keeps its source's identity" \
+  "$(q "SELECT source_relid::text FROM gpumf.models WHERE name = 'rn_model'")" "alice_rn_renamed"
+
+# ---------------------------------------------- 1d. grants across versions
+# Grants follow the model's current version: a kept version's tables carry
+# only the owner's SELECT, a version made current (gpumf_use_version) takes
+# the current ACL, and so does a retraining's new version.  Every order of
+# revoke, retrain and roll-back, each from a model with two versions whose
+# current one alice granted to bob; after each step: bob is served exactly
+# while his grant stands, reads the current tables directly exactly then,
+# reads no kept version's tables, and alice reads every version's.
+readable() {  # $1 role, $2 table: ok or denied
+  local o; o=$(as_role "$1" <<<"SELECT count(*) >= 0 FROM $2")
+  if [ "$o" = t ]; then echo ok; elif grep -q "permission denied for table" <<<"$o"; then echo denied; else echo "?$o"; fi
+}
+served() {  # $1 model (as bob): ok or denied
+  local o; o=$(as_role $BOB <<<"SELECT count(*) FROM gpumf_recommend('$1', 1003, 5)")
+  if [ "$o" = 5 ]; then echo ok; elif grep -q "permission denied for model" <<<"$o"; then echo denied; else echo "?$o"; fi
+}
+acl_state() {  # $1 model
+  local m=$1 cur="" kb="" ka="" t
+  for t in $(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = '$m'"); do cur="$cur$(readable $BOB "$t"),"; done
+  for t in $(q "SELECT v.user_table || ' ' || v.item_table FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name = '$m'"); do
+    kb="$kb$(readable $BOB "$t"),"; ka="$ka$(readable $ALICE "$t"),"
+  done
+  echo "served=$(served "$m") current=$cur kept(bob)=$kb kept(alice)=$ka"
+}
+expect_state() {  # $1: granted or revoked
+  if [ "$1" = granted ]; then echo "served=ok current=ok,ok, kept(bob)=denied,denied, kept(alice)=ok,ok,"
+  else echo "served=denied current=denied,denied, kept(bob)=denied,denied, kept(alice)=ok,ok,"; fi
+}
+acl_op() {  # $1 model, $2 revoke | retrain | rollback (to the newest kept version)
+  case $2 in
+    revoke) as_role $ALICE <<<"SELECT format('REVOKE SELECT ON %s, %s FROM $BOB', user_table, item_table) FROM gpumf.models WHERE name = '$1' \gexec" ;;
+    retrain) as_role $ALICE <<<"SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => '$1', factors => 2, iterations => 1)" ;;
+    rollback) as_role $ALICE <<<"SELECT version FROM gpumf_use_version('$1', (SELECT max(v.version) FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name = '$1'))" ;;
+  esac
+}
+two_versions() {  # $1 model: version 1, granted to bob, then version 2
+  as_role $ALICE <<SQL >/dev/null
+SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => '$1', factors => 2, iterations => 1);
+SELECT format('GRANT SELECT ON %s, %s TO $BOB', user_table, item_table) FROM gpumf.models WHERE name = '$1' \gexec
+SELECT 1 FROM gpumf_train('public.src', 'u4', 'i4', model => '$1', factors => 2, iterations => 1);
+SQL
+}
+k=0
+for order in "revoke retrain rollback" "revoke rollback retrain" "retrain revoke rollback" \
+             "retrain rollback revoke" "rollback revoke retrain" "rollback retrain revoke"; do
+  k=$((k + 1)); m=acl_$k; state=granted
+  two_versions $m
+  check "versions ($order): granted, then retrained" "$(acl_state $m)" "$(expect_state granted)"
+  steps=""
+  for op in $order; do
+    steps="$steps, $op"
+    acl_op $m $op >/dev/null
+    [ $op = revoke ] && state=revoked
+    check "versions ($order): after${steps#,}" "$(acl_state $m)" "$(expect_state $state)"
+  done
+done
+# one session of bob's, serving from memory (the model's items are in
+# shared memory) while alice, in hers, revokes, rolls back, grants again and
+# retrains; and a REPEATABLE READ transaction of his across a retraining
+# (his snapshot keeps the replaced version, which keeps only alice's grant:
+# access follows the current version) and a revoke
+two_versions acl_s
+alice_sql() {  # $1 file name, $2 SQL
+  printf '%s\n' "$2" > "$tmp/$1.sql"
+  printf '\\! psql -X -qAt -d %s -U %s -f %s >/dev/null 2>&1\n' "$DB" "$ALICE" "$tmp/$1.sql"
+}
+acl_of() { echo "SELECT format('$1 SELECT ON %s, %s $2 $BOB', user_table, item_table) FROM gpumf.models WHERE name = 'acl_s' \\gexec"; }
+serve_s="SELECT count(*) FROM gpumf_recommend('acl_s', 1003, 5);"
+out=$( {
+  echo "\\echo @@ granted"; echo "$serve_s"
+  alice_sql revoke "$(acl_of REVOKE FROM)"
+  echo "\\echo @@ revoked"; echo "$serve_s"
+  alice_sql rollback "SELECT version FROM gpumf_use_version('acl_s', 1);"
+  echo "\\echo @@ revoked, rolled back"; echo "$serve_s"
+  alice_sql grant "$(acl_of GRANT TO)"
+  echo "\\echo @@ granted again"; echo "$serve_s"
+  alice_sql retrain "SELECT version FROM gpumf_train('public.src', 'u4', 'i4', model => 'acl_s', factors => 2, iterations => 1);"
+  echo "\\echo @@ retrained"; echo "$serve_s"
+  echo "\\echo @@ repeatable read, before"; echo "BEGIN ISOLATION LEVEL REPEATABLE READ;"; echo "$serve_s"
+  printf '\\! psql -X -qAt -d %s -U %s -f %s >/dev/null 2>&1\n' "$DB" "$ALICE" "$tmp/retrain.sql"
+  echo "\\echo @@ repeatable read, retrained meanwhile"; echo "$serve_s"
+  echo "SELECT version FROM gpumf.models WHERE name = 'acl_s';"
+  printf '\\! psql -X -qAt -d %s -U %s -f %s >/dev/null 2>&1\n' "$DB" "$ALICE" "$tmp/revoke.sql"
+  echo "\\echo @@ repeatable read, revoked meanwhile"; echo "$serve_s"
+  echo "ROLLBACK;"
+} | as_role $BOB )
+check "bob's session: served while granted" "$(section "$out" granted)" "5"
+contains "bob's session: refused at once after the revoke" "$(section "$out" revoked)" "permission denied for model \"acl_s\""
+contains "bob's session: ... and after a roll-back to a version that had his grant" "$(section "$out" "revoked, rolled back")" \
+  "permission denied for model \"acl_s\""
+check "bob's session: served again once granted again" "$(section "$out" "granted again")" "5"
+check "bob's session: served after a retraining" "$(section "$out" retrained)" "5"
+check "bob's session, REPEATABLE READ: served" "$(section "$out" "repeatable read, before")" "5"
+check "bob's session, REPEATABLE READ: still served the version his snapshot sees after a retraining" \
+  "$(section "$out" "repeatable read, retrained meanwhile" | tr '\n' ' ')" "5 3 "
+contains "bob's session, REPEATABLE READ: refused once the current version is revoked" \
+  "$(section "$out" "repeatable read, revoked meanwhile")" "permission denied for model \"acl_s\""
 
 # ---------------------------------------------------------------- 2. shadowing
 # combos "user_col:item_col": each key type once as user and once as item;
@@ -462,8 +856,6 @@ SELECT pg_catalog.count(*) FROM $fn('$m', $(typed_user "$1" 999), 5);
 SELECT item, score FROM $fn('$c', $(typed_user "$1" 3), 5);
 SQL
 }
-# lines of one section of a session's output
-section() { awk -v s="@@ $2" '$0 == s { on = 1; next } /^@@ / { on = 0 } on' <<<"$1"; }
 # checksum of a model's factor tables
 tables_md5() {
   local ut it
@@ -577,7 +969,7 @@ more_tables="sp_row_train sp_row_test sp_user_train sp_user_test sp_time_train s
 more_models="imp exp ver tuned"
 # a model's catalog row without what differs between sessions (ids, names,
 # times, owner, source: the session's own table) and its metrics
-cat_skip="'{id,name,created_at,replaced_at,read_seconds,build_seconds,transfer_seconds,train_seconds,loss_seconds,store_seconds,user_table,item_table,owner,source,metrics}'::text[]"
+cat_skip="'{id,name,created_at,replaced_at,read_seconds,build_seconds,transfer_seconds,train_seconds,loss_seconds,store_seconds,user_table,item_table,owner,source,source_relid,metrics}'::text[]"
 catalog_of() { q "SELECT to_jsonb(m) - $cat_skip FROM gpumf.models m WHERE name = '$1'" 2>&1; }
 kept_of() {
   q "SELECT string_agg((v.catalog - $cat_skip)::text, ';' ORDER BY v.version) FROM gpumf.model_versions v JOIN gpumf.models m ON m.id = v.model_id WHERE m.name = '$1'" 2>&1

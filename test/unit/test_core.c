@@ -2191,6 +2191,26 @@ test_params_and_ops(void)
 		CHECK(gm_algo_ops_get(GM_ALG_ALS_IMPLICIT, GM_BACKEND_CUDA, err, sizeof(err)) == NULL &&
 			  strstr(err, "not loaded") != NULL, "a CUDA table without the module: %s", err);
 	}
+	/* the GPU's capabilities: none without the module; the fast paths' names */
+	{
+		gm_gpu_caps caps;
+		char		buf[64],
+					tiny[20];
+
+		memset(&caps, 0x7f, sizeof(caps));
+		CHECK(gm_cuda_caps(&caps, err, sizeof(err)) == GM_ENODEVICE && caps.cc == 0 &&
+			  caps.fast == 0 && strstr(err, "not loaded") != NULL, "caps without the module: %s", err);
+		gm_gpu_fast_paths(0, buf, sizeof(buf));
+		CHECK(strcmp(buf, "") == 0, "no fast path: \"%s\"", buf);
+		gm_gpu_fast_paths(GM_FAST_TF32_TENSOR_CORES | GM_FAST_VECTOR_ATOMICS | GM_FAST_LARGE_SMEM,
+						  buf, sizeof(buf));
+		CHECK(strcmp(buf, "tf32_tensor_cores,vector_atomics,large_smem") == 0, "all: \"%s\"", buf);
+		gm_gpu_fast_paths(GM_FAST_LARGE_SMEM, buf, sizeof(buf));
+		CHECK(strcmp(buf, "large_smem") == 0, "one: \"%s\"", buf);
+		/* a short buffer keeps the whole names that fit, terminated */
+		gm_gpu_fast_paths(GM_FAST_TF32_TENSOR_CORES | GM_FAST_VECTOR_ATOMICS, tiny, sizeof(tiny));
+		CHECK(strcmp(tiny, "tf32_tensor_cores") == 0, "short buffer: \"%s\"", tiny);
+	}
 
 	/* gm_mf_train says what is missing, and changes nothing of the model then */
 	{

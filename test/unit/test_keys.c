@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gm_core.h"
+#include "gm_linalg.h"
 
 /* The keys a smallint, integer or bigint column can hold at its ends, and around them. */
 static const int64_t extremes[] = {
@@ -255,6 +256,34 @@ test_polled_cancel(void)
 	st.stop_at = 1;
 	rc = gm_csr_transpose_polled(&A, &cb, &T, err, sizeof(err));
 	CHECK(rc == GM_ECANCELED && T.indptr == NULL, "transpose: rc %d", rc);
+
+	/* the linear algebra's matrix (gpumf_cg_solve): stopped, then not */
+	{
+		int64_t    *r64 = xmalloc(sizeof(int64_t) * nnz),
+				   *c64 = xmalloc(sizeof(int64_t) * nnz);
+		double	   *v64 = xmalloc(sizeof(double) * nnz);
+		gm_coo		co = {nnz, r64, c64, v64, 1};
+		gm_spmat	S;
+
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			r64[e] = rows[e] % ni;
+			c64[e] = cols[e];
+			v64[e] = 1.0;
+		}
+		memset(&S, 0, sizeof(S));
+		st.polls = 0;
+		st.stop_at = 2;
+		rc = gm_spmat_from_coo_polled(&co, ni, GM_TRI_BOTH, 0, &cb, &S, err, sizeof(err));
+		CHECK(rc == GM_ECANCELED && S.indptr == NULL, "spmat: rc %d", rc);
+		st.stop_at = 1 << 30;
+		rc = gm_spmat_from_coo_polled(&co, ni, GM_TRI_BOTH, 0, &cb, &S, err, sizeof(err));
+		CHECK(rc == GM_OK && S.n == ni && S.nnz > 0, "spmat: rc %d %s", rc, err);
+		gm_spmat_free(&S);
+		free(r64);
+		free(c64);
+		free(v64);
+	}
 	gm_csr_free(&A);
 	gm_csr_free(&B);
 	gm_keymap_free(m);
@@ -333,7 +362,7 @@ fail:
 static const gm_test tests[] = {
 	{"keymap: int2/int4/int8 extremes and 2^62 through the dense array", test_dense_extremes},
 	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
-	{"keymap sort, csr build and transpose stop when asked", test_polled_cancel},
+	{"keymap sort, csr and sparse-matrix builds, transpose stop when asked", test_polled_cancel},
 	{"mf_memory counts every thread's scratch", test_mf_memory},
 };
 

@@ -224,3 +224,62 @@ gm_cuda_symbol(const char *name)
 		return NULL;
 	return dlsym(cu.lib, name);
 }
+
+/* The GPU as the loaded CUDA module runs on it (see gm_core.h). */
+int
+gm_cuda_caps(gm_gpu_caps *caps, char *err, size_t errlen)
+{
+	int			(*fn) (gm_gpu_caps *, char *, size_t);
+
+	memset(caps, 0, sizeof(*caps));
+	if (cu.lib == NULL)
+	{
+		snprintf(err, errlen, "the CUDA module is not loaded%s%s",
+				 cu.probed ? ": " : "", cu.probed ? cu.why : "");
+		return GM_ENODEVICE;
+	}
+	*(void **) &fn = dlsym(cu.lib, "gm_cuda_device_caps");
+	if (fn == NULL)
+	{
+		snprintf(err, errlen, "the CUDA module lacks gm_cuda_device_caps: reinstall gpumf");
+		return GM_ENOTSUP;
+	}
+	return fn(caps, err, errlen);
+}
+
+/*
+ * The names of the GM_FAST_* bits set in fast, comma-separated (see
+ * gm_core.h); as many whole names as len holds.
+ */
+void
+gm_gpu_fast_paths(unsigned fast, char *buf, size_t len)
+{
+	static const struct
+	{
+		unsigned	bit;
+		const char *name;
+	}			names[] = {
+		{GM_FAST_TF32_TENSOR_CORES, "tf32_tensor_cores"},
+		{GM_FAST_VECTOR_ATOMICS, "vector_atomics"},
+		{GM_FAST_LARGE_SMEM, "large_smem"},
+	};
+	size_t		used = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	{
+		int			w;
+
+		if (!(fast & names[i].bit))
+			continue;
+		w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", names[i].name);
+		if (w < 0 || (size_t) w >= len - used)
+		{
+			buf[used] = '\0';	/* whole names only */
+			return;
+		}
+		used += (size_t) w;
+	}
+}

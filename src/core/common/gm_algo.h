@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define GM_ALGO_ABI_VERSION 2
+#define GM_ALGO_ABI_VERSION 3
 
 /* Compressed sparse rows; columns sorted and unique within each row. */
 typedef struct gm_csr
@@ -225,6 +225,35 @@ typedef struct gm_algo_ops
 	int			(*reset) (void *h, const gm_mf_data *d, const gm_mf_params *p,
 						  char *err, size_t errlen);
 } gm_algo_ops;
+
+/*
+ * What the CUDA module runs on device 0 (the module's gm_cuda_device_caps):
+ * the card, the code the driver loaded for it, and which architecture-
+ * specific fast paths that code and the card's shared memory allow.  Each
+ * fast path has a fallback: the same arithmetic done another way (four
+ * float atomics, fewer warps a block, cuSOLVER), or for TF32 the FP32 that
+ * it approximates.
+ */
+#define GM_FAST_TF32_TENSOR_CORES	0x1 /* TF32 wmma for the block solver's Grams
+										 * (tf32 on; code for 8.0 and newer) */
+#define GM_FAST_VECTOR_ATOMICS		0x2 /* 16-byte float4 atomicAdd in the CG
+										 * kernel (code for 9.0 and newer) */
+#define GM_FAST_LARGE_SMEM			0x4 /* every kernel's widest shared-memory
+										 * shape fits (160 KB a block: 8.0, 9.0,
+										 * 10.0) */
+
+typedef struct gm_gpu_caps
+{
+	int			cc;				/* compute capability, 10 major + minor (90: 9.0) */
+	int			code_arch;		/* the architecture the running kernels were
+								 * compiled for, 10 major + minor (75 when the
+								 * driver compiled compute_75 PTX for the card) */
+	int			smem_optin;		/* shared memory a block may use, bytes */
+	int			sms;			/* multiprocessors */
+	unsigned	fast;			/* GM_FAST_* */
+	char		archs[96];		/* what the module was built for, e.g.
+								 * "sm_75 sm_80 ... sm_120 compute_120" */
+} gm_gpu_caps;
 
 #ifdef __cplusplus
 }

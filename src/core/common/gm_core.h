@@ -433,6 +433,17 @@ void		gm_cuda_memory_cap(int64_t bytes);
 /* Device memory the CUDA module's own allocations hold now (0 when not loaded). */
 int64_t		gm_cuda_memory_held(void);
 
+/*
+ * The GPU as the loaded CUDA module runs on it (gm_gpu_caps of gm_algo.h:
+ * compute capability, the architecture of the code loaded, the fast paths
+ * on).  GM_ENODEVICE when the module is not loaded (gm_cuda_available
+ * first), GM_ENOTSUP when it predates the query.
+ */
+int			gm_cuda_caps(gm_gpu_caps *caps, char *err, size_t errlen);
+
+/* The names of caps->fast's bits, comma-separated ("" when none; whole names that fit len). */
+void		gm_gpu_fast_paths(unsigned fast, char *buf, size_t len);
+
 /* ----------------------------------------------------------- serving */
 
 /* Indices of the n largest scores, best first; ties broken by lower index.

@@ -114,6 +114,14 @@ int			gm_coo_check_square(const gm_coo_info *info, int64_t base,
 int			gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror,
 							  int threads, gm_spmat *out,
 							  char *err, size_t errlen);
+/*
+ * The same, asking cb (may be NULL) every 2^20 entries or so (from the
+ * calling thread only): GM_ECANCELED when it asked to stop, nothing left
+ * allocated.
+ */
+int			gm_spmat_from_coo_polled(const gm_coo *c, int64_t n, gm_triangle mirror,
+									 int threads, const gm_callbacks *cb, gm_spmat *out,
+									 char *err, size_t errlen);
 
 /*
  * GM_EINVAL, naming one offending pair (i, j) and both values, unless

@@ -188,7 +188,31 @@ int
 gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
 				  gm_spmat *out, char *err, size_t errlen)
 {
+	return gm_spmat_from_coo_polled(c, n, mirror, threads, NULL, out, err, errlen);
+}
+
+#define POLL_EVERY	((int64_t) 1 << 20)
+
+/* Has cb asked to stop?  Called by the calling thread (thread 0 of a team) only. */
+static int
+asked_stop(const gm_callbacks *cb, int *stop)
+{
+#ifdef _OPENMP
+	if (omp_get_thread_num() != 0)
+		return __atomic_load_n(stop, __ATOMIC_RELAXED);
+#endif
+	if (!__atomic_load_n(stop, __ATOMIC_RELAXED) && cb && cb->should_stop &&
+		cb->should_stop(cb->arg))
+		__atomic_store_n(stop, 1, __ATOMIC_RELAXED);
+	return __atomic_load_n(stop, __ATOMIC_RELAXED);
+}
+
+int
+gm_spmat_from_coo_polled(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
+						 const gm_callbacks *cb, gm_spmat *out, char *err, size_t errlen)
+{
 	int			nt = nthreads(threads);
+	int			stop = 0;
 	int			mirrored = (mirror == GM_TRI_LOWER || mirror == GM_TRI_UPPER);
 	int64_t    *start = NULL,
 			   *uniq = NULL;
@@ -223,6 +247,8 @@ gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
 		start[c->rows[e] + 1]++;
 		if (mirrored && c->rows[e] != c->cols[e])
 			start[c->cols[e] + 1]++;
+		if ((e & (POLL_EVERY - 1)) == POLL_EVERY - 1 && asked_stop(cb, &stop))
+			goto canceled;
 	}
 	for (int64_t i = 0; i < n; i++)
 		start[i + 1] += start[i];
@@ -249,6 +275,8 @@ gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
 			d->pad = 0;
 			d->val = c->values[e];
 		}
+		if ((e & (POLL_EVERY - 1)) == POLL_EVERY - 1 && asked_stop(cb, &stop))
+			goto canceled;
 	}
 
 	/* sort each row and sum its duplicates in place; uniq[i] = unique count */
@@ -259,6 +287,9 @@ gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
 		int64_t		len = start[i + 1] - start[i],
 					u = 0;
 
+		/* after a stop the rows left are skipped (the result is thrown away) */
+		if (((i & 1023) == 0 && asked_stop(cb, &stop)) || __atomic_load_n(&stop, __ATOMIC_RELAXED))
+			continue;
 		sort_row(r, len);
 		for (int64_t t = 0; t < len; t++)
 		{
@@ -269,6 +300,8 @@ gm_spmat_from_coo(const gm_coo *c, int64_t n, gm_triangle mirror, int threads,
 		}
 		uniq[i] = u;
 	}
+	if (asked_stop(cb, &stop))
+		goto canceled;
 
 	out->indptr = malloc(sizeof(int64_t) * ((size_t) n + 1));
 	if (!out->indptr)
@@ -307,6 +340,15 @@ nomem:
 	snprintf(err, errlen, "out of memory building a %lld x %lld sparse matrix of %lld entries",
 			 (long long) n, (long long) n, (long long) (total ? total : c->nnz));
 	return GM_ENOMEM;
+
+canceled:
+	free(cv);
+	free(start);
+	free(uniq);
+	gm_spmat_free(out);
+	snprintf(err, errlen, "building a %lld x %lld sparse matrix canceled", (long long) n,
+			 (long long) n);
+	return GM_ECANCELED;
 }
 
 /* Position of column j in row i of A, or -1. */

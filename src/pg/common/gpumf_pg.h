@@ -53,6 +53,7 @@ extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
+extern bool gpumf_fold_in;		/* serving may read a model's source (fold-in) */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
 
 typedef enum
@@ -135,10 +136,17 @@ typedef struct GpumfGuard
 	int			nest;
 	Oid			save_user;
 	int			save_sec;
-	bool		as_owner;
+	bool		as_owner;		/* the user changed: restore it at exit */
+	bool		undo_settings;	/* roll back what was SET inside (gpumf_guard_enter_as) */
 } GpumfGuard;
 
 extern void gpumf_guard_enter(GpumfGuard *g, bool as_owner);
+/*
+ * As role (the owner of a relation gpumf reads for a caller) in a
+ * security-restricted operation under the pinned search_path; settings
+ * changed inside, even by a plain SET, are rolled back by gpumf_guard_exit.
+ */
+extern void gpumf_guard_enter_as(GpumfGuard *g, Oid role);
 extern void gpumf_guard_exit(GpumfGuard *g);
 /* SPI_execute of a statement gpumf built; ERROR unless it returns expect */
 extern void gpumf_spi_exec(const char *sql, int expect);

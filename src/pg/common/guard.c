@@ -13,6 +13,16 @@
  * catalog rows are stored as to_jsonb text (model_history.c), whose floats a
  * caller's extra_float_digits <= 0 would round, and gpumf_use_version would
  * then restore a global mean or value range that the version never had.
+ *
+ * Reading a relation another role owns on a caller's behalf (fold-in reads
+ * a model's source: serving.c) runs as that relation's owner, as
+ * PostgreSQL's maintenance commands run index expressions and a
+ * materialized view's query: a security-restricted operation (no SET ROLE,
+ * no temporary objects, no cursors WITH HOLD) under the same search_path,
+ * and every setting the owner's code changes, even with a plain SET, is
+ * rolled back on the way out (AtEOXact_GUC(false, ...), as VACUUM and
+ * REFRESH MATERIALIZED VIEW do), so that nothing of it stays in the
+ * caller's session.
  */
 #include "gpumf_pg.h"
 
@@ -20,11 +30,13 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+/* Enter: as the caller or as the extension's owner (see above). */
 void
 gpumf_guard_enter(GpumfGuard *g, bool as_owner)
 {
 	GetUserIdAndSecContext(&g->save_user, &g->save_sec);
 	g->as_owner = as_owner;
+	g->undo_settings = false;
 	if (as_owner)
 		SetUserIdAndSecContext(gpumf_owner(),
 							   g->save_sec | SECURITY_LOCAL_USERID_CHANGE |
@@ -37,14 +49,33 @@ gpumf_guard_enter(GpumfGuard *g, bool as_owner)
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+/*
+ * Enter as role, a relation's owner whose code may run (see above): a
+ * security-restricted operation whose settings are undone at exit.
+ */
+void
+gpumf_guard_enter_as(GpumfGuard *g, Oid role)
+{
+	GetUserIdAndSecContext(&g->save_user, &g->save_sec);
+	g->as_owner = true;			/* a user to restore at exit */
+	g->undo_settings = true;
+	SetUserIdAndSecContext(role, g->save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	g->nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+/* Leave: the settings (and the user) as they were on entry. */
 void
 gpumf_guard_exit(GpumfGuard *g)
 {
-	AtEOXact_GUC(true, g->nest);
+	AtEOXact_GUC(!g->undo_settings, g->nest);
 	if (g->as_owner)
 		SetUserIdAndSecContext(g->save_user, g->save_sec);
 }
 
+/* Run a statement gpumf built; ERROR unless it returns expect. */
 void
 gpumf_spi_exec(const char *sql, int expect)
 {

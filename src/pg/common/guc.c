@@ -18,6 +18,7 @@ bool		gpumf_shared_models = true;
 bool		gpumf_warm_new_models = true;
 int			gpumf_gpu_memory_limit_mb = -1;
 int			gpumf_keep_versions = 2;
+bool		gpumf_fold_in = true;
 int			gpumf_training_service = GPUMF_SERVICE_GPU;
 int			gpumf_training_service_idle_s = 600;
 

@@ -45,6 +45,18 @@
 #endif
 
 /*
+ * A schema's ACL check: 16 folded pg_namespace_aclcheck and its siblings
+ * into object_aclcheck(class, oid, role, mode).
+ */
+#if PG_VERSION_NUM >= 160000
+#define gm_namespace_aclcheck(nsp, role, mode) \
+	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#else
+#define gm_namespace_aclcheck(nsp, role, mode) \
+	pg_namespace_aclcheck((nsp), (role), (mode))
+#endif
+
+/*
  * An index scan with no EXPLAIN instrumentation: 18 added the
  * IndexScanInstrumentation argument (NULL: none).
  */

@@ -249,6 +249,11 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = interrupt_pending;
 	/* palloc'd: an interrupt between the steps frees them with the context */
+	/* the rows, the key maps, the CSR and its transpose (the rows go once the CSR is built) */
+	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) * 3 +
+					   (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items) +
+					   ((double) nu + ni + 2) * (sizeof(int64) + sizeof(int32)),
+					   "building the matrix");
 	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
 	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
 	rc = gm_keymap_sort_polled(src->users, umap, &cb);

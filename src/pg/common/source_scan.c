@@ -225,6 +225,7 @@ typedef struct ReadWorker
 	shm_mq_handle *mqh;
 	int32		users_sent;
 	int32		items_sent;
+	int			nworkers;		/* of the read */
 	StringInfoData msg;
 } ReadWorker;
 
@@ -281,6 +282,9 @@ worker_flush(GpumfSource *src)
 				ibytes = src->ikind != GPUMF_KEY_INT;
 	ReadMessageHeader h = {MSG_ROWS, (int32) src->n};
 
+	/* each worker keeps key maps of its own: its share of gpumf.max_memory */
+	gpumf_check_memory(((double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items)) *
+					   (w->nworkers + 1), "reading the source in parallel (the key maps)");
 	send_new_keys(w, src->users, ubytes,
 				  ubytes ? MSG_USER_KEYS_BYTES : MSG_USER_KEYS_INT, &w->users_sent);
 	send_new_keys(w, src->items, ibytes,
@@ -318,6 +322,7 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 
 	shm_mq_set_sender(mq, MyProc);
 	w->mqh = shm_mq_attach(mq, seg, NULL);
+	w->nworkers = shared->nworkers;
 	initStringInfo(&w->msg);
 
 	src->relid = shared->relid;

@@ -391,6 +391,8 @@ triangle_name(gm_triangle t)
  * and rhs_len must match them.  symmetric: one given triangle is mirrored,
  * and both given must agree; otherwise the entries are taken as given.
  */
+static int	should_stop(void *arg);
+
 static void
 matrix_build(MatrixSource *m, int64 n_given, int64 rhs_len, bool symmetric)
 {
@@ -399,6 +401,7 @@ matrix_build(MatrixSource *m, int64 n_given, int64 rhs_len, bool symmetric)
 	int64		n;
 	double		t0 = gm_now();
 	int			rc;
+	gm_callbacks build_cb = {should_stop, NULL, NULL};
 
 	CHECK_FOR_INTERRUPTS();
 	c.nnz = m->n;
@@ -433,8 +436,10 @@ matrix_build(MatrixSource *m, int64 n_given, int64 rhs_len, bool symmetric)
 					   (double) m->n * 2 * (sizeof(int32) + sizeof(double)) +
 					   (double) m->n * (2 * sizeof(int64) + sizeof(double)),
 					   "building the matrix");
-	rc = gm_spmat_from_coo(&c, n, symmetric ? m->info.triangle : GM_TRI_BOTH, gpumf_threads,
-						   &m->A, err, sizeof(err));
+	rc = gm_spmat_from_coo_polled(&c, n, symmetric ? m->info.triangle : GM_TRI_BOTH, gpumf_threads,
+								  &build_cb, &m->A, err, sizeof(err));
+	if (rc == GM_ECANCELED)
+		CHECK_FOR_INTERRUPTS();
 	check_rc(rc, err, NULL);
 	free(m->rows);
 	free(m->cols);

@@ -31,7 +31,8 @@ typedef struct GpumfModel
 	double		value_min;
 	double		value_max;
 	bool		explicit_values;	/* ratings (explicit models) */
-	char	   *source;
+	char	   *source;			/* its name when it was trained (for messages) */
+	Oid			source_relid;	/* the source, pinned; InvalidOid: none recorded */
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;
@@ -44,7 +45,7 @@ typedef struct GpumfModelRow
 	GpumfModel	m;
 	Jsonb	   *params;
 	Jsonb	   *metrics;		/* NULL: none */
-	Oid			source_relid;
+	Oid			source_relid;	/* gpumf.models.source_relid: the source by OID */
 	int64		n_rows;
 	int64		nnz;
 	int32		n_users;
@@ -75,6 +76,14 @@ extern bool gpumf_model_lookup(const char *name, GpumfModel *m);
 extern bool gpumf_model_lookup_as_of(const char *name, GpumfModel *m, Snapshot snap);
 /* ERROR unless the current user may retrain or drop the model */
 extern void gpumf_model_check_owner(const GpumfModel *m, const char *action);
+/*
+ * ERROR unless the current user may serve model id (named name) from the
+ * version whose factor tables are urel and irel: SELECT on both, or, for a
+ * version replaced since the caller's snapshot, on the current version's
+ * (access follows the current version; kept versions carry only the
+ * owner's grant).
+ */
+extern void gpumf_model_check_read(const char *name, int64 id, Oid urel, Oid irel);
 /* ERROR (serialization failure) when a concurrent transaction changed the model */
 extern void gpumf_model_check_current(const char *name, bool exists, int32 version);
 /* a new model id from gpumf.models_id_seq (as the owner) */
@@ -117,9 +126,19 @@ typedef struct GpumfStoreInput
 } GpumfStoreInput;
 
 extern GpumfFactorTables gpumf_store_write(const GpumfStoreInput *in);
-/* the model's owner may read and share its tables (grants carried over) */
+/*
+ * A new version's tables t: the ACL of the version they replace (old; NULL
+ * for a new model: the model's owner may read and share them), and old's
+ * tables, kept or retired, keep only the owner's SELECT.
+ */
 extern void gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old,
 							  Oid model_owner);
+/*
+ * A kept version's tables t made current again: they take the ACL of the
+ * current version's tables (cur), which keep only the owner's SELECT.
+ */
+extern void gpumf_store_swap_grants(const GpumfFactorTables *t, const GpumfFactorTables *cur,
+									Oid model_owner);
 /* list replaced tables for a later drop; drop those no reader holds */
 extern void gpumf_store_retire(const GpumfFactorTables *old);
 extern void gpumf_store_drop_retired(void);

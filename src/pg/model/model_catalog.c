@@ -30,6 +30,8 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/regproc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -180,6 +182,9 @@ lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 		m->value_max = col_float4(rel, tup, "value_max");
 		m->explicit_values = strcmp(m->algorithm, "als") != 0;
 		m->source = col_text(rel, tup, "source");
+		m->source_relid = DatumGetObjectId(col(rel, tup, "source_relid", &isnull));
+		if (isnull)
+			m->source_relid = InvalidOid;
 		m->user_col = col_name(rel, tup, "user_col");
 		m->item_col = col_name(rel, tup, "item_col");
 		m->value_col = col_name(rel, tup, "value_col");
@@ -261,6 +266,67 @@ gpumf_model_check_owner(const GpumfModel *m, const char *action)
 			 errhint("Choose another model name, or ask its owner (or a superuser) to %s it.", action)));
 }
 
+/* may the current user SELECT from relation relid? */
+static bool
+may_read(Oid relid)
+{
+	return OidIsValid(relid) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+}
+
+/* a factor table named qname, if it exists */
+static Oid
+factor_table_oid(const char *qname)
+{
+	return RangeVarGetRelid(makeRangeVarFromNameList(gm_qualified_name_list(qname)),
+							NoLock, true);
+}
+
+/*
+ * Access to a model follows its current version: the current version's
+ * factor tables carry the model's grants, and a kept version's carry only
+ * the owner's (model_store.c).  So a caller whose statement (or REPEATABLE
+ * READ) snapshot still sees a version that a retraining or a version switch
+ * has since replaced is checked against the version current now, as of a
+ * fresh snapshot: a role that lost access is refused, a role that has it is
+ * served the version its snapshot sees.  (In a parallel worker, where
+ * GetLatestSnapshot is not allowed, a catalog snapshot taken now stands in:
+ * for a user table it is taken afresh at each call.)
+ */
+void
+gpumf_model_check_read(const char *name, int64 id, Oid urel, Oid irel)
+{
+	GpumfModel	now;
+	Snapshot	snap;
+	bool		found;
+
+	/*
+	 * ACLs as committed now, even where this transaction holds the tables'
+	 * locks already (which took no invalidations since): a REVOKE takes
+	 * effect at the caller's next call, inside a transaction too
+	 */
+	AcceptInvalidationMessages();
+	if (may_read(urel) && may_read(irel))
+		return;
+	snap = RegisterSnapshot(IsInParallelMode() ?
+							GetCatalogSnapshot(get_relname_relid("models", gpumf_schema())) :
+							GetLatestSnapshot());
+	found = lookup(name, &now, snap, NULL);
+	UnregisterSnapshot(snap);
+	if (found && now.id == id)
+	{
+		Oid			nu = factor_table_oid(now.user_table),
+					ni = factor_table_oid(now.item_table);
+
+		if ((nu != urel || ni != irel) && may_read(nu) && may_read(ni))
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for model \"%s\"", name),
+			 errhint("The role that trained the model can grant SELECT on its factor tables (gpumf.models.user_table, item_table).")));
+}
+
 int64
 gpumf_model_next_id(void)
 {
@@ -301,6 +367,8 @@ gpumf_model_write(const GpumfModelRow *row, bool exists)
 		CV("factors", INT4OID, Int32GetDatum(m->factors)),
 		CV("params", JSONBOID, JsonbPGetDatum(row->params)),
 		CV("source", TEXTOID, CStringGetTextDatum(m->source)),
+		CV_NULLABLE("source_relid", REGCLASSOID, ObjectIdGetDatum(row->source_relid),
+					!OidIsValid(row->source_relid)),
 		CV("user_col", NAMEOID, CStringGetDatum(m->user_col)),
 		CV("item_col", NAMEOID, CStringGetDatum(m->item_col)),
 		CV_NULLABLE("value_col", NAMEOID, m->value_col ? CStringGetDatum(m->value_col) : (Datum) 0,

@@ -15,8 +15,11 @@
  * gpumf.models, so readers (which look the model up by name and lock the
  * tables it names) switch at commit and never see a mix or a missing table.
  * Writes run as the extension's owner under a pinned search_path; only the
- * model's owner may switch versions.  The SQL functions
- * (gpumf_model_versions, gpumf_use_version) are src/pg/serve/versions.c's.
+ * model's owner may switch versions.  The model's grants follow its current
+ * version: the version made current takes the current tables' ACL, and the
+ * version it replaces keeps only the owner's SELECT (model_store.c).  The
+ * SQL functions (gpumf_model_versions, gpumf_use_version) are
+ * src/pg/serve/versions.c's.
  */
 #include "gpumf_model.h"
 
@@ -73,11 +76,17 @@ gpumf_history_save(int64 id)
 	Datum		values[1] = {Int64GetDatum(id)};
 
 	gpumf_guard_enter(&g, true);
+	/*
+	 * the source's OID in a column of its own (a regclass, which pg_dump
+	 * writes as a name and a restore resolves), not in the jsonb, where it
+	 * would be text and looked up by name again when the version comes back
+	 */
 	if (SPI_execute_with_args("INSERT INTO gpumf.model_versions "
-							  "(model_id, version, created_at, replaced_at, user_table, item_table, catalog) "
+							  "(model_id, version, created_at, replaced_at, user_table, item_table, source_relid, catalog) "
 							  "SELECT m.id, m.version, m.created_at, pg_catalog.clock_timestamp(), m.user_table, "
-							  "m.item_table, pg_catalog.to_jsonb(m) FROM gpumf.models m "
-							  "WHERE m.id OPERATOR(pg_catalog.=) $1",
+							  "m.item_table, m.source_relid, "
+							  "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.-) 'source_relid'::pg_catalog.text "
+							  "FROM gpumf.models m WHERE m.id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != 1)
 		elog(ERROR, "gpumf: keeping the replaced version of model " INT64_FORMAT " failed", id);

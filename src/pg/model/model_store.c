@@ -10,7 +10,10 @@
  *
  * Privileges: the model's owning role gets SELECT WITH GRANT OPTION on new
  * tables; on a retraining the new tables get the old tables' ACL as it is,
- * grantors included, so what the owner granted it can still revoke.
+ * grantors included, so what the owner granted it can still revoke.  The
+ * grants belong to the current version only: a replaced version's tables
+ * keep the owner's SELECT alone, and take the current ACL again when
+ * gpumf_use_version makes them current (gpumf_store_swap_grants).
  */
 #include "gpumf_model.h"
 
@@ -280,56 +283,199 @@ gpumf_store_write(const GpumfStoreInput *in)
 	return t;
 }
 
+/* The ACL of relid (NULL: the default) and its owner; false when relid is gone. */
+static bool
+table_acl(Oid relid, Acl **acl, Oid *owner)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Datum		d;
+	bool		isnull;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	*owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
+	*acl = isnull ? NULL : DatumGetAclPCopy(d);
+	ReleaseSysCache(tup);
+	return true;
+}
+
 /*
- * Give table `to` the ACL of table `from` as it is (grantors included), with
- * the dependencies GRANT would record.  `to` is new (default ACL).
+ * Set the ACL of relid (attnum 0) or of its column attnum to acl (NULL: the
+ * default), with the dependencies GRANT and REVOKE would record.
+ */
+static void
+set_acl(Oid relid, AttrNumber attnum, Acl *acl)
+{
+	bool		is_rel = attnum == 0;
+	Relation	cat = table_open(is_rel ? RelationRelationId : AttributeRelationId,
+								 RowExclusiveLock);
+	HeapTuple	tup = is_rel ? SearchSysCache1(RELOID, ObjectIdGetDatum(relid)) :
+		SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+	int			acl_att = is_rel ? Anum_pg_class_relacl : Anum_pg_attribute_attacl;
+	Datum	   *values;
+	bool	   *nulls,
+			   *replace;
+	Datum		old;
+	bool		isnull;
+	Oid			owner,
+			   *oldm = NULL,
+			   *newm = NULL;
+	int			noldm = 0,
+				nnewm = 0;
+	HeapTuple	newtup;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "gpumf: cache lookup failed for relation %u", relid);
+	if (is_rel)
+		owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	else
+	{
+		Acl		   *dummy;
+
+		if (!table_acl(relid, &dummy, &owner))
+			elog(ERROR, "gpumf: cache lookup failed for relation %u", relid);
+	}
+	old = SysCacheGetAttr(is_rel ? RELOID : ATTNUM, tup, acl_att, &isnull);
+	if (!isnull)
+		noldm = aclmembers(DatumGetAclP(old), &oldm);
+	if (acl)
+		nnewm = aclmembers(acl, &newm);
+	values = palloc0(sizeof(Datum) * RelationGetDescr(cat)->natts);
+	nulls = palloc0(sizeof(bool) * RelationGetDescr(cat)->natts);
+	replace = palloc0(sizeof(bool) * RelationGetDescr(cat)->natts);
+	values[acl_att - 1] = PointerGetDatum(acl);
+	nulls[acl_att - 1] = acl == NULL;
+	replace[acl_att - 1] = true;
+	newtup = heap_modify_tuple(tup, RelationGetDescr(cat), values, nulls, replace);
+	CatalogTupleUpdate(cat, &newtup->t_self, newtup);
+	ReleaseSysCache(tup);
+	table_close(cat, RowExclusiveLock);
+	updateAclDependencies(RelationRelationId, relid, attnum, owner,
+						  noldm, oldm, nnewm, newm);
+	CommandCounterIncrement();
+}
+
+/* Has column attnum of relid an ACL of its own? */
+static bool
+has_column_acl(Oid relid, AttrNumber attnum)
+{
+	HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+	bool		isnull = true;
+
+	if (HeapTupleIsValid(tup))
+	{
+		(void) SysCacheGetAttr(ATTNUM, tup, Anum_pg_attribute_attacl, &isnull);
+		ReleaseSysCache(tup);
+	}
+	return !isnull;
+}
+
+/*
+ * Give table `to` the ACL of table `from` as it is (grantors included), its
+ * columns the ACLs of from's columns of the same names, with the
+ * dependencies GRANT would record.  false (nothing changed) when from is
+ * gone, has no ACL (the default) or is not the extension owner's.
  */
 static bool
 copy_acl(Oid from, Oid to)
 {
-	HeapTuple	ftup = SearchSysCache1(RELOID, ObjectIdGetDatum(from));
-	HeapTuple	ttup;
-	Relation	pg_class;
-	Datum		acl;
-	bool		isnull;
+	Acl		   *acl;
 	Oid			owner;
-	Datum		values[Natts_pg_class] = {0};
-	bool		nulls[Natts_pg_class] = {0};
-	bool		replace[Natts_pg_class] = {0};
-	HeapTuple	newtup;
-	Acl		   *newacl;
-	Oid		   *members;
-	int			nmembers;
+	Relation	rel;
+	TupleDesc	desc;
 
-	if (!HeapTupleIsValid(ftup))
+	if (!table_acl(from, &acl, &owner) || acl == NULL || owner != gpumf_owner())
 		return false;
-	owner = ((Form_pg_class) GETSTRUCT(ftup))->relowner;
-	acl = SysCacheGetAttr(RELOID, ftup, Anum_pg_class_relacl, &isnull);
-	if (isnull || owner != gpumf_owner())
+	set_acl(to, 0, acl);
+	rel = relation_open(to, NoLock);
+	desc = RelationGetDescr(rel);
+	for (int a = 0; a < desc->natts; a++)
 	{
-		ReleaseSysCache(ftup);
-		return false;
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		AttrNumber	fatt;
+		HeapTuple	ftup;
+		Datum		d;
+		bool		isnull;
+
+		if (att->attisdropped)
+			continue;
+		fatt = get_attnum(from, NameStr(att->attname));
+		ftup = fatt > 0 ? SearchSysCache2(ATTNUM, ObjectIdGetDatum(from), Int16GetDatum(fatt)) : NULL;
+		d = HeapTupleIsValid(ftup) ? SysCacheGetAttr(ATTNUM, ftup, Anum_pg_attribute_attacl, &isnull) : (Datum) 0;
+		if (!HeapTupleIsValid(ftup))
+			isnull = true;
+		if (!isnull || has_column_acl(to, att->attnum))
+			set_acl(to, att->attnum, isnull ? NULL : DatumGetAclPCopy(d));
+		if (HeapTupleIsValid(ftup))
+			ReleaseSysCache(ftup);
 	}
-	newacl = DatumGetAclPCopy(acl);
-	ReleaseSysCache(ftup);
-
-	pg_class = table_open(RelationRelationId, RowExclusiveLock);
-	ttup = SearchSysCache1(RELOID, ObjectIdGetDatum(to));
-	if (!HeapTupleIsValid(ttup))
-		elog(ERROR, "gpumf: cache lookup failed for relation %u", to);
-	values[Anum_pg_class_relacl - 1] = PointerGetDatum(newacl);
-	replace[Anum_pg_class_relacl - 1] = true;
-	newtup = heap_modify_tuple(ttup, RelationGetDescr(pg_class), values, nulls, replace);
-	CatalogTupleUpdate(pg_class, &newtup->t_self, newtup);
-	ReleaseSysCache(ttup);
-	table_close(pg_class, RowExclusiveLock);
-
-	nmembers = aclmembers(newacl, &members);
-	updateAclDependencies(RelationRelationId, to, 0, owner, 0, NULL, nmembers, members);
-	CommandCounterIncrement();
+	relation_close(rel, NoLock);
 	return true;
 }
 
+/*
+ * The ACL a table owned by relowner gets when only the model's owner may
+ * read it (with the grant option: it may share it): NULL (the default) when
+ * the model's owner owns the table or no longer exists.
+ */
+static Acl *
+owner_only_acl(Oid relowner, Oid model_owner, bool grant_option)
+{
+	AclItem		item;
+
+	if (!OidIsValid(model_owner) || model_owner == relowner ||
+		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(model_owner)))
+		return NULL;
+	item.ai_grantee = model_owner;
+	item.ai_grantor = relowner;
+	ACLITEM_SET_PRIVS_GOPTIONS(item, ACL_SELECT, grant_option ? ACL_SELECT : ACL_NO_RIGHTS);
+	return aclupdate(acldefault(OBJECT_TABLE, relowner), &item, ACL_MODECHG_ADD,
+					 relowner, DROP_RESTRICT);
+}
+
+/* Table relid (the extension owner's) readable by the model's owner only; no column grants. */
+static void
+set_owner_only(Oid relid, Oid model_owner, bool grant_option)
+{
+	Acl		   *acl;
+	Oid			owner;
+	Relation	rel;
+	TupleDesc	desc;
+
+	if (!table_acl(relid, &acl, &owner) || owner != gpumf_owner())
+		return;
+	set_acl(relid, 0, owner_only_acl(owner, model_owner, grant_option));
+	rel = relation_open(relid, NoLock);
+	desc = RelationGetDescr(rel);
+	for (int a = 0; a < desc->natts; a++)
+		if (!TupleDescAttr(desc, a)->attisdropped &&
+			has_column_acl(relid, TupleDescAttr(desc, a)->attnum))
+			set_acl(relid, TupleDescAttr(desc, a)->attnum, NULL);
+	relation_close(rel, NoLock);
+}
+
+/*
+ * Table `to` becomes a current version's: the ACL of the current (or just
+ * replaced) version's table `from`, or, without one (a new model, a table
+ * without grants), the model owner's SELECT with the grant option.
+ */
+static void
+make_current_acl(Oid to, Oid from, Oid model_owner)
+{
+	if (OidIsValid(from) && copy_acl(from, to))
+		return;
+	set_owner_only(to, model_owner, true);
+}
+
+/*
+ * Grants follow the model, not a version: the current version's tables
+ * carry them; kept (and retired) versions' tables carry no grants of their
+ * own, only the model owner's SELECT, so that a REVOKE on the current
+ * version reaches every version (a revoked role can read no kept version
+ * directly, and gpumf_use_version gives a kept version the current ACL
+ * before it is served again).
+ */
 void
 gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old, Oid model_owner)
 {
@@ -342,13 +488,29 @@ gpumf_store_grant(const GpumfFactorTables *t, const GpumfFactorTables *old, Oid 
 	{
 		Oid			from = olds[i] ? table_oid(olds[i], true) : InvalidOid;
 
-		if (OidIsValid(from) && copy_acl(from, table_oid(tables[i], false)))
-			continue;
-		/* a new model (or an old table without grants): the owner may read and share */
-		if (model_owner != gpumf_owner())
-			gpumf_spi_exec(psprintf("GRANT SELECT ON %s TO %s WITH GRANT OPTION", tables[i],
-									quote_identifier(GetUserNameFromId(model_owner, false))),
-						   SPI_OK_UTILITY);
+		make_current_acl(table_oid(tables[i], false), from, model_owner);
+		if (OidIsValid(from))
+			set_owner_only(from, model_owner, false);
+	}
+	gpumf_guard_exit(&g);
+}
+
+/* gpumf_use_version: the kept version's tables t take cur's ACL; cur keeps the owner's SELECT */
+void
+gpumf_store_swap_grants(const GpumfFactorTables *t, const GpumfFactorTables *cur, Oid model_owner)
+{
+	const char *tables[2] = {t->users, t->items};
+	const char *curs[2] = {cur->users, cur->items};
+	GpumfGuard	g;
+
+	gpumf_guard_enter(&g, true);
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			from = table_oid(curs[i], true);
+
+		make_current_acl(table_oid(tables[i], false), from, model_owner);
+		if (OidIsValid(from))
+			set_owner_only(from, model_owner, false);
 	}
 	gpumf_guard_exit(&g);
 }

@@ -6,8 +6,9 @@
  *   served_tables.c  a served version's tables read directly; the snapshot
  *   shared_models.c  served versions shared through dynamic shared memory
  *   warm_worker.c    a new version read into shared memory when it commits
- *   serving.c        what serving builds on a served model: key lookups, fold-in
- *                    (a user's rows read from the source), users for similarity
+ *   serving.c        what serving builds on a served model: key lookups, users
+ *                    for similarity, the state fold-in keeps
+ *   fold_in.c        a user's factors from the source (as its owner), a basket's
  *   recommend.c      gpumf_recommend, gpumf_recommend_items
  *   similar.c        gpumf_similar_items, gpumf_similar_users
  *   predict.c        gpumf_predict, gpumf_rmse
@@ -142,7 +143,8 @@ typedef struct GpumfServing
 	MemoryContext cxt;			/* everything below */
 	/* from the catalog row of the served version */
 	gm_foldin_params foldin;
-	char	   *source;			/* qualified name as stored */
+	char	   *source;			/* qualified name as trained (for messages) */
+	Oid			source_relid;	/* the source, pinned at training; InvalidOid: none */
 	char	   *user_col;
 	char	   *item_col;
 	char	   *value_col;		/* NULL: every row counts 1 */
@@ -199,11 +201,22 @@ extern void gpumf_check_key_output(Oid keytype, Oid outtype, const char *what,
 /* a key Datum as a Datum of the output type outtype (checked before) */
 extern Datum gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what);
 
+/* the index of a user in the loaded users (gpumf_load_users); -1: none */
+extern int32 gpumf_user_index(GpumfServed *m, Datum key);
+/* the norms of the item factors (built once per version) */
+extern const float *gpumf_item_norms(GpumfServed *m);
+/* the users' factors, keys and norms (loaded once per version) */
+extern void gpumf_load_users(GpumfServed *m);
+
+/* ---------------------------------------------------------- fold_in.c */
+
 /*
  * The user's factors: the stored row, or (recompute, or a user the model
  * lacks) one least-squares solve from the user's current rows in the
- * model's source, read with the caller's rights.  false: no factors (the
- * user is unknown to both, or the source cannot be read and !recompute).
+ * model's source (pinned by OID), read as the source's owner in a
+ * security-restricted operation after checking the caller's SELECT on its
+ * columns.  false: no factors (the user is unknown to both, or the source
+ * cannot be read and !recompute).
  */
 extern bool gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey,
 							   bool recompute, GpumfUserFactors *u);
@@ -212,12 +225,6 @@ extern void gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, 
 								 int32 n, GpumfUserFactors *u);
 /* was the model trained on implicit feedback (values are strengths, not ratings)? */
 extern bool gpumf_served_implicit(GpumfServed *m);
-/* the index of a user in the loaded users (gpumf_load_users); -1: none */
-extern int32 gpumf_user_index(GpumfServed *m, Datum key);
-/* the norms of the item factors (built once per version) */
-extern const float *gpumf_item_norms(GpumfServed *m);
-/* the users' factors, keys and norms (loaded once per version) */
-extern void gpumf_load_users(GpumfServed *m);
 
 /* ------------------------------------------------------- model_load.c */
 

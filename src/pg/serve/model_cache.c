@@ -144,16 +144,6 @@ lock_table(Oid relid)
 	return true;
 }
 
-static void
-check_read(Oid relid, const char *model)
-{
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for model \"%s\"", model),
-				 errhint("The role that trained the model can grant SELECT on its factor tables (gpumf.models.user_table, item_table).")));
-}
-
 /* The model's current version, loaded if needed (see gpumf_serve.h). */
 GpumfServed *
 gpumf_served_get(const char *name)
@@ -198,8 +188,8 @@ gpumf_served_get(const char *name)
 		irel = table_oid(cat.item_table);
 		if (!lock_table(urel) || !lock_table(irel))
 			continue;
-		check_read(urel, name);
-		check_read(irel, name);
+		/* at every call: a role that lost access is not served from memory */
+		gpumf_model_check_read(name, cat.id, urel, irel);
 		m = hash_search(served, cat.name, HASH_ENTER, &found);
 		if (!found)
 		{

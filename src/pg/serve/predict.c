@@ -77,11 +77,6 @@ factor_table(const char *qname, const char *model)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the factor tables of model \"%s\" are missing", model)));
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for model \"%s\"", model),
-				 errhint("The role that trained the model can grant SELECT on its factor tables (gpumf.models.user_table, item_table).")));
 	return relid;
 }
 
@@ -201,6 +196,7 @@ load_model(const char *name)
 				 errhint("SELECT name FROM gpumf.models lists the models.")));
 	urel = factor_table(lm->cat.user_table, name);
 	irel = factor_table(lm->cat.item_table, name);
+	gpumf_model_check_read(name, lm->cat.id, urel, irel);
 	lm->k = lm->cat.factors;
 	lm->cb.func = loaded_free;
 	lm->cb.arg = lm;

@@ -5,11 +5,9 @@
  *   mapped to item indices (through a hash map built once per version) with
  *   their element type checked, and keys converted to the type a caller asks
  *   for (item_type / user_type).
- * - Fold-in: the factors of a user the model lacks (or any user, on
- *   request) from the user's current rows in the model's source, read with
- *   the caller's rights, or of a basket of items: one least-squares solve
- *   against the stored item factors (src/core/serve/foldin.c), the solve the
- *   trainer's user half-step converges to.
+ * - Fold-in (fold_in.c): the factors of a user the model lacks, or of a
+ *   basket of items, are kept here per version (the Gram matrix, the work
+ *   space); the solve and the reading of the model's source are fold_in.c's.
  * - Similarity: the norms of the item factors, and the users' factors
  *   (loaded on the first gpumf_similar_users call).
  *
@@ -18,7 +16,7 @@
  * the source is read through SPI in read-only mode, as of the statement's
  * snapshot, so it runs in parallel workers too.
  */
-#include "gpumf_serve.h"
+#include "serving_int.h"
 
 #include <ctype.h>
 #include <float.h>
@@ -27,15 +25,18 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "parser/parse_relation.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "catalog/pg_namespace.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -46,7 +47,9 @@
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/uuid.h"
 
 /* ------------------------------------------------------------ lifetime */
@@ -102,6 +105,7 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	sv->foldin.biases = cat->has_bias;
 	sv->foldin.global_mean = cat->has_bias ? cat->global_mean : 0.0;
 	sv->source = cat->source ? MemoryContextStrdup(cxt, cat->source) : NULL;
+	sv->source_relid = cat->source_relid;
 	sv->user_col = cat->user_col ? MemoryContextStrdup(cxt, cat->user_col) : NULL;
 	sv->item_col = cat->item_col ? MemoryContextStrdup(cxt, cat->item_col) : NULL;
 	sv->value_col = cat->value_col ? MemoryContextStrdup(cxt, cat->value_col) : NULL;
@@ -123,8 +127,8 @@ gpumf_serving_free(GpumfServed *m)
 }
 
 /* The served version's serving state (set by every load). */
-static GpumfServing *
-serving(GpumfServed *m)
+GpumfServing *
+gpumf_serving(GpumfServed *m)
 {
 	if (m->serving == NULL)
 		elog(ERROR, "gpumf: model \"%s\" is loaded without its serving state", m->name);
@@ -134,8 +138,8 @@ serving(GpumfServed *m)
 /* ------------------------------------------------------------ key maps */
 
 /* The key of type type (a key type or a column type) added to, or found in, map. */
-static int32
-map_key(gm_keymap *map, Datum d, Oid type, bool add)
+int32
+gpumf_serving_map_key(gm_keymap *map, Datum d, Oid type, bool add)
 {
 	switch (type)
 	{
@@ -179,7 +183,7 @@ build_map(const Datum *keys, int32 n, Oid type, const char *model)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	for (int32 i = 0; i < n; i++)
 	{
-		int32		got = map_key(map, keys[i], type, true);
+		int32		got = gpumf_serving_map_key(map, keys[i], type, true);
 
 		if (got != i)
 		{
@@ -197,10 +201,10 @@ build_map(const Datum *keys, int32 n, Oid type, const char *model)
 }
 
 /* The item key map of the served version, built on first use. */
-static gm_keymap *
-item_map(GpumfServed *m)
+gm_keymap *
+gpumf_serving_item_map(GpumfServed *m)
 {
-	GpumfServing *sv = serving(m);
+	GpumfServing *sv = gpumf_serving(m);
 
 	if (sv->item_map == NULL)
 		sv->item_map = build_map(m->item_keys, m->n_items, m->item_type, m->name);
@@ -211,7 +215,7 @@ item_map(GpumfServed *m)
 int32
 gpumf_item_index(GpumfServed *m, Datum key, Oid keytype)
 {
-	return map_key(item_map(m), key, keytype, false);
+	return gpumf_serving_map_key(gpumf_serving_item_map(m), key, keytype, false);
 }
 
 /* ------------------------------------------------------- key arguments */
@@ -255,30 +259,30 @@ parse_int_key(const char *s, int64 lo, int64 hi, int64 *out, Oid keytype)
 }
 
 /* Is t one of the integer key types? */
-static bool
-is_int_type(Oid t)
+bool
+gpumf_is_int_type(Oid t)
 {
 	return t == INT2OID || t == INT4OID || t == INT8OID;
 }
 
 /* An integer key Datum of type t as int64. */
-static int64
-int_value(Datum d, Oid t)
+int64
+gpumf_int_value(Datum d, Oid t)
 {
 	return t == INT2OID ? DatumGetInt16(d) : t == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
 }
 
 /* The range of the integer type t. */
-static void
-int_range(Oid t, int64 *lo, int64 *hi)
+void
+gpumf_int_range(Oid t, int64 *lo, int64 *hi)
 {
 	*lo = t == INT2OID ? PG_INT16_MIN : t == INT4OID ? PG_INT32_MIN : PG_INT64_MIN;
 	*hi = t == INT2OID ? PG_INT16_MAX : t == INT4OID ? PG_INT32_MAX : PG_INT64_MAX;
 }
 
 /* v as a Datum of the integer type t (in range). */
-static Datum
-int_datum(int64 v, Oid t)
+Datum
+gpumf_int_datum(int64 v, Oid t)
 {
 	return t == INT8OID ? Int64GetDatum(v) : t == INT4OID ? Int32GetDatum((int32) v) :
 		Int16GetDatum((int16) v);
@@ -298,9 +302,9 @@ gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out)
 		*out = d;
 		return true;
 	}
-	int_range(keytype, &lo, &hi);
-	if (is_int_type(keytype) && is_int_type(argtype))
-		v = int_value(d, argtype);
+	gpumf_int_range(keytype, &lo, &hi);
+	if (gpumf_is_int_type(keytype) && gpumf_is_int_type(argtype))
+		v = gpumf_int_value(d, argtype);
 	else if (keytype == TEXTOID && (argtype == VARCHAROID || argtype == BPCHAROID))
 	{
 		/* the same bytes; char(n) without its trailing blanks */
@@ -323,7 +327,7 @@ gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out)
 
 		getTypeOutputInfo(argtype, &outfunc, &varlena);
 		s = OidOutputFunctionCall(outfunc, d);
-		if (!is_int_type(keytype))
+		if (!gpumf_is_int_type(keytype))
 		{
 			getTypeInputInfo(keytype, &infunc, &ioparam);
 			*out = OidInputFunctionCall(infunc, s, ioparam, -1);
@@ -334,18 +338,18 @@ gpumf_key_from_arg(Datum d, Oid argtype, Oid keytype, Datum *out)
 	}
 	if (v < lo || v > hi)
 		return false;			/* out of the key type's range: no such key */
-	*out = int_datum(v, keytype);
+	*out = gpumf_int_datum(v, keytype);
 	return true;
 }
 
 /* Can elements of type elem name keys of type keytype? */
-static bool
-elements_match(Oid elem, Oid keytype)
+bool
+gpumf_elements_match(Oid elem, Oid keytype)
 {
 	switch (gpumf_key_kind(keytype))
 	{
 		case GPUMF_KEY_INT:
-			return is_int_type(elem);
+			return gpumf_is_int_type(elem);
 		case GPUMF_KEY_TEXT:
 			return elem == TEXTOID || elem == VARCHAROID || elem == BPCHAROID;
 		case GPUMF_KEY_UUID:
@@ -358,7 +362,7 @@ elements_match(Oid elem, Oid keytype)
 static const char *
 key_type_name(Oid keytype)
 {
-	return is_int_type(keytype) ? "bigint" : format_type_be(keytype);
+	return gpumf_is_int_type(keytype) ? "bigint" : format_type_be(keytype);
 }
 
 /* The item indices of an array argument's elements, in order (-1: none). */
@@ -390,7 +394,7 @@ gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
 						format_type_be(argtype)),
 				 errhint("Pass an array such as ARRAY[...]::%s[].", key_type_name(m->item_type))));
 	elem = getBaseType(elem);
-	if (!elements_match(elem, m->item_type))
+	if (!gpumf_elements_match(elem, m->item_type))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("%s has type %s, but model \"%s\" has %s item keys", argname,
@@ -402,7 +406,7 @@ gpumf_item_indices(GpumfServed *m, Datum arr, Oid argtype, const char *argname,
 	deconstruct_array(a, ARR_ELEMTYPE(a), typlen, typbyval, typalign, &elems, &nulls, &n);
 	*idx = palloc(sizeof(int32) * Max(n, 1));
 	for (int e = 0; e < n; e++)
-		(*idx)[e] = nulls[e] ? -1 : map_key(item_map(m), elems[e], elem, false);
+		(*idx)[e] = nulls[e] ? -1 : gpumf_serving_map_key(gpumf_serving_item_map(m), elems[e], elem, false);
 	return n;
 }
 
@@ -435,7 +439,7 @@ gpumf_check_key_output(Oid keytype, Oid outtype, const char *what, const char *m
 					   bool carrier)
 {
 	if (outtype == keytype || outtype == TEXTOID ||
-		(is_int_type(keytype) && is_int_type(outtype)))
+		(gpumf_is_int_type(keytype) && gpumf_is_int_type(outtype)))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -452,20 +456,20 @@ gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what)
 {
 	if (outtype == keytype)
 		return key;
-	if (is_int_type(outtype))
+	if (gpumf_is_int_type(outtype))
 	{
-		int64		v = int_value(key, keytype),
+		int64		v = gpumf_int_value(key, keytype),
 					lo,
 					hi;
 
-		int_range(outtype, &lo, &hi);
+		gpumf_int_range(outtype, &lo, &hi);
 		if (v < lo || v > hi)
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("%s key " INT64_FORMAT " is out of range for type %s", what, v,
 							format_type_be(outtype)),
 					 errhint("Pass %s_type => NULL::bigint.", what)));
-		return int_datum(v, outtype);
+		return gpumf_int_datum(v, outtype);
 	}
 	{
 		Oid			outfunc;
@@ -476,364 +480,13 @@ gpumf_key_output(Datum key, Oid keytype, Oid outtype, const char *what)
 	}
 }
 
-/* ------------------------------------------------------------ fold-in */
-
-/* Y^T Y as fold-in uses it (gm_gram, as the trainer computes it), once per version */
-static const double *
-gram(GpumfServed *m)
-{
-	GpumfServing *sv = serving(m);
-
-	if (sv->gram == NULL)
-	{
-		int			k = m->k;
-		float	   *g = palloc(sizeof(float) * k * k);
-		double	   *d = MemoryContextAllocHuge(sv->cxt, sizeof(double) * k * k);
-
-		gm_gram(m->Y, m->n_items, k, 0.0f, g, 1);
-		for (int i = 0; i < k * k; i++)
-			d[i] = g[i];
-		pfree(g);
-		sv->gram = d;
-	}
-	return sv->gram;
-}
-
-/* Solve for the factors of the entries idx/vals (sorted, distinct). */
-static void
-solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, int32 n,
-	  GpumfUserFactors *u)
-{
-	GpumfServing *sv = serving(m);
-	gm_foldin_params *p = &sv->foldin;
-	char		err[GM_ERRLEN];
-	float	   *x = palloc(sizeof(float) * m->k);
-
-	if (p->algorithm == GM_ALG_COUNT)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("model \"%s\" was trained with an algorithm fold-in does not know", model)));
-	if (sv->work == NULL)
-		sv->work = MemoryContextAllocHuge(sv->cxt, sizeof(double) * gm_foldin_work(m->k));
-	if (gm_foldin(p, m->Y, m->item_bias, m->n_items, m->k,
-				  p->algorithm == GM_ALG_ALS_IMPLICIT ? gram(m) : NULL,
-				  idx, vals, n, x, &u->bias, sv->work, err, sizeof(err)) != GM_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("computing the factors for model \"%s\" failed: %s", model, err)));
-	u->x = x;
-	u->seen = idx;
-	u->nseen = n;
-	u->folded = true;
-}
-
-static char *key_text(Oid type, Datum d);
-
-/*
- * Sort and sum duplicates (as training does); ERROR naming the item when a
- * sum leaves real's range.  userkey: the user whose source rows these are,
- * NULL for a basket.
- */
-static int32
-merge_entries(GpumfServed *m, int32 *idx, float *vals, int32 n, const char *model,
-			  const Datum *userkey)
-{
-	int32		got = gm_entries_merge(idx, vals, n);
-
-	if (got < 0)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	for (int32 e = 0; e < got; e++)
-		if (isinf(vals[e]))
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 userkey ?
-					 errmsg("the values of user %s's rows for item %s in the source of model \"%s\" add up beyond the range of real (%g)",
-							key_text(m->user_type, *userkey),
-							key_text(m->item_type, m->item_keys[idx[e]]), model, (double) FLT_MAX) :
-					 errmsg("the values given for item %s add up beyond the range of real (%g)",
-							key_text(m->item_type, m->item_keys[idx[e]]), (double) FLT_MAX),
-					 errhint("The values of one item are summed, as training sums duplicate rows: scale them down.")));
-	return got;
-}
-
-/* The factors of a basket of items (merged like source rows). */
-void
-gpumf_basket_factors(GpumfServed *m, const char *model, int32 *idx, float *vals,
-					 int32 n, GpumfUserFactors *u)
-{
-	n = merge_entries(m, idx, vals, n, model, NULL);
-	solve(m, model, idx, vals, n, u);
-}
-
-/* the key Datum (of type keytype) as a value of the column type coltype */
-static bool
-key_as_column(Datum key, Oid keytype, Oid coltype, Datum *out)
-{
-	if (coltype == keytype ||
-		(keytype == TEXTOID && (coltype == VARCHAROID || coltype == BPCHAROID)))
-	{
-		*out = key;				/* text bytes are a valid varchar / char(n) too */
-		return true;
-	}
-	if (is_int_type(keytype) && is_int_type(coltype))
-	{
-		int64		v = int_value(key, keytype),
-					lo,
-					hi;
-
-		int_range(coltype, &lo, &hi);
-		if (v < lo || v > hi)
-			return false;		/* no row can have it */
-		*out = int_datum(v, coltype);
-		return true;
-	}
-	return false;
-}
-
-/* A key as text for messages. */
-static char *
-key_text(Oid type, Datum d)
-{
-	Oid			outfunc;
-	bool		varlena;
-
-	getTypeOutputInfo(type, &outfunc, &varlena);
-	return OidOutputFunctionCall(outfunc, d);
-}
-
-/* why the source cannot be read, for errors; NULL when it can */
-typedef struct SourceRel
-{
-	Oid			relid;
-	const char *why;
-} SourceRel;
-
-/* The model's source, locked, if it exists and the caller may read its columns. */
-static SourceRel
-source_relation(GpumfServing *sv)
-{
-	SourceRel	r = {InvalidOid, NULL};
-	RangeVar   *rv;
-	Oid			user = GetUserId();
-	const char *cols[3] = {sv->user_col, sv->item_col, sv->value_col};
-
-	if (sv->source == NULL)
-	{
-		r.why = "the model records no source";
-		return r;
-	}
-	rv = makeRangeVarFromNameList(gm_qualified_name_list(sv->source));
-	r.relid = RangeVarGetRelid(rv, AccessShareLock, true);
-	if (!OidIsValid(r.relid))
-		r.why = "it no longer exists";
-	else if (isOtherTempNamespace(get_rel_namespace(r.relid)))
-		r.why = "it is another session's temporary table";
-	else if (pg_class_aclcheck(r.relid, user, ACL_SELECT) != ACLCHECK_OK)
-	{
-		for (int c = 0; c < 3 && r.why == NULL; c++)
-		{
-			AttrNumber	att = cols[c] ? get_attnum(r.relid, cols[c]) : InvalidAttrNumber;
-
-			if (cols[c] && (att == InvalidAttrNumber ||
-							pg_attribute_aclcheck(r.relid, att, user, ACL_SELECT) != ACLCHECK_OK))
-				r.why = "permission denied";
-		}
-	}
-	if (r.why)
-		r.relid = InvalidOid;
-	return r;
-}
-
-/* the type of column col of relid (the base type of a domain); ERROR when it is gone */
-static Oid
-source_column(Oid relid, const char *col, const char *model)
-{
-	AttrNumber	att = get_attnum(relid, col);
-
-	if (att <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("the source of model \"%s\" has no column \"%s\" any more", model, col),
-				 errhint("Retrain the model on its current source.")));
-	return getBaseType(get_atttype(relid, att));
-}
-
-/* A column type that cannot hold the model's keys any more. */
-static void
-changed_column(const char *model, const char *col, Oid coltype, Oid keytype)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("column \"%s\" of the source of model \"%s\" is %s now, but the model has %s keys",
-					col, model, format_type_be(coltype), format_type_be(keytype)),
-			 errhint("Retrain the model on its current source.")));
-}
-
-/*
- * The user's current rows in the model's source (read with the caller's
- * rights, as of the statement's snapshot), as item indices and values,
- * sorted, duplicates summed, items the model lacks left out.  Returns the
- * count, or -1 when the source cannot be read (*why says why).
- */
-static int32
-source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_out,
-				 float **vals_out, const char **why)
-{
-	GpumfServing *sv = serving(m);
-	SourceRel	src = source_relation(sv);
-	Oid			ucoltype,
-				icoltype,
-				vcoltype = InvalidOid;
-	Datum		param;
-	StringInfoData q;
-	GpumfGuard	guard;
-	SPIPlanPtr	plan;
-	int			rc;
-	int32	   *idx;
-	float	   *vals;
-	int32		n = 0;
-	bool		implicit = sv->foldin.algorithm == GM_ALG_ALS_IMPLICIT;
-
-	*why = src.why;
-	if (!OidIsValid(src.relid))
-		return -1;
-	ucoltype = source_column(src.relid, sv->user_col, model);
-	icoltype = source_column(src.relid, sv->item_col, model);
-	if (sv->value_col)
-		vcoltype = source_column(src.relid, sv->value_col, model);
-	if (!elements_match(icoltype, m->item_type))
-		changed_column(model, sv->item_col, icoltype, m->item_type);
-	if (OidIsValid(vcoltype) && vcoltype != INT2OID && vcoltype != INT4OID &&
-		vcoltype != INT8OID && vcoltype != FLOAT4OID && vcoltype != FLOAT8OID &&
-		vcoltype != NUMERICOID)
-		changed_column(model, sv->value_col, vcoltype, FLOAT8OID);
-	if (!elements_match(ucoltype, m->user_type))
-		changed_column(model, sv->user_col, ucoltype, m->user_type);
-	if (!key_as_column(userkey, m->user_type, ucoltype, &param))
-	{
-		*idx_out = NULL;
-		*vals_out = NULL;
-		return 0;				/* the column cannot hold this key: no rows */
-	}
-
-	/* quoted identifiers and a typed parameter; the operator from pg_catalog */
-	initStringInfo(&q);
-	appendStringInfo(&q, "SELECT %s", quote_identifier(sv->item_col));
-	if (sv->value_col)
-		appendStringInfo(&q, ", %s", quote_identifier(sv->value_col));
-	appendStringInfo(&q, " FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(src.relid)),
-												get_rel_name(src.relid)),
-					 quote_identifier(sv->user_col));
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	/*
-	 * as the caller (its rights), under a pinned search_path, read-only;
-	 * planned without parallel workers (no cursor options): this runs once
-	 * per user, perhaps inside a parallel query already
-	 */
-	gpumf_guard_enter(&guard, false);
-	plan = SPI_prepare_cursor(q.data, 1, &ucoltype, 0);
-	if (plan == NULL)
-		elog(ERROR, "gpumf: planning the read of the source of model \"%s\" failed: %s", model,
-			 SPI_result_code_string(SPI_result));
-	rc = SPI_execute_plan(plan, &param, NULL, true, 0);
-	gpumf_guard_exit(&guard);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "gpumf: reading the source of model \"%s\" failed: %s", model,
-			 SPI_result_code_string(rc));
-	idx = SPI_palloc(sizeof(int32) * Max(SPI_processed, 1));
-	vals = SPI_palloc(sizeof(float) * Max(SPI_processed, 1));
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Datum		item = SPI_getbinval(tup, desc, 1, &isnull);
-		double		v = 1.0;
-		int32		i;
-
-		if (isnull)
-			continue;			/* skipped, as training skips it */
-		if (sv->value_col)
-		{
-			Datum		d = SPI_getbinval(tup, desc, 2, &isnull);
-
-			if (isnull)
-				continue;
-			v = gpumf_datum_double(vcoltype, d);
-			if (isnan(v) || isinf(v) || fabs(v) > FLT_MAX || (implicit && v < 0))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("%s value %g for user %s, item %s in the source of model \"%s\"",
-								isnan(v) || isinf(v) ? "non-finite" :
-								fabs(v) > FLT_MAX ? "out-of-range" : "negative", v,
-								key_text(m->user_type, userkey), key_text(icoltype, item), model),
-						 errhint("Values must be finite%s, as training requires.",
-								 implicit ? " and >= 0" : "")));
-		}
-		i = map_key(item_map(m), item, icoltype, false);
-		if (i < 0)
-			continue;			/* an item the model does not have */
-		idx[n] = i;
-		vals[n] = (float) v;
-		n++;
-		if ((r & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	SPI_finish();
-	*idx_out = idx;
-	*vals_out = vals;
-	return merge_entries(m, idx, vals, n, model, &userkey);
-}
-
-/* A user's factors: stored, or folded in from the source (see gpumf_serve.h). */
-bool
-gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recompute,
-				   GpumfUserFactors *u)
-{
-	int32	   *idx;
-	float	   *vals;
-	int32		n;
-	const char *why;
-
-	memset(u, 0, sizeof(*u));
-	if (!recompute &&
-		gpumf_served_user(m, userkey, &u->x, &u->seen, &u->nseen, &u->bias))
-		return true;
-	n = source_user_rows(m, model, userkey, &idx, &vals, &why);
-	if (n < 0)
-	{
-		if (!recompute)
-			return false;		/* unknown to the model, and its source is out of reach */
-		ereport(ERROR,
-				(errcode(strcmp(why, "permission denied") == 0 ? ERRCODE_INSUFFICIENT_PRIVILEGE :
-						 ERRCODE_UNDEFINED_TABLE),
-				 errmsg("cannot read the source %s of model \"%s\": %s",
-						serving(m)->source ? serving(m)->source : "(none)", model, why),
-				 errhint("recompute => true reads the user's current rows from the model's source with your privileges.")));
-	}
-	if (n == 0)
-		return false;			/* no rows with items the model knows */
-	solve(m, model, idx, vals, n, u);
-	return true;
-}
-
-/* Was the served model trained on implicit feedback? */
-bool
-gpumf_served_implicit(GpumfServed *m)
-{
-	return serving(m)->foldin.algorithm == GM_ALG_ALS_IMPLICIT;
-}
-
 /* ------------------------------------------------------------ similarity */
 
 /* The norms of the item factors, computed once per version. */
 const float *
 gpumf_item_norms(GpumfServed *m)
 {
-	GpumfServing *sv = serving(m);
+	GpumfServing *sv = gpumf_serving(m);
 
 	if (sv->item_norms == NULL)
 	{
@@ -849,7 +502,7 @@ gpumf_item_norms(GpumfServed *m)
 void
 gpumf_load_users(GpumfServed *m)
 {
-	GpumfServing *sv = serving(m);
+	GpumfServing *sv = gpumf_serving(m);
 	Relation	rel;
 	TupleDesc	desc;
 	AttrNumber	a_key,
@@ -918,7 +571,7 @@ gpumf_load_users(GpumfServed *m)
 int32
 gpumf_user_index(GpumfServed *m, Datum key)
 {
-	GpumfServing *sv = serving(m);
+	GpumfServing *sv = gpumf_serving(m);
 
-	return sv->user_map ? map_key(sv->user_map, key, m->user_type, false) : -1;
+	return sv->user_map ? gpumf_serving_map_key(sv->user_map, key, m->user_type, false) : -1;
 }

@@ -144,10 +144,14 @@ gpumf_similar_users(PG_FUNCTION_ARGS)
 		x = sv->X + (size_t) u * m->k;
 	else
 	{
-		/* a user the model lacks: folded in from the source, when it has rows there */
+		/*
+		 * a user the model lacks: folded in from the source, when it has rows
+		 * there and the caller may read them (as gpumf_recommend does: no
+		 * rows otherwise)
+		 */
 		GpumfUserFactors uf;
 
-		if (!gpumf_user_factors(m, model, key, true, &uf))
+		if (!gpumf_user_factors(m, model, key, false, &uf))
 			return (Datum) 0;
 		x = uf.x;
 	}

@@ -10,7 +10,10 @@
  * gpumf.models, so readers (which look the model up by name and lock the
  * tables it names) switch at commit and never see a mix or a missing table;
  * the version then served is read into shared memory when it commits
- * (model_cache.c).  Only the model's owner may switch versions.
+ * (model_cache.c).  Only the model's owner may switch versions.  The
+ * model's grants follow its current version: the version made current takes
+ * the current tables' ACL, and the version it replaces keeps only the
+ * owner's SELECT (model_store.c).
  */
 #include "gpumf_serve.h"
 
@@ -182,7 +185,10 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 				 errmsg("the factor tables of version %d of model \"%s\" are missing", version, model),
 				 errdetail("%s or %s was dropped.", ut, it)));
 
-	/* every catalog column but the model's identity and owner comes from the kept row */
+	/*
+	 * every catalog column but the model's identity and owner comes from the
+	 * kept row; the source's OID from its own column
+	 */
 	models = relation_open(get_relname_relid("models", gpumf_schema()), AccessShareLock);
 	desc = RelationGetDescr(models);
 	initStringInfo(&cols);
@@ -192,7 +198,8 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 		const char *name = NameStr(TupleDescAttr(desc, a)->attname);
 
 		if (TupleDescAttr(desc, a)->attisdropped || strcmp(name, "id") == 0 ||
-			strcmp(name, "name") == 0 || strcmp(name, "owner") == 0)
+			strcmp(name, "name") == 0 || strcmp(name, "owner") == 0 ||
+			strcmp(name, "source_relid") == 0)
 			continue;
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(name));
 		appendStringInfo(&rcols, "%sr.%s", rcols.len ? ", " : "", quote_identifier(name));
@@ -201,11 +208,19 @@ gpumf_use_version(PG_FUNCTION_ARGS)
 	initStringInfo(&q);
 	/* jsonb_populate_record with the current row as base: columns the kept row lacks stay */
 	appendStringInfo(&q, "UPDATE gpumf.models m SET (%s) = (SELECT %s FROM pg_catalog.jsonb_populate_record(m, "
-					 "v.catalog OPERATOR(pg_catalog.-) 'owner'::pg_catalog.text) r) "
+					 "v.catalog OPERATOR(pg_catalog.-) 'owner'::pg_catalog.text) r), "
+					 "source_relid = v.source_relid "
 					 "FROM gpumf.model_versions v WHERE m.id OPERATOR(pg_catalog.=) $1 "
 					 "AND v.model_id OPERATOR(pg_catalog.=) $1 AND v.version OPERATOR(pg_catalog.=) $2",
 					 cols.data, rcols.data);
 
+	/* the grants follow: the version made current takes the current ACL */
+	{
+		GpumfFactorTables made = {ut, it},
+					cur = {cat.user_table, cat.item_table};
+
+		gpumf_store_swap_grants(&made, &cur, cat.owner);
+	}
 	gpumf_history_save(cat.id);
 	gpumf_guard_enter(&g, true);
 	if (SPI_execute_with_args(q.data, 2, types, args, NULL, false, 0) != SPI_OK_UPDATE ||

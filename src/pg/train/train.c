@@ -47,6 +47,7 @@ typedef struct TrainState
 	float	   *user_bias;
 	float	   *item_bias;
 	double		global_mean;
+	double		keymap_bytes;	/* the source's key maps, kept until the factors are stored */
 	void	   *service_seg;	/* the factors are in the training service's segment */
 	MemoryContextCallback cb;
 } TrainState;
@@ -383,7 +384,7 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	{
 		double		per_thread;
 		double		need = gpumf_csr_bytes(&ts->R) * (a->holdout > 0 ? 4 : 2) +
-			((double) nu + ni) * (k + 1) * sizeof(float) +
+			ts->keymap_bytes + ((double) nu + ni) * (k + 1) * sizeof(float) +
 			gm_mf_memory(&a->p, &ts->R, &ts->Rt, a->holdout > 0 ? a->K : 0, a->holdout > 0,
 						 &per_thread);
 
@@ -591,6 +592,7 @@ gpumf_train_args(const TrainArgs *args)
 	/* ---- CSR / CSC, keys renumbered in key order */
 	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
 	gpumf_check_summed_values(src, &ts->R);
+	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
 
 	/* ---- device and training */
@@ -615,6 +617,8 @@ gpumf_train_args(const TrainArgs *args)
 	row.m.value_min = src->vmin;
 	row.m.value_max = src->vmax;
 	row.m.source = src->relname;
+	/* pinned by OID: a rename follows it, a dropped source is never looked up by name */
+	row.source_relid = a.relid;
 	row.m.user_col = a.ucol;
 	row.m.item_col = a.icol;
 	row.m.value_col = a.vcol;

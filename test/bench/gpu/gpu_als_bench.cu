@@ -4,10 +4,12 @@
  * gm_cuda_algo_ops) against a float64 reference, the CPU core (src/core) and
  * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
- * No PostgreSQL.  Usage: gpu_als_bench [--quick] [--module path/to/gpumf_cuda.so]
+ * No PostgreSQL.  Usage: gpu_als_bench [--quick | --timing] [--module path/to/gpumf_cuda.so]
  *     [--k 64,128,...] [--chunk-queue on|off|both] [--profile K]
  * (--chunk-queue: how the warp-per-chunk kernels schedule their chunks; both:
- * the checks with the queue, CG 3 and block 32 also timed without it.)
+ * the checks with the queue, CG 3 and block 32 also timed without it.
+ * --timing: the timing tables alone, without the checks before them and
+ * without the seed's baseline: test/bench/gpu/arch_run.sh compares builds.)
  */
 #include "../../../src/core/common/gm_core.h"
 #include "../../../cuda/common/common.cuh"	/* the module's exported entry points */
@@ -1517,6 +1519,7 @@ main(int argc, char **argv)
 {
 	const char *module = "cuda/gpumf_cuda.so";
 	bool		quick = false;
+	bool		timing = false;
 	int			profile_k = 0;
 	std::vector<int> ks = {64, 128, 256, 512, 1024};
 	int			queue = 1;		/* --chunk-queue: 0 off, 1 on (the default), 2 both (checks with it on) */
@@ -1527,6 +1530,8 @@ main(int argc, char **argv)
 	{
 		if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--timing"))
+			timing = true;
 		else if (!strcmp(argv[i], "--module") && i + 1 < argc)
 			module = argv[++i];
 		else if (!strcmp(argv[i], "--chunk-queue") && i + 1 < argc)
@@ -1578,125 +1583,128 @@ main(int argc, char **argv)
 		printf("profile run done\n");
 		return 0;
 	}
-	printf("== correctness\n");
-	rng_state = (uint64_t) time(NULL);	/* fresh inputs every run */
-	printf("  (random seed %llu)\n", (unsigned long long) rng_state);
-	test_exact(32);
-	test_exact(50);
-	test_exact(64);
-	test_exact(128);
-	test_exact(200);
-	test_exact(300);
-	test_vs_cpu(64, 4, 15);
-	test_vs_cpu(50, 3, 15);
-	test_vs_cpu(128, 3, 15);
-	test_vs_cpu(256, 2, 15);
-	test_train_backend(module, 32);
-	/* the general model: exact solves (one block), block solves */
-	test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
-	test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);
-	test_general_solve(64, GM_SOLVER_EXACT, 0, 1, 1.0f, 1.0f);
-	test_general_solve(64, GM_SOLVER_BLOCK, 32, 1, 0.2f, 0.5f);
-	test_general_solve(50, GM_SOLVER_BLOCK, 32, 2, 0.05f, 0.0f);
-	test_general_solve(200, GM_SOLVER_BLOCK, 32, 1, 0.3f, 1.0f);
-	test_general_solve(256, GM_SOLVER_BLOCK, 64, 1, 0.1f, 0.3f);
-	test_general_solve(300, GM_SOLVER_BLOCK, 32, 1, 0.02f, 0.0f);
-	test_general_solve(96, GM_SOLVER_BLOCK, 32, 40, 0.5f, 0.2f);
-	test_general_solve(128, GM_SOLVER_BLOCK, 64, 40, 0.5f, 0.0f);
-	test_general_solve(64, GM_SOLVER_CG, 0, 1, 0.3f, 0.5f);
-	test_general_solve(200, GM_SOLVER_CG, 0, 1, 0.05f, 1.0f);
-	test_general_solve(128, GM_SOLVER_BLOCK, 32, 1, 0.1f, 0.5f, 1);
-	test_general_solve(256, GM_SOLVER_BLOCK, 64, 1, 0.1f, 0.0f, 1);
-	test_general_solve(96, GM_SOLVER_BLOCK, 32, 40, 0.5f, 0.2f, 1);
-	test_general_solve(128, GM_SOLVER_BLOCK, 64, 40, 0.2f, 0.0f, 1);
+	if (!timing)
 	{
-		gm_mf_params p;
+		printf("== correctness\n");
+		rng_state = (uint64_t) time(NULL);	/* fresh inputs every run */
+		printf("  (random seed %llu)\n", (unsigned long long) rng_state);
+		test_exact(32);
+		test_exact(50);
+		test_exact(64);
+		test_exact(128);
+		test_exact(200);
+		test_exact(300);
+		test_vs_cpu(64, 4, 15);
+		test_vs_cpu(50, 3, 15);
+		test_vs_cpu(128, 3, 15);
+		test_vs_cpu(256, 2, 15);
+		test_train_backend(module, 32);
+		/* the general model: exact solves (one block), block solves */
+		test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
+		test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);
+		test_general_solve(64, GM_SOLVER_EXACT, 0, 1, 1.0f, 1.0f);
+		test_general_solve(64, GM_SOLVER_BLOCK, 32, 1, 0.2f, 0.5f);
+		test_general_solve(50, GM_SOLVER_BLOCK, 32, 2, 0.05f, 0.0f);
+		test_general_solve(200, GM_SOLVER_BLOCK, 32, 1, 0.3f, 1.0f);
+		test_general_solve(256, GM_SOLVER_BLOCK, 64, 1, 0.1f, 0.3f);
+		test_general_solve(300, GM_SOLVER_BLOCK, 32, 1, 0.02f, 0.0f);
+		test_general_solve(96, GM_SOLVER_BLOCK, 32, 40, 0.5f, 0.2f);
+		test_general_solve(128, GM_SOLVER_BLOCK, 64, 40, 0.5f, 0.0f);
+		test_general_solve(64, GM_SOLVER_CG, 0, 1, 0.3f, 0.5f);
+		test_general_solve(200, GM_SOLVER_CG, 0, 1, 0.05f, 1.0f);
+		test_general_solve(128, GM_SOLVER_BLOCK, 32, 1, 0.1f, 0.5f, 1);
+		test_general_solve(256, GM_SOLVER_BLOCK, 64, 1, 0.1f, 0.0f, 1);
+		test_general_solve(96, GM_SOLVER_BLOCK, 32, 40, 0.5f, 0.2f, 1);
+		test_general_solve(128, GM_SOLVER_BLOCK, 64, 40, 0.2f, 0.0f, 1);
+		{
+			gm_mf_params p;
 
-		gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
-		p.regularization = 0.05f;
-		p.alpha = 2.0f;
-		p.factors = 64;
-		p.alpha0 = 0.3f;
-		p.nu = 0.5f;
-		/*
-		 * 8 CG steps here: with 3 from the tiny start at this alpha0 the
-		 * first iteration's loss moves by 1e-3 when the start moves by 1e-6
-		 * (measured on the CPU alone): truncated CG, not the backends
-		 */
-		p.cg_steps = 8;
-		test_backends("cg 8", p, 12);
-		p.cg_steps = 3;
-		p.factors = 50;
-		p.alpha0 = 1.0f;
-		p.nu = 0.0f;
-		test_backends("cg 3 (2008 form)", p, 12);
-		p.solver = GM_SOLVER_EXACT;
-		p.factors = 64;
-		p.alpha0 = 0.1f;
-		p.nu = 1.0f;
-		p.regularization = 1e-4f;
-		test_backends("exact", p, 10);
-		p.solver = GM_SOLVER_BLOCK;
-		p.block_size = 32;
-		p.factors = 128;
-		p.alpha0 = 0.1f;
-		p.nu = 0.0f;
-		p.regularization = 0.1f;
-		test_backends("block 32", p, 15);
-		p.factors = 200;
-		p.nu = 1.0f;
-		p.regularization = 1e-4f;
-		test_backends("block 32, k=200 (padded 224)", p, 15);
-		p.factors = 256;
-		p.block_size = 64;
-		p.block_sweeps = 2;
-		p.nu = 0.0f;
-		p.regularization = 0.1f;
-		test_backends("block 64 x 2", p, 10);
-		/* tensor cores: a different trajectory, the same model */
-		p.block_sweeps = 1;
-		p.tf32 = 1;
-		test_backends("block 64 tf32", p, 10, 1e-2, 8.0);
-		p.factors = 128;
-		p.block_size = 32;
-		test_backends("block 32 tf32", p, 10, 1e-2, 8.0);
-		p.solver = GM_SOLVER_CG;
-		test_backends("cg 3 tf32", p, 10, 1e-2, 8.0);
-	}
-	test_session_gpu();
-	test_rank_eval_gpu();
-	{
-		/* errors are reported, not crashes */
-		const gm_algo_ops *ops = gm_cuda_algo_ops(GM_ALG_ALS_IMPLICIT);
-		int64_t		ip[2] = {0, 0};
-		float		f = 0.f;
-		gm_csr		one = {1, 1, 0, ip, NULL, NULL};
-		gm_mf_data	dd;
-		gm_mf_params p = gpu_params(4096, 3, 0.1f, 1.0f);
-		void	   *h = &f;
-		char		name[128];
-		int			rc;
+			gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+			p.regularization = 0.05f;
+			p.alpha = 2.0f;
+			p.factors = 64;
+			p.alpha0 = 0.3f;
+			p.nu = 0.5f;
+			/*
+			 * 8 CG steps here: with 3 from the tiny start at this alpha0 the
+			 * first iteration's loss moves by 1e-3 when the start moves by 1e-6
+			 * (measured on the CPU alone): truncated CG, not the backends
+			 */
+			p.cg_steps = 8;
+			test_backends("cg 8", p, 12);
+			p.cg_steps = 3;
+			p.factors = 50;
+			p.alpha0 = 1.0f;
+			p.nu = 0.0f;
+			test_backends("cg 3 (2008 form)", p, 12);
+			p.solver = GM_SOLVER_EXACT;
+			p.factors = 64;
+			p.alpha0 = 0.1f;
+			p.nu = 1.0f;
+			p.regularization = 1e-4f;
+			test_backends("exact", p, 10);
+			p.solver = GM_SOLVER_BLOCK;
+			p.block_size = 32;
+			p.factors = 128;
+			p.alpha0 = 0.1f;
+			p.nu = 0.0f;
+			p.regularization = 0.1f;
+			test_backends("block 32", p, 15);
+			p.factors = 200;
+			p.nu = 1.0f;
+			p.regularization = 1e-4f;
+			test_backends("block 32, k=200 (padded 224)", p, 15);
+			p.factors = 256;
+			p.block_size = 64;
+			p.block_sweeps = 2;
+			p.nu = 0.0f;
+			p.regularization = 0.1f;
+			test_backends("block 64 x 2", p, 10);
+			/* tensor cores: a different trajectory, the same model */
+			p.block_sweeps = 1;
+			p.tf32 = 1;
+			test_backends("block 64 tf32", p, 10, 1e-2, 8.0);
+			p.factors = 128;
+			p.block_size = 32;
+			test_backends("block 32 tf32", p, 10, 1e-2, 8.0);
+			p.solver = GM_SOLVER_CG;
+			test_backends("cg 3 tf32", p, 10, 1e-2, 8.0);
+		}
+		test_session_gpu();
+		test_rank_eval_gpu();
+		{
+			/* errors are reported, not crashes */
+			const gm_algo_ops *ops = gm_cuda_algo_ops(GM_ALG_ALS_IMPLICIT);
+			int64_t		ip[2] = {0, 0};
+			float		f = 0.f;
+			gm_csr		one = {1, 1, 0, ip, NULL, NULL};
+			gm_mf_data	dd;
+			gm_mf_params p = gpu_params(4096, 3, 0.1f, 1.0f);
+			void	   *h = &f;
+			char		name[128];
+			int			rc;
 
-		memset(&dd, 0, sizeof(dd));
-		dd.R = &one;
-		dd.Rt = &one;
-		dd.X = &f;
-		dd.Y = &f;
-		rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
-		CHECK(rc == GM_EINVAL && h == NULL, "k=4096 refused: rc %d: %s", rc, err);
-		p = gpu_params(100, 3, 0.1f, 1.0f);
-		p.solver = GM_SOLVER_EXACT;
-		h = &f;
-		rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
-		CHECK(rc == GM_ENOTSUP && h == NULL, "exact solver above 64 factors refused on the GPU: rc %d: %s", rc, err);
-		CHECK(gm_cuda_abi_version() == GM_ALGO_ABI_VERSION, "module ABI version %d, core %d",
-			  gm_cuda_abi_version(), GM_ALGO_ABI_VERSION);
-	}
-	if (quick)
-	{
-		printf("%s\n", failures ? "CORRECTNESS FAILED" : "correctness ok");
-		printf("%d passed, %d failed\n", checks - failures, failures);
-		return failures ? 1 : 0;
+			memset(&dd, 0, sizeof(dd));
+			dd.R = &one;
+			dd.Rt = &one;
+			dd.X = &f;
+			dd.Y = &f;
+			rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
+			CHECK(rc == GM_EINVAL && h == NULL, "k=4096 refused: rc %d: %s", rc, err);
+			p = gpu_params(100, 3, 0.1f, 1.0f);
+			p.solver = GM_SOLVER_EXACT;
+			h = &f;
+			rc = ops->create(&h, &dd, &p, NULL, name, sizeof(name), err, sizeof(err));
+			CHECK(rc == GM_ENOTSUP && h == NULL, "exact solver above 64 factors refused on the GPU: rc %d: %s", rc, err);
+			CHECK(gm_cuda_abi_version() == GM_ALGO_ABI_VERSION, "module ABI version %d, core %d",
+				  gm_cuda_abi_version(), GM_ALGO_ABI_VERSION);
+		}
+		if (quick)
+		{
+			printf("%s\n", failures ? "CORRECTNESS FAILED" : "correctness ok");
+			printf("%d passed, %d failed\n", checks - failures, failures);
+			return failures ? 1 : 0;
+		}
 	}
 
 	printf("== timing\n");
@@ -1737,7 +1745,7 @@ main(int argc, char **argv)
 
 		p.tf32 = 0;
 
-		if (k <= 256)
+		if (k <= 256 && !timing)
 			bench_baseline(&d, k, iters, cg, reg, sample, &r[0]);
 		bench_solver(&d, p, "gpumf CG 3", iters, sample, &r[1]);
 		p.tf32 = 1;

@@ -6,6 +6,7 @@
 #     bash test/bench/gpu/linalg_run.sh --quick    correctness only
 # Logs go to $OUT (default /tmp/gpumf_linalg): machine.txt, build.log,
 # ptxas.txt (register report), linalg_bench.log.  Ends with "N passed, M failed".
+# GPUMF_KEEP_BUILD=1: no register report (arch_run.sh).
 set -o pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 OUT=${OUT:-/tmp/gpumf_linalg}
@@ -22,7 +23,7 @@ if ! make -C cuda -j"$(nproc)" linalg-bench >"$OUT/build.log" 2>&1; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-make -C cuda resources >"$OUT/ptxas.txt" 2>&1
+[ -n "${GPUMF_KEEP_BUILD:-}" ] || make -C cuda resources >"$OUT/ptxas.txt" 2>&1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 ./test/bench/gpu/linalg_bench --dir "$OUT/matrices" --cupy test/bench/gpu/linalg_cupy.py "$@" 2>&1 |
 	tee "$OUT/linalg_bench.log"

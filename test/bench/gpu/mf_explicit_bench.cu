@@ -22,9 +22,10 @@
  * Ends with "N passed, M failed" over the checks of 1 and 2 (the benchmark
  * prints numbers, it asserts nothing).  No PostgreSQL.
  *
- * Usage: mf_explicit_bench [--quick] [--seed N] [--cpu-iterations N] [--profile MODES
+ * Usage: mf_explicit_bench [--quick | --timing] [--seed N] [--cpu-iterations N] [--profile MODES
  *        [--profile-k KS] [--profile-iterations N] [--profile-repeat R]]
  *   --quick: checks only.
+ *   --timing: the benchmark (3) alone, its GPU rows only.
  *   --profile MODES: no checks; the Netflix shape, CCD++ at every k of the
  *   comma list KS (40) in every work layout of the comma list MODES (0 .. 4:
  *   none, binned, streams, one copy with fixed-point sums, one copy with
@@ -883,6 +884,7 @@ int
 main(int argc, char **argv)
 {
 	int			quick = 0,
+				timing = 0,
 				profile_iters = 3,
 				profile_repeat = 1,
 				cpu_iterations = 1;
@@ -899,6 +901,8 @@ main(int argc, char **argv)
 	{
 		if (strcmp(argv[a], "--quick") == 0)
 			quick = 1;
+		else if (strcmp(argv[a], "--timing") == 0)
+			timing = 1;
 		else if (strcmp(argv[a], "--seed") == 0 && a + 1 < argc)
 			seed = strtoull(argv[++a], NULL, 10);
 		else if (strcmp(argv[a], "--cpu-iterations") == 0 && a + 1 < argc)
@@ -915,7 +919,7 @@ main(int argc, char **argv)
 			profile_iters = atoi(argv[++a]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick] [--seed N] [--cpu-iterations N] [--module path] [--profile MODES [--profile-k KS] [--profile-iterations N] [--profile-repeat N]]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick | --timing] [--seed N] [--cpu-iterations N] [--module path] [--profile MODES [--profile-k KS] [--profile-iterations N] [--profile-repeat N]]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -940,6 +944,13 @@ main(int argc, char **argv)
 	{
 		profile_run(seed, profile, profile_k, profile_iters, profile_repeat);
 		return 0;
+	}
+	if (timing)
+	{
+		/* the benchmark alone, GPU rows only (test/bench/gpu/arch_run.sh compares builds) */
+		benchmark(seed + 2, threads, 0);
+		printf("\n%d passed, %d failed\n", checks - failures, failures);
+		return failures ? 1 : 0;
 	}
 	{
 		dataset		ds;

@@ -5,6 +5,7 @@
 #     bash test/bench/gpu/run_explicit.sh --quick    # checks only
 # Arguments go to the program (--seed N, --cpu-iterations N).  Logs go to
 # $OUT (default /tmp/gpumf_explicit): machine.txt, build.log, ptxas.txt, bench.log.
+# GPUMF_KEEP_BUILD=1: no register report (arch_run.sh).
 set -o pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 OUT=${OUT:-/tmp/gpumf_explicit}
@@ -21,6 +22,6 @@ if ! make -C cuda -j8 explicit-bench >"$OUT/build.log" 2>&1; then
 	tail -30 "$OUT/build.log"
 	exit 1
 fi
-make -C cuda resources >"$OUT/ptxas.txt" 2>&1
+[ -n "${GPUMF_KEEP_BUILD:-}" ] || make -C cuda resources >"$OUT/ptxas.txt" 2>&1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 ./test/bench/gpu/mf_explicit_bench "$@" 2>&1 | tee "$OUT/bench.log"

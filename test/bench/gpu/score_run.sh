@@ -23,8 +23,9 @@ if ! make -C cuda -j8 gpumf_cuda.so ../test/bench/gpu/score_bench >"$OUT/score-b
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-(cd cuda && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icommon -I../src/core/common -I../src/core/serve -Xcompiler -fPIC \
-	-Xptxas -v -c serve/score.cu -o /dev/null) >"$OUT/score-ptxas.txt" 2>&1
+[ -n "${GPUMF_KEEP_BUILD:-}" ] ||
+	(cd cuda && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icommon -I../src/core/common -I../src/core/serve -Xcompiler -fPIC \
+		-Xptxas -v -c serve/score.cu -o /dev/null) >"$OUT/score-ptxas.txt" 2>&1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 ./test/bench/gpu/score_bench --out "$DATA" "$@" 2>&1 | tee "$OUT/score-bench.log"
 P=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/score-bench.log" | tail -1 | cut -d' ' -f1)

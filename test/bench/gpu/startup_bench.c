@@ -2,9 +2,13 @@
  * startup_bench.c: what a process's first GPU training pays before its
  * first iteration, step by step, as a fresh backend pays it: the NVIDIA
  * driver and the CUDA libraries the module links (each dlopen'd on its own
- * first, to see its share), the module's probe, then gm_mf_warmup (the
- * context, the kernels, cuBLAS) for implicit ALS at factors 512 and 64, each
- * twice (the second time is what is left when everything is loaded).
+ * first, to see its share), the module's probe (which makes the context
+ * and loads the module's code for the device), the device's capabilities
+ * (gm_cuda_caps: what gpumf_device_info reports; loads the block solver's
+ * code), then gm_mf_warmup (the kernels, cuBLAS) for implicit ALS at
+ * factors 512 and 64, each twice (the second time is what is left when
+ * everything is loaded).  With CUDA_CACHE_DISABLE=1 a PTX-only build pays
+ * the driver's compilation in these steps (test/bench/gpu/arch_run.sh).
  *
  *     make -C cuda startup-bench && ./test/bench/gpu/startup_bench [module path]
  *
@@ -136,6 +140,21 @@ main(int argc, char **argv)
 		return 1;
 	}
 	t = step("module: dlopen, cuInit, probe", t);
+	{
+		gm_gpu_caps caps;
+		char		fast[128];
+
+		if (gm_cuda_caps(&caps, err, sizeof(err)) != GM_OK)
+		{
+			fprintf(stderr, "gm_cuda_caps: %s\n", err);
+			return 1;
+		}
+		t = step("device caps (gpumf_device_info's columns)", t);
+		gm_gpu_fast_paths(caps.fast, fast, sizeof(fast));
+		printf("caps: compute capability %d.%d, kernels compiled for %d.%d, shared memory %d bytes a block, fast paths {%s}, module built for %s\n",
+			   caps.cc / 10, caps.cc % 10, caps.code_arch / 10, caps.code_arch % 10,
+			   caps.smem_optin, fast, caps.archs);
+	}
 	if (strcmp(mode, "split") == 0)
 	{
 		void	   *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);

@@ -177,7 +177,7 @@ for N in $ITEMS; do
     # gpumf_synthetic's power law leaves some items without rows: one row for each item as well
     q "CREATE TABLE $src AS
          SELECT user_id, item_id, value FROM gpumf_synthetic($users, $N, $nrows, seed => 7)
-         UNION ALL SELECT 1 + (i * 7919) % $users, i, 1 FROM generate_series(1, $N) i;
+         UNION ALL SELECT (1 + (i::bigint * 7919) % $users)::integer, i, 1 FROM generate_series(1, $N) i;
        CREATE INDEX ON $src (user_id, item_id)" >/dev/null
     q "VACUUM ANALYZE $src"
     say "$src: $users users, $N items, $(q "SELECT count(*) FROM $src") rows in $(since "$t0") s"
