@@ -335,6 +335,12 @@ check "a held-out training on the service stops and scores as in the session" "$
 cancel_test "training service: cancel" "$svc" 64
 check "training service: the worker survives a canceled training" "$(svcpid)" "$p1"
 # two sessions at once: one trains on the service, the other in its own process
+# (once the worker is idle again after the canceled training: a session that
+# finds it busy trains in its own process)
+for _ in $(seq 1 100); do
+  [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gpumf training service' AND state = 'active'")" = 0 ] && { sleep 0.3; break; }
+  sleep 0.1
+done
 for s in 1 2; do
   dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => 16, iterations => 12, model => 'svcc$s')" >"$tmp/s$s.out" 2>&1 &
   eval "sp$s=\$!"
@@ -354,6 +360,12 @@ q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = '
 wait $pid
 if grep -q "the training service was shut down during the training" "$tmp/k.out"; then ok "training service: its shutdown fails the training with a clear ERROR"; else bad "training service: its shutdown fails the training with a clear ERROR" "$(cat "$tmp/k.out")"; fi
 check "training service: model unchanged after its shutdown" "$(state bigm)" "$before"
+# the next training once the stopped worker has exited (a training that starts
+# while it is still exiting trains in its own session)
+for _ in $(seq 1 100); do
+  [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gpumf training service'")" = 0 ] && break
+  sleep 0.1
+done
 out=$(dbg "$svc SET gpumf.device = cpu; SELECT 1 FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'svc3')")
 p2=$(svcpid)
 if grep -q "trained by the training service" <<<"$out" && [[ "$p2" =~ ^[0-9]+$ ]] && [ "$p2" != "$p1" ]; then ok "training service: the next training starts a new worker"; else bad "training service: the next training starts a new worker" "$p1 -> $p2: $out"; fi

@@ -125,6 +125,7 @@ if [ $gpu = 1 ]; then
 fi
 
 # ------------------------------------------------ threads against gpumf.max_memory
+# (On the CPU whatever GPUMF_TEST_DEVICE says: the threads are the CPU's.)
 # Each CPU thread of a training has scratch of its own (the exact and block
 # solvers' systems: 12 bytes x factors^2), which gpumf.max_memory must count:
 # once 200 threads at factors 1024 peaked at 1.07 GB under max_memory = 100 MB.
@@ -133,7 +134,7 @@ psql -X -qAt -d "$DB" -c "DROP ROLE IF EXISTS $ROLE" -c "CREATE ROLE $ROLE LOGIN
 q "GRANT SELECT ON r1 TO $ROLE; GRANT CREATE ON SCHEMA public TO $ROLE" >/dev/null
 cores=$(nproc)
 # an ordinary role: gpumf.threads = 200 uses at most gpumf.max_threads (the cores); the cap is not its to raise
-out=$(timeout 120 psql -X -qAt -d "$DB" -U $ROLE -c "SET gpumf.threads = 200" \
+out=$(timeout 120 psql -X -qAt -d "$DB" -U $ROLE -c "SET gpumf.device = cpu" -c "SET gpumf.threads = 200" \
   -c "SELECT device FROM gpumf_train('r1', 'user_id', 'item_id', factors => 8, iterations => 1, model => 'role_threads')" \
   -c "SET gpumf.max_threads = 200" 2>&1)
 used=$(sed -n 's/^cpu (\([0-9]*\) threads)$/\1/p' <<<"$out")
@@ -148,7 +149,7 @@ else bad "an ordinary role cannot raise gpumf.max_threads" "$out"; fi
 # (VmHWM) stays within max_memory of where it was
 peak() { echo "SELECT 'HWM|' || (regexp_match(pg_read_file('/proc/self/status'), 'VmHWM:\s+(\d+)'))[1];"; }
 t0=$(date +%s.%N)
-out=$({ echo "SET statement_timeout = '60s'; SET gpumf.max_memory = 100; SET gpumf.max_threads = 200; SET gpumf.threads = 200;"
+out=$({ echo "SET gpumf.device = cpu; SET statement_timeout = '60s'; SET gpumf.max_memory = 100; SET gpumf.max_threads = 200; SET gpumf.threads = 200;"
   peak
   echo "SELECT 1 FROM gpumf_train('r1', 'user_id', 'item_id', factors => 1024, solver => 'exact', iterations => 1, model => 'threads');"
   echo "SELECT 1 FROM gpumf_train('r1', 'user_id', 'item_id', factors => 1024, solver => 'block', block_size => 1024, iterations => 1, model => 'threads');"
@@ -167,7 +168,7 @@ else bad "peak RSS of the refused trainings' backend within max_memory" "+$grow 
 
 # 64 threads at factors 256 that fit in max_memory = 200 MB train, and the backend's
 # peak RSS grows by less than that
-out=$({ echo "SET statement_timeout = '120s'; SET gpumf.max_memory = 200; SET gpumf.max_threads = 64; SET gpumf.threads = 64;"
+out=$({ echo "SET gpumf.device = cpu; SET statement_timeout = '120s'; SET gpumf.max_memory = 200; SET gpumf.max_threads = 64; SET gpumf.threads = 64;"
   echo "CREATE TEMP TABLE small AS SELECT user_id, item_id FROM r1 WHERE user_id <= 300 AND item_id <= 600;"
   peak
   echo "SELECT 'DEV|' || device FROM gpumf_train('small', 'user_id', 'item_id', factors => 256, solver => 'exact', iterations => 1, model => 'threads');"
