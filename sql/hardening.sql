@@ -34,10 +34,8 @@ SELECT count(*) AS same_recommendations FROM (
   UNION ALL SELECT 'u', item::pg_catalog.text, score FROM gpumf_recommend_uuid('shadow_uuid', 'user 3', 5)) r
   JOIN carol_expect e USING (m, item, score);
 SELECT count(*) FROM gpumf_recommend_text('shadow_int', 1001, 3);
-SELECT (pg_catalog.xpath('/row/c/text()', pg_catalog.query_to_xml(
-          pg_catalog.format('SELECT count(*) AS c FROM %s WHERE key LIKE %L', item_table, 'item %'),
-          false, true, '')))[1]::pg_catalog.text AS text_keys_intact
-  FROM gpumf.models WHERE name = 'shadow_text';
+SELECT item_table AS shadow_text_items FROM gpumf.models WHERE name = 'shadow_text' \gset
+SELECT count(*) AS text_keys_intact FROM :shadow_text_items WHERE key LIKE 'item %';
 RESET ROLE;
 DISCARD TEMP;
 
