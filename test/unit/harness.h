@@ -133,4 +133,18 @@ gm_test_run(const gm_test *tests, int ntests, uint64_t seed)
 	return failed ? 1 : 0;
 }
 
+/*
+ * The whole main() of a test file: draws (or takes GM_TEST_SEED) the seed,
+ * prints how to replay it and runs the table.
+ */
+static inline int
+gm_test_main(const gm_test *tests, int ntests)
+{
+	uint64_t	seed = gm_test_seed();
+
+	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
+		   (unsigned long long) seed, (unsigned long long) seed);
+	return gm_test_run(tests, ntests, seed);
+}
+
 #endif							/* GM_TEST_HARNESS_H */

@@ -3386,9 +3386,5 @@ static const gm_test tests[] = {
 int
 main(void)
 {
-	uint64_t	seed = gm_test_seed();
-
-	printf("# seed %llu (replay with GM_TEST_SEED=%llu)\n",
-		   (unsigned long long) seed, (unsigned long long) seed);
-	return gm_test_run(tests, (int) (sizeof(tests) / sizeof(tests[0])), seed);
+	return gm_test_main(tests, (int) (sizeof(tests) / sizeof(tests[0])));
 }
