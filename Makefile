@@ -2,17 +2,23 @@
 EXTENSION = gpumf
 MODULE_big = gpumf
 DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
-OBJS = src/pg/gpumf.o src/pg/guard.o src/pg/checks.o src/pg/device.o src/pg/source.o \
-       src/pg/model_catalog.o src/pg/model_store.o src/pg/model_cache.o \
-       src/pg/train.o src/pg/train_service.o src/pg/tune.o src/pg/recommend.o src/pg/predict.o src/pg/similar.o src/pg/vectors.o src/pg/serving.o src/pg/synth.o \
-       src/pg/solve.o src/pg/ols.o \
-       src/core/util.o src/core/csr.o src/core/backend.o src/core/mf_loop.o \
-       src/core/als_implicit.o src/core/topk.o src/core/keymap.o \
-       src/core/synth.o src/core/serve.o src/core/foldin.o \
-       src/core/ccd.o src/core/als_explicit.o src/core/synth_ratings.o \
-       src/core/spmat.o src/core/spmv.o src/core/pcg.o src/core/ols.o src/core/linalg_backend.o \
-       src/pg/model_load.o src/pg/batch.o src/pg/evaluate.o src/pg/split.o src/pg/model_history.o \
-       src/core/score.o src/core/metrics.o src/core/rank_eval.o src/core/tune.o
+# objects by layer (src/pg: PostgreSQL glue, src/core: pure C) and product
+# line (common, model, train: training recommenders, serve: serving and
+# evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
+PG_COMMON   = guc extension guard checks device source source_keys source_rows source_exec source_scan
+PG_MODEL    = model_catalog model_store model_history
+PG_TRAIN    = train train_device train_service tune synth
+PG_SERVE    = model_cache served_tables shared_models warm_worker serving fold_in recommend similar predict model_load batch evaluate split versions vectors
+PG_LINALG   = linalg_device solve ols
+CORE_COMMON = util csr keymap gram backend mf_params
+CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
+CORE_SERVE  = topk serve foldin score metrics
+CORE_LINALG = spmat spmv pcg ols ols_finish student_t linalg_backend
+OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
+       $(PG_TRAIN:%=src/pg/train/%.o) $(PG_SERVE:%=src/pg/serve/%.o) \
+       $(PG_LINALG:%=src/pg/linalg/%.o) \
+       $(CORE_COMMON:%=src/core/common/%.o) $(CORE_TRAIN:%=src/core/train/%.o) \
+       $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
           serving foldin parallel batch evaluate split history ials vectors
@@ -21,7 +27,8 @@ REGRESS_OPTS = --dbname=gpumf_regression
 PG_CONFIG ?= pg_config
 # OpenBLAS for Y^T Y and serving (sgemv) when present; plain C loops otherwise
 HAVE_OPENBLAS := $(and $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so),$(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h))
-PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/src/pg -fopenmp -O3 $(if $(HAVE_OPENBLAS),,-DGM_NO_CBLAS)
+LINES = common train serve linalg
+PG_CPPFLAGS = $(LINES:%=-I$(srcdir)/src/core/%) $(addprefix -I$(srcdir)/src/pg/,$(LINES) model) -fopenmp -O3 $(if $(HAVE_OPENBLAS),,-DGM_NO_CBLAS)
 SHLIB_LINK = -fopenmp $(if $(HAVE_OPENBLAS),-lopenblas) -ldl -lm
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -78,8 +85,10 @@ EXTRA_CLEAN += .pg-build
 .PHONY: FORCE
 FORCE:
 
-# every object of the PostgreSQL layer sees its shared header and the core's
-$(filter src/pg/%.o,$(OBJS)): src/pg/gpumf_pg.h src/pg/pg_compat.h src/core/gm_core.h src/core/gm_algo.h src/core/gm_errors.h
+# every object of the PostgreSQL layer sees its line's header (which
+# includes the lines' below it) and the core's
+$(filter src/pg/%.o,$(OBJS)): $(wildcard src/pg/*/gpumf_*.h) src/pg/common/pg_compat.h \
+		src/core/common/gm_core.h src/core/common/gm_algo.h src/core/common/gm_errors.h
 
 .PHONY: unit test
 unit:

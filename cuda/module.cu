@@ -1,6 +1,6 @@
 /*
  * module.cu: the entry points of gpumf's CUDA module (gpumf_cuda.so) that
- * the core looks up with dlsym (src/core/backend.c): the ABI version, the
+ * the core looks up with dlsym (src/core/common/backend.c): the ABI version, the
  * device probe, and the table of algorithms.
  *
  * The module is built from every .cu file listed in cuda/Makefile

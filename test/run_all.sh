@@ -16,26 +16,29 @@
 #      roles, keys at the limits of their types, load during retraining,
 #      faults (SIGKILL, cancel), backend memory; after the pg_cron test, since
 #      a crash recovery would end its sessions
-#   8. README.md against the installed extension (test/docs/readme.sh): its
-#      SQL examples run in order (on the CPU), its function and settings
-#      tables match the catalog
-#   9. where pgvector is installed (vector in pg_available_extensions): the
-#      README's pgvector recipe against gpumf_recommend (test/pgvector/run.sh);
-#      elsewhere it says it was not run
+#   8. README.md and docs/*.md against the installed extension
+#      (test/docs/readme.sh): their SQL examples run in order (on the CPU),
+#      their function and settings tables match the catalog
+#   9. the file-level dependencies against ARCHITECTURE.md
+#      (scripts/check-deps.py, on the objects just built): layers, product
+#      lines, no circles between files
+#  10. where pgvector is installed (vector in pg_available_extensions): the
+#      pgvector recipe of docs/serving.md against gpumf_recommend
+#      (test/pgvector/run.sh); elsewhere it says it was not run
 # Builds and installs the extension first (run as root, or as a user who can
 # write PostgreSQL's lib and extension directories).  Uses the server that
 # PGHOST/PGPORT point at, or starts a throw-away cluster (test/pgenv.sh).
 # PG_CONFIG picks the PostgreSQL to build against and test (default: Debian
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
-# unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score
-# gpu-explicit gpu-linalg cron hostile limits load faults memory (unset: all of them; an unknown
-# name is an error) -- for running the whole set in parts on a machine that
-# limits the length of one command.
+# deps unit sanitizers fuzz regress readme pgvector multisession gpu
+# gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory
+# (unset: all of them; an unknown name is an error) -- for running the whole
+# set in parts on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -70,6 +73,9 @@ if ! { make -s PG_CONFIG="$PG_CONFIG" >$logs/build.log 2>&1 && make -s PG_CONFIG
   echo "$P passed, $F failed"; exit 1
 fi
 
+want deps && echo "== dependencies between files (ARCHITECTURE.md)"
+suite deps python3 scripts/check-deps.py
+
 # pg_cron runs jobs at minute boundaries: start its test now, collect it last
 if want cron; then
   bash test/cron/run.sh >$logs/cron.out 2>&1 &
@@ -100,7 +106,7 @@ if want regress; then
   tally regress $((ntests - nfail)) "$nfail"
 fi
 
-want readme && echo "== README against the installed extension"
+want readme && echo "== README.md and docs/ against the installed extension"
 suite readme bash test/docs/readme.sh
 
 if want pgvector; then

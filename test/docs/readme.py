@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Checks README.md against the installed gpumf (CPU path, no GPU needed).
+"""Checks README.md and docs/*.md against the installed gpumf (CPU path, no GPU
+needed).  The pages are read in the order PAGES lists (a page's examples may
+use what an earlier page made); every docs/*.md must be listed.
 
-(a) Runs the README's ```sql blocks in order in a scratch database.  Every
+(a) Runs the pages' ```sql blocks in order in one scratch database.  Every
     ```sql block needs a marker on the line before it:
         <!-- test: run -->              run it; any ERROR fails it
         <!-- test: skip: why -->        not run (pg_cron, GPU only, ...)
@@ -18,8 +20,12 @@
     every enum value); and the composite types written "`gpumf.t` is `(...)`"
     or "`gpumf.t`, `(...)`" with pg_attribute.
 
+The tables of (b) may be on any page: the catalog is compared with all of
+them together.
+
 Prints "ok N - ..." / "not ok N - ..." lines and "N passed, M failed".
-Usage: readme.py [README path]  (default: the repository's README.md).
+Usage: readme.py [FILE]  (default: README.md and the pages of PAGES; a FILE
+is checked alone).
 Uses the server PGHOST/PGPORT/PGUSER point at; database $GPUMF_README_DB
 (default gpumf_readme), dropped and created afresh.
 """
@@ -30,7 +36,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-README = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "README.md")
+# the documentation, in the order its examples run (README.md's first session
+# makes the tables and models the others use)
+PAGES = ["README.md", "docs/install.md", "docs/serving.md", "docs/pgvector.md",
+         "docs/operations.md", "docs/explicit.md", "docs/training.md", "docs/tuning.md",
+         "docs/linear-algebra.md", "docs/reference.md", "docs/benchmarks.md"]
+README = sys.argv[1] if len(sys.argv) > 1 else None
 DB = os.environ.get("GPUMF_README_DB", "gpumf_readme")
 ENV = dict(os.environ)
 ENV["PGOPTIONS"] = (ENV.get("PGOPTIONS", "") + " -c gpumf.device=cpu -c gpumf.progress=off").strip()
@@ -133,19 +144,23 @@ def split_checks(sql):
     return stmts
 
 
-def run_blocks(lines):
-    items, errors = parse_items(lines)
-    for line in errors:
-        bad(f"README line {line}: the ```sql block has a marker", "put <!-- test: run --> or <!-- test: skip: why --> on the line before it")
+def run_blocks(pages):
+    items, errors = [], []
+    for page, lines in pages:
+        its, errs = parse_items(lines)
+        items += [(kind, f"{page} line {line}", sql, why) for kind, line, sql, why in its]
+        errors += [f"{page} line {line}" for line in errs]
+    for where in errors:
+        bad(f"{where}: the ```sql block has a marker", "put <!-- test: run --> or <!-- test: skip: why --> on the line before it")
     if not items:
-        bad("README has runnable SQL blocks", "no <!-- test: run --> block found")
+        bad("the documentation has runnable SQL blocks", "no <!-- test: run --> block found")
     for kind, line, sql, why in items:
         if kind == "skip":
-            print(f"# skipped: README line {line} ({why or 'no reason given'}): {first_code_line(sql)}")
+            print(f"# skipped: {line} ({why or 'no reason given'}): {first_code_line(sql)}")
         elif kind in ("setup", "run"):
             t0 = time.time()
             good, _, err = psql(sql)
-            desc = f"README line {line}: {'setup' if kind == 'setup' else 'example'} runs: {first_code_line(sql)}"
+            desc = f"{line}: {'setup' if kind == 'setup' else 'example'} runs: {first_code_line(sql)}"
             desc += f" ({time.time() - t0:.1f} s)"
             errs = "\n".join(l for l in err.splitlines() if not l.startswith(("NOTICE", "WARNING", "HINT", "DETAIL")) or "ERROR" in l)
             if good:
@@ -155,7 +170,7 @@ def run_blocks(lines):
         else:
             for stmt in split_checks(sql):
                 good, out, err = psql(stmt, tuples=True)
-                desc = f"README line {line}: check {first_code_line(stmt)}"
+                desc = f"{line}: check {first_code_line(stmt)}"
                 if good and out.strip() == "t":
                     ok(desc)
                 else:
@@ -288,20 +303,22 @@ def parse_doc_signature(sig):
     return out
 
 
-def table_rows(lines, header_re):
-    """[(line number, [cells])] of every markdown table whose header matches."""
-    out, in_table = [], False
-    for i, line in enumerate(lines):
-        if re.match(header_re, line.strip()):
-            in_table = True
-            continue
-        if in_table:
-            if not line.startswith("|"):
-                in_table = False
+def table_rows(pages, header_re):
+    """[("page line N", [cells])] of every markdown table whose header matches."""
+    out = []
+    for page, lines in pages:
+        in_table = False
+        for i, line in enumerate(lines):
+            if re.match(header_re, line.strip()):
+                in_table = True
                 continue
-            if re.match(r"^\|[-| ]+\|$", line.strip()):
-                continue
-            out.append((i + 1, split_cells(line)))
+            if in_table:
+                if not line.startswith("|"):
+                    in_table = False
+                    continue
+                if re.match(r"^\|[-| ]+\|$", line.strip()):
+                    continue
+                out.append((f"{page} line {i + 1}", split_cells(line)))
     return out
 
 
@@ -395,18 +412,19 @@ def match(doc, rowtext, cat):
 
 
 def check_functions(lines):
+    """lines: [(page, its lines)]"""
     funcs, support = catalog_functions()
     docs = []
     for line, cells in table_rows(lines, r"^\|\s*function\s*\|\s*what\s*\|$"):
         rowtext = " | ".join(cells)
         sigs = re.findall(r"`(gpumf_\w+\(.*?)`", cells[0])
         if not sigs:
-            bad(f"README line {line}: a function row names a signature", cells[0][:80])
+            bad(f"{line}: a function row names a signature", cells[0][:80])
             continue
         for sig in sigs:
             parsed = parse_doc_signature(sig)
             if parsed is None:
-                bad(f"README line {line}: {sig[:60]} parses", "expected `name(args) RETURNS type`")
+                bad(f"{line}: {sig[:60]} parses", "expected `name(args) RETURNS type`")
                 continue
             for doc in parsed:
                 docs.append((line, doc, rowtext))
@@ -421,7 +439,7 @@ def check_functions(lines):
                 hit = True
             elif cat["name"] == doc[0]:
                 whys.append(f"{cat['name']}({cat['args']}): {why}")
-        desc = f"README line {line}: {doc[0]}({', '.join(a[1] for a in doc[1])}) is a declaration in the catalog"
+        desc = f"{line}: {doc[0]}({', '.join(a[1] for a in doc[1])}) is a declaration in the catalog"
         if hit:
             ok(desc)
         else:
@@ -446,12 +464,13 @@ def check_functions(lines):
 
 
 def check_settings(lines):
+    """lines: [(page, its lines)]"""
     docs = {}
     for line, cells in table_rows(lines, r"^\|\s*GUC\s*\|\s*default\s*\|\s*meaning\s*\|$"):
         m = re.match(r"^`(gpumf\.\w+)`$", cells[0])
         d = re.match(r"^`([^`]*)`$", cells[1]) if len(cells) > 1 else None
         if not m or not d or len(cells) != 3:
-            bad(f"README line {line}: a settings row reads | `name` | `default` | meaning |", " | ".join(cells)[:100])
+            bad(f"{line}: a settings row reads | `name` | `default` | meaning |", " | ".join(cells)[:100])
             continue
         docs[m.group(1)] = (line, d.group(1), cells[2])
     good, out, err = psql("LOAD 'gpumf';\nSELECT name, boot_val, context, vartype, coalesce(array_to_string(enumvals, ','), '') "
@@ -465,7 +484,7 @@ def check_settings(lines):
             bad(f"setting {name} is in a settings table", f"pg_settings: default {cat[name][0]}, context {cat[name][1]}")
             continue
         line, default, meaning = docs[name]
-        desc = f"README line {line}: setting {name}, default {default}"
+        desc = f"{line}: setting {name}, default {default}"
         if name not in cat:
             bad(desc, "pg_settings has no such setting")
             continue
@@ -490,7 +509,7 @@ def check_types(text):
     flat = re.sub(r"\s*\n\s*", " ", text)
     found = re.findall(r"`gpumf\.(\w+)`(?:,| is) `\(([^`]*)\)`", flat)
     if not found:
-        bad("README describes gpumf's composite types", "no `gpumf.t` is `(...)` found")
+        bad("the documentation describes gpumf's composite types", "no `gpumf.t` is `(...)` found")
     for typ, cols in found:
         desc = f"gpumf.{typ} is ({cols[:50]}{'...' if len(cols) > 50 else ''})"
         try:
@@ -507,21 +526,45 @@ def check_types(text):
             bad(desc, "catalog: (" + ", ".join(f"{c[0]} {c[1]}" for c in cat) + ")")
 
 
+def load_pages():
+    """[(page, lines)] to check, and the whole text; every docs/*.md must be in PAGES."""
+    if README is not None:
+        names = [README]
+    else:
+        names = PAGES
+        docs = sorted("docs/" + f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+        unlisted = [d for d in docs if d not in PAGES]
+        missing = [p for p in PAGES if not os.path.exists(os.path.join(ROOT, p))]
+        if unlisted or missing:
+            bad("every page of docs/ is checked (test/docs/readme.py PAGES)",
+                "\n".join([f"{d}: not in PAGES" for d in unlisted] + [f"{p}: listed, missing" for p in missing]))
+        else:
+            ok(f"every page of docs/ is checked ({len(docs)} pages and README.md)")
+    pages, text = [], ""
+    for name in names:
+        path = name if os.path.isabs(name) or README is not None else os.path.join(ROOT, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            t = f.read()
+        pages.append((os.path.relpath(path, ROOT) if README is None else name, t.splitlines()))
+        text += t + "\n"
+    return pages, text
+
+
 def main():
     t0 = time.time()
-    with open(README) as f:
-        text = f.read()
-    lines = text.splitlines()
     for stmt in (f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)', f'CREATE DATABASE "{DB}"'):
         good, _, err = psql(stmt + ";", db="postgres")
         if not good:
             bad(f"scratch database {DB}", err)
             print(f"{passed} passed, {failed} failed")
             return 1
-    run_blocks(lines)
+    pages, text = load_pages()
+    run_blocks(pages)
     psql("CREATE EXTENSION IF NOT EXISTS gpumf;")
-    check_functions(lines)
-    check_settings(lines)
+    check_functions(pages)
+    check_settings(pages)
     check_types(text)
     psql(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE);', db="postgres")
     print(f"# {time.time() - t0:.1f} s")

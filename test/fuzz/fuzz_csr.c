@@ -51,7 +51,7 @@
  *           0xff but the last byte, else 16 raw bytes
  *
  * Integer keys go through gm_keymap_int_dense, the call gpumf_train's reader
- * makes (src/pg/source.c), with its direct-index array and growth policy:
+ * makes (src/pg/common/source_int.h), with its direct-index array and growth policy:
  * a key of 2^62 once made that growth loop forever (a libFuzzer timeout).
  *
  * Build and run: test/fuzz/run.sh [seconds].  A crash or a failed check

@@ -35,8 +35,8 @@ if [ -f /usr/lib/x86_64-linux-gnu/libopenblas.so ]; then blas="-lopenblas"; cbla
 echo "== build ($CLANG)"
 # shellcheck disable=SC2086
 $CLANG -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -fno-omit-frame-pointer -Wno-pass-failed -fopenmp -std=gnu11 $cblas_def -I"$core" -I/usr/include/x86_64-linux-gnu \
-  -o "$out/fuzz_csr" fuzz_csr.c "$core"/*.c $blas -lm -ldl || fail "fuzz_csr: the build failed (clang's fuzzer runtime: libclang-rt-14-dev)"
+  -fno-omit-frame-pointer -Wno-pass-failed -fopenmp -std=gnu11 $cblas_def -I"$core"/common -I"$core"/train -I"$core"/serve -I"$core"/linalg \
+  -I/usr/include/x86_64-linux-gnu -o "$out/fuzz_csr" fuzz_csr.c "$core"/*/*.c $blas -lm -ldl || fail "fuzz_csr: the build failed (clang's fuzzer runtime: libclang-rt-14-dev)"
 echo "== run for $secs s"
 log=$out/fuzz.log
 # two OpenMP threads: the parallel scatter (nnz >= 100000) and the per-row

@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpumf beside pgvector: runs the README's recipe ("Serving through a pgvector
+# gpumf beside pgvector: runs the recipe of docs/pgvector.md ("Serving through a pgvector
 # index": its ```sql blocks marked <!-- test: skip: pgvector ... -->, those
 # that need a later pgvector than the installed one left out) as written, on a
 # planted model (gpumf_synthetic), and checks what it gives against
@@ -59,7 +59,7 @@ awk -v dir="$tmp" '
   inblock && /^```/ { inblock = 0; close(file); next }
   inblock { print > file; next }
   want && !/^[[:space:]]*$/ { want = 0 }
-' README.md
+' docs/pgvector.md
 q "CREATE EXTENSION vector" >/dev/null
 version=$(q "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
 echo "# pgvector $version"

@@ -1,5 +1,5 @@
 /*
- * test_score.c: unit tests of batch scoring and metrics (src/core/score.c,
+ * test_score.c: unit tests of batch scoring and metrics (src/core/serve/score.c,
  * metrics.c, the key maps' lookups).
  *
  * Same harness as test_core.c: fresh random inputs every run (the seed from

@@ -13,7 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "../../../src/core/gm_errors.h"
+#include "../../../src/core/common/gm_errors.h"
 
 /* a library call returning status type T, success ok, described by str(status) */
 #define BENCH_CALL(T, ok, str, call) \

@@ -1,6 +1,6 @@
 /*
  * gpu_als_bench.cu: correctness and speed of gpumf's CUDA implicit ALS
- * (cuda/als_implicit.cu, driven through its table of operations from
+ * (cuda/train/als_implicit.cu, driven through its table of operations from
  * gm_cuda_algo_ops) against a float64 reference, the CPU core (src/core) and
  * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
@@ -11,8 +11,8 @@
  * --timing: the timing tables alone, without the checks before them and
  * without the seed's baseline: test/bench/gpu/arch_run.sh compares builds.)
  */
-#include "../../../src/core/gm_core.h"
-#include "../../../cuda/common.cuh"	/* the module's exported entry points */
+#include "../../../src/core/common/gm_core.h"
+#include "../../../cuda/common/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-/* cuda/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
+/* cuda/common/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
 extern "C" void gm_cuda_set_chunk_queue(int on);
 #include <vector>
 #ifdef _OPENMP

@@ -1,6 +1,6 @@
 /*
  * linalg_bench.cu: correctness and speed of gpumf's GPU linear algebra
- * (cuda/spmv_pcg.cu, cuda/ols.cu) against the CPU core (src/core: float64
+ * (cuda/linalg/spmv.cu, pcg.cu, ols.cu) against the CPU core (src/core: float64
  * SpMV, the same PCG, the same QR) and against cuSPARSE; one run prints the
  * checks, then the tables the issue asks for, and ends with
  * "N passed, M failed" (the checks only; timings are not pass/fail).
@@ -12,7 +12,7 @@
  *     --cupy    the CuPy script to run on them (skipped if absent)
  */
 #include "gm_linalg.h"
-#include "../../../cuda/linalg_cuda.h"
+#include "../../../cuda/linalg/linalg_cuda.h"
 
 #include <cuda_runtime.h>
 
@@ -1133,7 +1133,7 @@ struct Bench
 
 /*
  * The diagonals the diagonal layout would take (the rule of
- * cuda/spmv_pcg.cu's find_diagonals: at most 32 offsets, no more bytes
+ * cuda/linalg/spmv.cu's find_diagonals: at most 32 offsets, no more bytes
  * than the CSR's values and indices), for the bytes of the floors; 0 if none.
  */
 static int

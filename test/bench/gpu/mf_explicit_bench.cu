@@ -1,7 +1,7 @@
 /*
  * mf_explicit_bench.cu: correctness checks and the benchmark of gpumf's
- * explicit-feedback models on the GPU (cuda/ccd.cu, cuda/als_explicit.cu)
- * against the CPU core (src/core/ccd.c, src/core/als_explicit.c).
+ * explicit-feedback models on the GPU (cuda/train/ccd.cu, cuda/train/als_explicit.cu)
+ * against the CPU core (src/core/train/ccd.c, src/core/train/als_explicit.c).
  *
  *   1. GPU vs CPU from the same start on a planted problem with long rows
  *      and columns (every work class of the GPU schedule, multi-chunk rows):
@@ -32,8 +32,8 @@
  *   float sums) for N (3) iterations, R (1) times over, each iteration's
  *   time printed (also for a profiler).
  */
-#include "../../../src/core/gm_explicit.h"
-#include "../../../cuda/common.cuh"	/* the module's exported entry points */
+#include "../../../src/core/train/gm_explicit.h"
+#include "../../../cuda/common/common.cuh"	/* the module's exported entry points */
 
 #include <cuda_runtime.h>
 
@@ -48,7 +48,7 @@
 #include <omp.h>
 #endif
 
-/* the module's switches (cuda/ccd.cu, cuda/als_explicit.cu) */
+/* the module's switches (cuda/train/ccd.cu, cuda/train/als_explicit.cu) */
 extern "C"
 {
 	void		gm_cuda_ccd_set_binning(int mode);

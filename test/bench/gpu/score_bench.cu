@@ -1,9 +1,9 @@
 /*
  * score_bench.cu: correctness and speed of gpumf's batch top-n scorer on the
- * GPU (cuda/score.cu, reached through the core's gm_score_topk with the
+ * GPU (cuda/serve/score.cu, reached through the core's gm_score_topk with the
  * module loaded by dlopen, as the server does) against a float64 reference
- * and the CPU scorer (src/core/score.c), and of evaluation (the same top-k
- * lists + src/core/metrics.c) on the GPU against the CPU.
+ * and the CPU scorer (src/core/serve/score.c), and of evaluation (the same top-k
+ * lists + src/core/serve/metrics.c) on the GPU against the CPU.
  *
  * No PostgreSQL.  Usage:
  *   score_bench [--quick] [--module cuda/gpumf_cuda.so] [--out DIR]
@@ -11,8 +11,8 @@
  * ML-20M-shaped problem, times it, and writes it to DIR (X, Y, the seen
  * CSR, the GPU's lists) for score_cupy.py, the CuPy baseline.
  */
-#include "../../../src/core/gm_core.h"
-#include "../../../src/core/gm_score.h"
+#include "../../../src/core/common/gm_core.h"
+#include "../../../src/core/serve/gm_score.h"
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>

@@ -24,8 +24,8 @@ if ! make -C cuda -j8 gpumf_cuda.so ../test/bench/gpu/score_bench >"$OUT/score-b
 	exit 1
 fi
 [ -n "${GPUMF_KEEP_BUILD:-}" ] ||
-	(cd cuda && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -I../src/core -Xcompiler -fPIC \
-		-Xptxas -v -c score.cu -o /dev/null) >"$OUT/score-ptxas.txt" 2>&1
+	(cd cuda && nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icommon -I../src/core/common -I../src/core/serve -Xcompiler -fPIC \
+		-Xptxas -v -c serve/score.cu -o /dev/null) >"$OUT/score-ptxas.txt" 2>&1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 ./test/bench/gpu/score_bench --out "$DATA" "$@" 2>&1 | tee "$OUT/score-bench.log"
 P=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/score-bench.log" | tail -1 | cut -d' ' -f1)

@@ -1,0 +1,1363 @@
+/*
+ * als_implicit.cu: implicit-feedback ALS on the GPU (the model of
+ * src/core/train/als_implicit.c: confidences c = 1 + alpha v on the observed
+ * pairs, alpha0 on the others, ridges regularization (n + alpha0 m)^nu), the
+ * CUDA table of operations gm_cuda_als_implicit_ops (gm_algo.h) that the
+ * core's training loop drives like the CPU table.
+ *
+ * How it works (see test/bench/gpu/README.md for the measurements):
+ *
+ *  - create uploads R and Rt (device_csr.cuh) and their values; the
+ *    confidences c = 1 + alpha v are derived on the device, rounded as the
+ *    CPU rounds them, and again by reset for another alpha; the sum of the
+ *    confidences (for the loss) is taken on the host.
+ *  - Factors live on the device row-major with the row length padded to kp
+ *    (gm_padded_k); padded columns stay exactly zero.
+ *  - G = alpha0 F^T F of the other side (cuBLAS sgemm, FP32), plus the
+ *    ridge on its first k diagonal entries when nu = 0; with nu > 0 each
+ *    row adds its own ridge (reg arrays, computed on the host).
+ *  - CG (GM_SOLVER_CG): two sweeps (users, items).  One CG pass (the
+ *    initial residual, then each of the cg_steps steps) is
+ *      1. a cuBLAS sgemm over all rows of the slice: AP = V G   (V = X or P;
+ *         the initial pass uses alpha = -1), i.e. the dense part of A v for
+ *         every row at once at sgemm speed instead of k^2 scalar reads per row;
+ *      2. one fused kernel, a warp per "chunk" (up to GM_CHUNK nonzeros of one
+ *         row): lanes form groups of LG lanes, each group takes one nonzero at
+ *         a time and holds its k-vector as V float4 per lane (16-byte loads,
+ *         coalesced); the dot y_i . v is a log2(LG)-step shuffle reduction
+ *         inside the group, so NG = 32/LG nonzeros are in flight per warp
+ *         (twice that with the unroll) and no __syncthreads is ever needed.
+ *         The groups' partial sums are combined once per chunk.  A row with a
+ *         single chunk then does its CG update straight from registers; a
+ *         row split over several chunks (popular items, heavy users) adds its
+ *         partial sums into AP with float4 atomics (atomic_add4: one vector
+ *         atomic on 9.0 and newer, four float atomics before) and the last
+ *         chunk to finish (a per-row counter, threadfence reduction) does the
+ *         update.
+ *    The update is the CPU core's (src/core/train/als_implicit.c cg_solve_row):
+ *      init:  r = sum_i (c_i - (c_i-alpha0) y_i.x) y_i - G x - reg x;  p = r;
+ *             rs = r.r
+ *      step:  if rs < 1e-20 skip;  Ap = G p + reg p + sum_i (c_i-alpha0)(y_i.p) y_i;
+ *             a = rs / p.Ap;  x += a p;  r -= a Ap;  rsn = r.r;
+ *             p = r + (rsn/rs) p;  rs = rsn    (rsn < 1e-20 stops the row)
+ *  - Block coordinate descent (GM_SOLVER_BLOCK; GM_SOLVER_EXACT up to 64
+ *    padded factors, as one block): als_block.cuh.  A sweep of the loop is
+ *    one block of one side (2 ceil(k/b) block_sweeps sweeps an iteration): begin
+ *    builds G at a side's first block and brings the per-entry predictions
+ *    s = x . y up to date (the other side's, permuted, which its own sweep
+ *    kept exact; recomputed from the factors every GM_REFRESH sides); run
+ *    is an sgemm H = X G(:, B) for the slice, the accumulate-and-solve
+ *    kernel and the prediction update.
+ *  - evaluate: the loss accumulates in float64 (the core's definition).
+ *
+ * Every CUDA and cuBLAS call goes through GM_CHECK, which writes the call,
+ * the error, the file and the line into err and returns GM_EDEVICE.
+ */
+#include "common.cuh"
+#include "device_csr.cuh"
+#include "als_block.cuh"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WARPS			8		/* warps per block in the CG kernels */
+#define GM_REFRESH		8		/* sides between exact recomputations of the predictions */
+
+typedef struct als_gpu
+{
+	/* the data (create) */
+	int32_t		n[2];			/* rows of side 0 (users) and 1 (items) */
+	int64_t		nnz;
+	gm_dcsr		m[2];			/* R and Rt, values turned into confidences */
+	float	   *vals[2];		/* R's and Rt's values as read */
+	gm_dchunks	ch[2];
+	const int64_t *indptr_h[2]; /* the caller's row pointers of R and Rt */
+	int32_t    *slot[2];		/* per row: scratch slot of a row of several chunks, or -1 */
+	int32_t		nslots[2];
+	int64_t    *perm;			/* position in R -> position in Rt (block solver) */
+	int		   *counter;		/* max(n), zero between passes */
+	int		   *queue;			/* 2 after counter: the chunk queue (device_csr.cuh) */
+	double	   *acc;			/* loss sums */
+	cublasHandle_t blas;
+	cudaStream_t stream;
+	int			have_blas;
+	int			have_stream;
+
+	/* the parameters (create, reset) */
+	gm_mf_params p;
+	int			k;
+	int			kp;
+	int			block;			/* 0: CG; else the block width b (32 or 64) */
+	int			nblocks;		/* ceil(k / block) */
+	int			sweeps;			/* block passes per side */
+	double		sum_c;
+	float	   *F[2];			/* X, Y: n x kp */
+	float	   *G;				/* kp x kp */
+	float	   *reg[2];			/* per-row ridges (nu > 0), else NULL */
+	float	   *R,
+			   *P,
+			   *AP;				/* CG: max(n) x kp work */
+	float	   *rs;				/* CG: max(n) */
+	float	   *S[2];			/* block: per-entry predictions of each side */
+	float	   *H,
+			   *D;				/* block: max(n) x b */
+	float	   *scratch;		/* block: max(nslots) x (b^2 + b) */
+	float	   *work;			/* evaluate: n_users x kp (block solver; CG uses AP) */
+	int			cache_side;		/* block: the side whose S is current, -1 none */
+	int			since_exact;	/* block: sides since S was computed from the factors */
+	int			prepared;		/* sweep begun, -1 none */
+} als_gpu;
+
+/* ------------------------------------------------------------ kernels */
+
+/*
+ * c = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
+ * multiply-add), so both backends train on the same confidences.
+ */
+__global__ void
+to_confidence(const float *v, float *c, int64_t n, float alpha)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		c[i] = __fadd_rn(1.0f, __fmul_rn(alpha, v[i]));
+}
+
+struct pass_args
+{
+	const int64_t *indptr;
+	const int32_t *indices;
+	const float *data;
+	const int2 *chunks;
+	int32_t		nchunks;
+	const float *Y;				/* the other side's factors */
+	float	   *X;				/* this side's factors */
+	float	   *R;
+	float	   *P;
+	float	   *AP;
+	float	   *rs;
+	int		   *counter;
+	int		   *queue;			/* the chunk queue (device_csr.cuh), or NULL */
+	const float *reg;			/* per-row ridge, or NULL (then in G) */
+	float		alpha0;
+};
+
+/*
+ * One CG pass.  INIT: r = AP - reg x + sum_i (c_i - (c_i - alpha0) y_i.x) y_i
+ * with AP = -XG.  Otherwise: Ap = AP + reg p + sum_i (c_i - alpha0)(y_i.p) y_i
+ * with AP = PG, then the update.
+ * kp = 4 * LG * V; lane (g = lane / LG, q = lane % LG) holds float4 number
+ * q + LG * t (t < V) of every row vector.
+ */
+template <int LG, int V, bool INIT>
+__device__ __forceinline__ void
+cg_chunk(const pass_args &a, int32_t task)
+{
+	constexpr int NG = 32 / LG;
+	constexpr int KP4 = LG * V;
+	const int	lane = threadIdx.x & 31;
+	const int	g = lane / LG;
+	const int	q = lane % LG;
+	const gm_chunk_span sp = gm_chunk_at(a.chunks, a.indptr, task);
+	const int32_t row = sp.row;
+	const int	nch = sp.nch;
+	const int64_t b = sp.b;
+	const int64_t e = sp.e;
+	float		rsold = 0.0f;
+
+	if (!INIT)
+	{
+		rsold = a.rs[row];
+		if (rsold < 1e-20f)
+			return;				/* converged: the CPU's "break" */
+	}
+
+	const float4 *vrow = reinterpret_cast<const float4 *>(
+		(INIT ? a.X : a.P) + (size_t) row * (KP4 * 4));
+	float4		v[V],
+				acc[V];
+
+#pragma unroll
+	for (int t = 0; t < V; t++)
+	{
+		v[t] = vrow[q + LG * t];
+		acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+	}
+
+	/*
+	 * Two nonzeros per group per round (2 NG per warp), the next round's ids
+	 * prefetched.  The loop bound is uniform across the warp so that every
+	 * lane reaches every shuffle; missing nonzeros count as zero rows.
+	 */
+	int32_t		id0 = 0,
+				id1 = 0;
+	float		c0 = 1.0f,
+				c1 = 1.0f;
+
+	if (b + g < e)
+	{
+		id0 = __ldg(a.indices + b + g);
+		c0 = __ldg(a.data + b + g);
+	}
+	if (b + g + NG < e)
+	{
+		id1 = __ldg(a.indices + b + g + NG);
+		c1 = __ldg(a.data + b + g + NG);
+	}
+	for (int64_t base = b; base < e; base += 2 * NG)
+	{
+		const bool	has0 = base + g < e;
+		const bool	has1 = base + g + NG < e;
+		const float4 *y0p = reinterpret_cast<const float4 *>(a.Y + (size_t) id0 * (KP4 * 4));
+		const float4 *y1p = reinterpret_cast<const float4 *>(a.Y + (size_t) id1 * (KP4 * 4));
+		const float cc0 = c0,
+					cc1 = c1;
+		float4		y0[V],
+					y1[V];
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+		{
+			y0[t] = has0 ? __ldg(y0p + q + LG * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+			y1[t] = has1 ? __ldg(y1p + q + LG * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+		}
+		{
+			const int64_t n0 = base + 2 * NG + g,
+						n1 = base + 3 * NG + g;
+
+			if (n0 < e)
+			{
+				id0 = __ldg(a.indices + n0);
+				c0 = __ldg(a.data + n0);
+			}
+			if (n1 < e)
+			{
+				id1 = __ldg(a.indices + n1);
+				c1 = __ldg(a.data + n1);
+			}
+		}
+		float		s0 = 0.f,
+					s1 = 0.f;
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+		{
+			s0 += dot4(y0[t], v[t]);
+			s1 += dot4(y1[t], v[t]);
+		}
+		s0 = group_sum<LG>(s0);
+		s1 = group_sum<LG>(s1);
+
+		float		w0,
+					w1;
+
+		if (INIT)
+		{
+			w0 = has0 ? cc0 - (cc0 - a.alpha0) * s0 : 0.0f;
+			w1 = has1 ? cc1 - (cc1 - a.alpha0) * s1 : 0.0f;
+		}
+		else
+		{
+			w0 = has0 ? (cc0 - a.alpha0) * s0 : 0.0f;
+			w1 = has1 ? (cc1 - a.alpha0) * s1 : 0.0f;
+		}
+#pragma unroll
+		for (int t = 0; t < V; t++)
+		{
+			fma4(acc[t], w0, y0[t]);
+			fma4(acc[t], w1, y1[t]);
+		}
+	}
+
+	/* combine the NG groups: afterwards every group holds the chunk's sum */
+#pragma unroll
+	for (int o = LG; o < 32; o <<= 1)
+	{
+#pragma unroll
+		for (int t = 0; t < V; t++)
+		{
+			acc[t].x += __shfl_xor_sync(0xffffffffu, acc[t].x, o);
+			acc[t].y += __shfl_xor_sync(0xffffffffu, acc[t].y, o);
+			acc[t].z += __shfl_xor_sync(0xffffffffu, acc[t].z, o);
+			acc[t].w += __shfl_xor_sync(0xffffffffu, acc[t].w, o);
+		}
+	}
+
+	float4	   *aprow = reinterpret_cast<float4 *>(a.AP + (size_t) row * (KP4 * 4));
+	float4		ap[V];
+
+	if (nch == 1)
+	{
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			ap[t] = add4(aprow[q + LG * t], acc[t]);
+	}
+	else
+	{
+		/* several chunks: publish, and the last one to arrive updates */
+		int			last = 0;
+
+		if (g == 0)
+		{
+#pragma unroll
+			for (int t = 0; t < V; t++)
+				atomic_add4(aprow + q + LG * t, acc[t]);
+		}
+		__threadfence();
+		__syncwarp();
+		if (lane == 0)
+		{
+			int			old = atomicAdd(a.counter + row, 1);
+
+			last = old == nch - 1;
+		}
+		last = __shfl_sync(0xffffffffu, last, 0);
+		if (!last)
+			return;
+		__threadfence();
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			ap[t] = __ldcg(aprow + q + LG * t);
+		if (lane == 0)
+			a.counter[row] = 0;
+	}
+
+	if (a.reg)
+	{
+		/* the row's own ridge (nu > 0): -reg x into r, +reg p into Ap */
+		const float rg = INIT ? -a.reg[row] : a.reg[row];
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			fma4(ap[t], rg, v[t]);
+	}
+
+	float4	   *rrow = reinterpret_cast<float4 *>(a.R + (size_t) row * (KP4 * 4));
+	float4	   *prow = reinterpret_cast<float4 *>(a.P + (size_t) row * (KP4 * 4));
+
+	if (INIT)
+	{
+		/* ap holds r */
+		float		s = 0.f;
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			s += dot4(ap[t], ap[t]);
+		s = group_sum<LG>(s);
+		if (g == 0)
+		{
+#pragma unroll
+			for (int t = 0; t < V; t++)
+			{
+				rrow[q + LG * t] = ap[t];
+				prow[q + LG * t] = ap[t];
+			}
+			if (q == 0)
+				a.rs[row] = s;
+		}
+		return;
+	}
+
+	/* the CG step; v holds p */
+	float		pap = 0.f;
+
+#pragma unroll
+	for (int t = 0; t < V; t++)
+		pap += dot4(v[t], ap[t]);
+	pap = group_sum<LG>(pap);
+
+	const float alpha = rsold / pap;
+	float4	   *xrow = reinterpret_cast<float4 *>(a.X + (size_t) row * (KP4 * 4));
+	float4		r[V];
+	float		rsn = 0.f;
+
+#pragma unroll
+	for (int t = 0; t < V; t++)
+	{
+		float4		x = xrow[q + LG * t];
+		float4		rr = rrow[q + LG * t];
+
+		x.x += alpha * v[t].x;
+		x.y += alpha * v[t].y;
+		x.z += alpha * v[t].z;
+		x.w += alpha * v[t].w;
+		rr.x -= alpha * ap[t].x;
+		rr.y -= alpha * ap[t].y;
+		rr.z -= alpha * ap[t].z;
+		rr.w -= alpha * ap[t].w;
+		r[t] = rr;
+		rsn += dot4(rr, rr);
+		if (g == 0)
+			xrow[q + LG * t] = x;
+	}
+	rsn = group_sum<LG>(rsn);
+	if (g == 0)
+	{
+		const float beta = rsn / rsold;
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+		{
+			float4		pp;
+
+			rrow[q + LG * t] = r[t];
+			pp.x = r[t].x + beta * v[t].x;
+			pp.y = r[t].y + beta * v[t].y;
+			pp.z = r[t].z + beta * v[t].z;
+			pp.w = r[t].w + beta * v[t].w;
+			prow[q + LG * t] = pp;
+		}
+		if (q == 0)
+			a.rs[row] = rsn;	/* < 1e-20 stops the row */
+	}
+}
+
+/* One CG pass over the chunks (cg_chunk), a warp at a time. */
+template <int LG, int V, bool INIT>
+__global__ void
+__launch_bounds__(WARPS * 32)
+cg_pass(pass_args a)
+{
+	for (int32_t task = gm_chunk_first(a.queue, WARPS); task < a.nchunks;
+		 task = gm_chunk_next(a.queue, a.nchunks))
+		cg_chunk<LG, V, INIT>(a, task);
+	gm_chunk_done(a.queue, WARPS);
+}
+
+/*
+ * Per stored entry, s = x_row . y_col (MODE 0: into out[entry]) or the
+ * loss's sparse part c (1 - s)^2 - alpha0 s^2 summed into *sum (MODE 1).
+ */
+template <int LG, int V, int MODE>
+__global__ void
+__launch_bounds__(WARPS * 32)
+entry_dots(const int64_t *indptr, const int32_t *indices, const float *data,
+		   const int2 *chunks, int32_t nchunks, const float *X, const float *Y,
+		   float alpha0, float *out, double *sum)
+{
+	constexpr int NG = 32 / LG;
+	constexpr int KP4 = LG * V;
+	__shared__ double part[WARPS];
+	const int	lane = threadIdx.x & 31;
+	const int	g = lane / LG;
+	const int	q = lane % LG;
+	const int32_t task = blockIdx.x * WARPS + (threadIdx.x >> 5);
+	double		acc = 0.0;
+
+	if (task < nchunks)
+	{
+		const int2	ch = chunks[task];
+		const int64_t rb = indptr[ch.x];
+		const int64_t re = indptr[ch.x + 1];
+		const int64_t b = rb + (int64_t) ch.y * GM_CHUNK;
+		const int64_t e = b + GM_CHUNK < re ? b + GM_CHUNK : re;
+		const float4 *xr = reinterpret_cast<const float4 *>(X + (size_t) ch.x * (KP4 * 4));
+		float4		x[V];
+
+#pragma unroll
+		for (int t = 0; t < V; t++)
+			x[t] = xr[q + LG * t];
+		/* the loop bound is uniform per group; the shuffles stay in-group */
+		for (int64_t base = b; base < e; base += NG)
+		{
+			int64_t		i = base + g;
+			float		s = 0.f;
+			float		c = 0.f;
+
+			if (i < e)
+			{
+				const float4 *yr = reinterpret_cast<const float4 *>(
+					Y + (size_t) __ldg(indices + i) * (KP4 * 4));
+
+				c = __ldg(data + i);
+#pragma unroll
+				for (int t = 0; t < V; t++)
+					s += dot4(__ldg(yr + q + LG * t), x[t]);
+			}
+			s = group_sum<LG>(s);
+			if (i < e && q == 0)
+			{
+				if (MODE == 0)
+					out[i] = s;
+				else
+				{
+					double		ds = s;
+
+					acc += c * (1.0 - ds) * (1.0 - ds) - alpha0 * ds * ds;
+				}
+			}
+		}
+	}
+	if (MODE == 1)
+	{
+		for (int o = 16; o > 0; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		if (lane == 0)
+			part[threadIdx.x >> 5] = acc;
+		__syncthreads();
+		if (threadIdx.x == 0)
+		{
+			double		s = 0.0;
+
+			for (int w = 0; w < WARPS; w++)
+				s += part[w];
+			atomicAdd(sum, s);
+		}
+	}
+}
+
+/*
+ * out[0] += sum a.b, out[1] += sum w_row b.b over n elements (rows of kp;
+ * w NULL: weight 1)
+ */
+__global__ void
+dense_sums(const float *A, const float *B, size_t n, const float *w, int kp, double *out)
+{
+	__shared__ double p0[32],
+				p1[32];
+	double		s0 = 0.0,
+				s1 = 0.0;
+
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+		 i += (size_t) gridDim.x * blockDim.x)
+	{
+		double		bv = B[i];
+
+		if (A)
+			s0 += (double) A[i] * bv;
+		s1 += (w ? (double) w[i / kp] : 1.0) * bv * bv;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+		s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+	}
+	if ((threadIdx.x & 31) == 0)
+	{
+		p0[threadIdx.x >> 5] = s0;
+		p1[threadIdx.x >> 5] = s1;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		double		a0 = 0.0,
+					a1 = 0.0;
+
+		for (int w = 0; w < (int) (blockDim.x >> 5); w++)
+		{
+			a0 += p0[w];
+			a1 += p1[w];
+		}
+		atomicAdd(out, a0);
+		atomicAdd(out + 1, a1);
+	}
+}
+
+/* G[i][i] += reg for the first k diagonal entries (the padded ones stay 0) */
+__global__ void
+add_diag(float *G, int k, int kp, float reg)
+{
+	int			i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < k)
+		G[(size_t) i * kp + i] += reg;
+}
+
+/* users <- items: dst[e] = src[perm[e]]; items <- users: dst[perm[e]] = src[e] */
+__global__ void
+permute_entries(const float *src, float *dst, const int64_t *perm, int64_t n, int gather)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < n;
+		 e += (int64_t) gridDim.x * blockDim.x)
+	{
+		if (gather)
+			dst[e] = src[perm[e]];
+		else
+			dst[perm[e]] = src[e];
+	}
+}
+
+/* ----------------------------------------------------- shape dispatch */
+
+/* Launch one CG pass over a slice's chunks with the kernel shape of kp. */
+static cudaError_t
+launch_pass(int kp, bool init, const pass_args &a, cudaStream_t st)
+{
+	/* per kernel and kp / 32 (gm_chunk_grid) */
+	static int	resident[2][GM_MAXK / 32];
+	int		   *res = &resident[init][(kp / 32 - 1) & (GM_MAXK / 32 - 1)];
+
+	if (a.nchunks == 0)
+		return cudaSuccess;
+	switch (kp)
+	{
+#define CASE(KP, LG, V) \
+		case KP: \
+			if (init) \
+				cg_pass<LG, V, true><<<gm_chunk_grid(cg_pass<LG, V, true>, res, WARPS, 0, \
+													 a.nchunks, a.queue), WARPS * 32, 0, st>>>(a); \
+			else \
+				cg_pass<LG, V, false><<<gm_chunk_grid(cg_pass<LG, V, false>, res, WARPS, 0, \
+													  a.nchunks, a.queue), WARPS * 32, 0, st>>>(a); \
+			break;
+			GM_SHAPES(CASE)
+#undef CASE
+		default:
+			return cudaErrorInvalidValue;
+	}
+	return cudaGetLastError();
+}
+
+/*
+ * The per-entry dots over all of side's rows: into out (MODE 0, the
+ * predictions) or the loss's sparse part into *sum (MODE 1).
+ */
+static cudaError_t
+launch_dots(const als_gpu *h, int side, bool loss, float *out, double *sum)
+{
+	int32_t		nchunks = h->ch[side].ptr[h->n[side]];
+	dim3		grid((nchunks + WARPS - 1) / WARPS);
+	const gm_dcsr *m = &h->m[side];
+	const float *X = h->F[side],
+			   *Y = h->F[1 - side];
+	float		a0 = h->p.alpha0;
+
+	if (nchunks == 0)
+		return cudaSuccess;
+	switch (h->kp)
+	{
+#define CASE(KP, LG, V) \
+		case KP: \
+			if (loss) \
+				entry_dots<LG, V, 1><<<grid, WARPS * 32, 0, h->stream>>>( \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
+			else \
+				entry_dots<LG, V, 0><<<grid, WARPS * 32, 0, h->stream>>>( \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
+			break;
+			GM_SHAPES(CASE)
+#undef CASE
+		default:
+			return cudaErrorInvalidValue;
+	}
+	return cudaGetLastError();
+}
+
+/* --------------------------------------------------------- operations */
+
+/* Free what depends on the parameters (reset frees and rebuilds it). */
+static void
+free_params(als_gpu *h)
+{
+	for (int s = 0; s < 2; s++)
+	{
+		gm_dev_free(h->F[s]);
+		gm_dev_free(h->reg[s]);
+		gm_dev_free(h->S[s]);
+		h->F[s] = h->reg[s] = h->S[s] = NULL;
+	}
+	gm_dev_free(h->G);
+	gm_dev_free(h->R);
+	gm_dev_free(h->P);
+	gm_dev_free(h->AP);
+	gm_dev_free(h->rs);
+	gm_dev_free(h->H);
+	gm_dev_free(h->D);
+	gm_dev_free(h->scratch);
+	gm_dev_free(h->work);
+	h->G = h->R = h->P = h->AP = h->rs = h->H = h->D = h->scratch = h->work = NULL;
+}
+
+/* Free all device memory and handles; safe on NULL and after errors. */
+static void
+als_destroy(void *p)
+{
+	als_gpu    *h = (als_gpu *) p;
+
+	if (h == NULL)
+		return;
+	if (h->have_stream)
+		cudaStreamSynchronize(h->stream);
+	free_params(h);
+	for (int s = 0; s < 2; s++)
+	{
+		gm_dcsr_free(&h->m[s]);
+		gm_dchunks_free(&h->ch[s]);
+		gm_dev_free(h->vals[s]);
+		gm_dev_free(h->slot[s]);
+	}
+	gm_dev_free(h->perm);
+	gm_dev_free(h->counter);
+	gm_dev_free(h->acc);
+	if (h->have_blas)
+		cublasDestroy(h->blas);
+	if (h->have_stream)
+		cudaStreamDestroy(h->stream);
+	(void) cudaGetLastError();
+	free(h);
+}
+
+/*
+ * The block width the GPU uses for p at padded width kp: the exact solver
+ * is one block (kp <= 64, else 0: not available); the block solver takes
+ * 64 when asked for more than 32 and kp is a multiple of 64, else 32.
+ * Returns -1 for CG.
+ */
+static int
+gpu_block_width(const gm_mf_params *p, int kp)
+{
+	if (p->solver == GM_SOLVER_CG)
+		return -1;
+	if (p->solver == GM_SOLVER_EXACT)
+		return kp <= GM_BLOCK_MAX ? kp : 0;
+	if (gm_block_size(p) >= p->factors && kp <= GM_BLOCK_MAX)
+		return kp;
+	return gm_block_size(p) > GM_BLOCK_MIN && kp % GM_BLOCK_MAX == 0 ? GM_BLOCK_MAX : GM_BLOCK_MIN;
+}
+
+/* Rows longer than one chunk get scratch slots (block solver); host side. */
+static int
+build_slots(als_gpu *h, int side, char *err, size_t errlen)
+{
+	int32_t		n = h->n[side];
+	int32_t    *slot = (int32_t *) malloc(sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	int32_t		ns = 0;
+	cudaError_t e;
+
+	if (!slot)
+	{
+		snprintf(err, errlen, "out of host memory for the block solver's slots");
+		return GM_ENOMEM;
+	}
+	for (int32_t r = 0; r < n; r++)
+		slot[r] = h->indptr_h[side][r + 1] - h->indptr_h[side][r] > GM_CHUNK ? ns++ : -1;
+	e = gm_dev_malloc((void **) &h->slot[side], sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	if (e == cudaSuccess)
+		e = cudaMemcpy(h->slot[side], slot, sizeof(int32_t) * (size_t) n, cudaMemcpyHostToDevice);
+	free(slot);
+	GM_CHECK(e);
+	h->nslots[side] = ns;
+	return GM_OK;
+}
+
+/* position in R -> position in Rt, on the host, uploaded (block solver) */
+static int
+build_perm(als_gpu *h, const gm_csr *R, const gm_csr *Rt, char *err, size_t errlen)
+{
+	int64_t    *perm = (int64_t *) malloc(sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	int64_t    *next = (int64_t *) malloc(sizeof(int64_t) * (size_t) (R->n_cols > 0 ? R->n_cols : 1));
+	cudaError_t e;
+
+	if (!perm || !next)
+	{
+		free(perm);
+		free(next);
+		snprintf(err, errlen, "out of host memory for the entry permutation");
+		return GM_ENOMEM;
+	}
+	/* Rt's rows list users in order, so the t-th visit of item i is Rt.indptr[i] + t */
+	memcpy(next, Rt->indptr, sizeof(int64_t) * (size_t) R->n_cols);
+	for (int32_t u = 0; u < R->n_rows; u++)
+		for (int64_t e2 = R->indptr[u]; e2 < R->indptr[u + 1]; e2++)
+			perm[e2] = next[R->indices[e2]]++;
+	e = gm_dev_malloc((void **) &h->perm, sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	if (e == cudaSuccess && h->nnz > 0)
+		e = cudaMemcpy(h->perm, perm, sizeof(int64_t) * (size_t) h->nnz, cudaMemcpyHostToDevice);
+	free(perm);
+	free(next);
+	GM_CHECK(e);
+	return GM_OK;
+}
+
+/* The data side of create: stream, handles, uploads, chunk lists. */
+static int
+create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
+{
+	const gm_csr *A[2] = {d->R, d->Rt};
+	size_t		nmax;
+	int			rc;
+
+	GM_CHECK(cudaSetDevice(0));
+	/* a blocking stream: events on the legacy default stream bracket it */
+	GM_CHECK(cudaStreamCreate(&h->stream));
+	h->have_stream = 1;
+	GM_CHECK(cublasCreate(&h->blas));
+	h->have_blas = 1;
+	GM_CHECK(cublasSetStream(h->blas, h->stream));
+	GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH));	/* FP32, no TF32 */
+	GM_CHECK(gm_block_prepare());
+
+	for (int s = 0; s < 2; s++)
+	{
+		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
+			return rc;
+		/* the values as read stay; data becomes the confidences */
+		GM_CHECK(gm_dev_malloc((void **) &h->vals[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+		if (h->nnz > 0)
+			GM_CHECK(cudaMemcpy(h->vals[s], A[s]->data, sizeof(float) * (size_t) h->nnz,
+								cudaMemcpyHostToDevice));
+		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, h->n[s], err, errlen)) != GM_OK)
+			return rc;
+		if ((rc = build_slots(h, s, err, errlen)) != GM_OK)
+			return rc;
+	}
+	if ((rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
+		return rc;
+	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
+	GM_CHECK(gm_dev_malloc((void **) &h->counter, sizeof(int) * (nmax + 2)));
+	GM_CHECK(gm_dev_malloc((void **) &h->acc, sizeof(double) * 4));
+	GM_CHECK(cudaMemset(h->counter, 0, sizeof(int) * (nmax + 2)));
+	h->queue = h->counter + nmax;
+	return GM_OK;
+}
+
+/*
+ * The parameter side of create and reset: confidences for p->alpha,
+ * factors from d (padded), G, the ridges, and the solver's work arrays,
+ * poisoned with NaN (0xff..) so that reading what no pass wrote shows.
+ */
+static int
+setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
+			 size_t errlen)
+{
+	const float *Fh[2] = {d->X, d->Y};
+	size_t		nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
+	int			kp = gm_padded_k(p->factors),
+				k = p->factors,
+				bw = gpu_block_width(p, kp);
+
+	if (kp == 0)
+	{
+		snprintf(err, errlen, "the CUDA module supports 1 to %d factors, not %d",
+				 GM_MAXK, p->factors);
+		return GM_EINVAL;
+	}
+	if (bw == 0)
+	{
+		snprintf(err, errlen,
+				 "the exact solver runs on the GPU up to %d factors, not %d: use the block solver",
+				 GM_BLOCK_MAX, p->factors);
+		return GM_ENOTSUP;
+	}
+	free_params(h);
+	h->p = *p;
+	h->k = k;
+	h->kp = kp;
+	h->block = bw > 0 ? bw : 0;
+	h->nblocks = bw > 0 ? (k + bw - 1) / bw : 0;	/* blocks of padding alone are skipped */
+	h->sweeps = p->solver == GM_SOLVER_BLOCK ? p->block_sweeps : 1;
+	h->prepared = -1;
+	h->cache_side = -1;
+	h->since_exact = 0;
+
+	for (int s = 0; s < 2; s++)
+	{
+		int32_t		n = h->n[s];
+
+		if (h->nnz > 0)
+		{
+			to_confidence<<<1024, 256, 0, h->stream>>>(h->vals[s], h->m[s].data, h->nnz, p->alpha);
+			GM_CHECK_LAUNCH();
+		}
+		GM_CHECK(gm_dev_malloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
+		GM_CHECK(cudaMemsetAsync(h->F[s], 0, sizeof(float) * (size_t) n * kp, h->stream));
+		GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
+								   sizeof(float) * k, n, cudaMemcpyHostToDevice, h->stream));
+		if (p->nu != 0.0f)
+		{
+			/* regularization (n_r + alpha0 n_other)^nu, as gm_als_row_reg */
+			float	   *r = (float *) malloc(sizeof(float) * (size_t) (n > 0 ? n : 1));
+			double		other = (double) p->alpha0 * h->n[1 - s];
+			cudaError_t e;
+
+			if (!r)
+			{
+				snprintf(err, errlen, "out of host memory for the ridges");
+				return GM_ENOMEM;
+			}
+			for (int32_t i = 0; i < n; i++)
+				r[i] = (float) (p->regularization *
+								pow((double) (h->indptr_h[s][i + 1] - h->indptr_h[s][i]) + other,
+									p->nu));
+			e = gm_dev_malloc((void **) &h->reg[s], sizeof(float) * (size_t) (n > 0 ? n : 1));
+			if (e == cudaSuccess)
+				e = cudaMemcpy(h->reg[s], r, sizeof(float) * (size_t) n, cudaMemcpyHostToDevice);
+			free(r);
+			GM_CHECK(e);
+		}
+	}
+	GM_CHECK(gm_dev_malloc((void **) &h->G, sizeof(float) * (size_t) kp * kp));
+	if (h->block == 0)
+	{
+		GM_CHECK(gm_dev_malloc((void **) &h->R, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->P, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->AP, sizeof(float) * nmax * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->rs, sizeof(float) * nmax));
+		GM_CHECK(cudaMemsetAsync(h->R, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->P, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->AP, 0xff, sizeof(float) * nmax * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->rs, 0xff, sizeof(float) * nmax, h->stream));
+	}
+	else
+	{
+		size_t		b = (size_t) h->block,
+					ns = (size_t) (h->nslots[0] > h->nslots[1] ? h->nslots[0] : h->nslots[1]);
+
+		for (int s = 0; s < 2; s++)
+		{
+			GM_CHECK(gm_dev_malloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
+			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1),
+									 h->stream));
+		}
+		GM_CHECK(gm_dev_malloc((void **) &h->H, sizeof(float) * nmax * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->D, sizeof(float) * nmax * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->scratch, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b)));
+		GM_CHECK(cudaMemsetAsync(h->H, 0xff, sizeof(float) * nmax * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->D, 0xff, sizeof(float) * nmax * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->scratch, 0, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b),
+								 h->stream));
+	}
+
+	/* the loss's denominator, summed as the confidences were before (host, in order) */
+	h->sum_c = 0.0;
+	for (int64_t i = 0; i < h->nnz; i++)
+	{
+		float		c = 1.0f + p->alpha * d->R->data[i];
+
+		h->sum_c += c;
+	}
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	return GM_OK;
+}
+
+/* Take the problem: upload it (see the file's comment). */
+static int
+als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	als_gpu    *h;
+	int			rc;
+
+	(void) cb;					/* the core polls between slices */
+	*out = NULL;
+	if (!d || !p || !d->R || !d->Rt || !d->X || !d->Y || !d->R->indptr || !d->Rt->indptr ||
+		d->R->n_rows < 1 || d->R->n_cols < 1 || d->R->nnz < 0 ||
+		d->Rt->n_rows != d->R->n_cols || d->Rt->nnz != d->R->nnz || p->cg_steps < 0 ||
+		(d->R->nnz > 0 && (!d->R->indices || !d->R->data || !d->Rt->indices || !d->Rt->data)))
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
+		return GM_EINVAL;
+	}
+	if (gm_padded_k(p->factors) == 0)
+	{
+		snprintf(err, errlen, "the CUDA module supports 1 to %d factors, not %d",
+				 GM_MAXK, p->factors);
+		return GM_EINVAL;
+	}
+	if (gpu_block_width(p, gm_padded_k(p->factors)) == 0)
+	{
+		snprintf(err, errlen,
+				 "the exact solver runs on the GPU up to %d factors, not %d: use the block solver",
+				 GM_BLOCK_MAX, p->factors);
+		return GM_ENOTSUP;
+	}
+	h = (als_gpu *) calloc(1, sizeof(als_gpu));
+	if (!h)
+	{
+		snprintf(err, errlen, "out of host memory");
+		return GM_ENOMEM;
+	}
+	h->n[0] = d->R->n_rows;
+	h->n[1] = d->R->n_cols;
+	h->nnz = d->R->nnz;
+	h->indptr_h[0] = d->R->indptr;
+	h->indptr_h[1] = d->Rt->indptr;
+	rc = create_data(h, d, err, errlen);
+	if (rc == GM_OK)
+		rc = setup_params(h, d, p, err, errlen);
+	if (rc != GM_OK)
+	{
+		als_destroy(h);
+		return rc;
+	}
+	gm_device_name(device, devlen);
+	*out = h;
+	return GM_OK;
+}
+
+/* Start over with parameters p on the uploaded data (gm_algo_ops.reset). */
+static int
+als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err,
+		  size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+
+	if (!h || !d || !p || !d->R || !d->X || !d->Y || d->R->n_rows != h->n[0] ||
+		d->R->n_cols != h->n[1] || d->R->nnz != h->nnz)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS reset");
+		return GM_EINVAL;
+	}
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	return setup_params(h, d, p, err, errlen);
+}
+
+/* CG: two sweeps an iteration; block: one per block, pass and side. */
+static int
+als_n_sweeps(void *ph)
+{
+	als_gpu    *h = (als_gpu *) ph;
+
+	return h->block ? 2 * h->nblocks * h->sweeps : 2;
+}
+
+/* G = alpha0 F^T F (+ reg on the first k diagonal entries), F = factors of a side */
+static int
+gram(als_gpu *h, const float *F, int32_t n, float scale, float reg, float *G,
+	 char *err, size_t errlen)
+{
+	const float zero = 0.0f;
+	int			kp = h->kp;
+
+	/* column-major view: F is kp x n (ld kp); G = F F^T */
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_T, kp, kp, n, &scale,
+						 F, kp, F, kp, &zero, G, kp));
+	if (reg != 0.0f)
+	{
+		add_diag<<<(h->k + 255) / 256, 256, 0, h->stream>>>(G, h->k, kp, reg);
+		GM_CHECK_LAUNCH();
+	}
+	return GM_OK;
+}
+
+/* The side and block of sweep s. */
+static void
+sweep_of(const als_gpu *h, int s, int *side, int *blk, int *first, int *last)
+{
+	int			per = h->block ? h->nblocks * h->sweeps : 1,
+				j = s % per;
+
+	*side = s / per;
+	*blk = h->block ? j % h->nblocks : 0;
+	*first = j == 0;
+	*last = j == per - 1;
+}
+
+/*
+ * The block solver's predictions s = x . y for side's entries: the other
+ * side's (kept exact by its sweep), permuted, or computed afresh when there
+ * are none or GM_REFRESH sides have passed.
+ */
+static int
+prepare_predictions(als_gpu *h, int side, char *err, size_t errlen)
+{
+	if (h->cache_side == 1 - side && h->since_exact < GM_REFRESH)
+	{
+		permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side], h->perm,
+													 h->nnz, side == 0);
+		GM_CHECK_LAUNCH();
+		h->since_exact++;
+	}
+	else if (h->cache_side != side)
+	{
+		GM_CHECK(launch_dots(h, side, false, h->S[side], NULL));
+		h->since_exact = 0;
+	}
+	return GM_OK;
+}
+
+/*
+ * Begin sweep s.  A side's first sweep builds G = alpha0 F^T F (+ reg I
+ * when nu = 0) of the other side (and the block solver's predictions).
+ * What a row costs, in multiply-adds: CG (len + k) k per pass, as on the
+ * CPU; a block b (2 kp + b^2 / 3) + len b (b + 2).
+ */
+static int
+als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last,
+				rc;
+
+	if (!h || s < 0 || s >= als_n_sweeps(h) || !sw)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS begin_sweep");
+		return GM_EINVAL;
+	}
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (first)
+	{
+		rc = gram(h, h->F[1 - side], h->n[1 - side], h->p.alpha0,
+				  h->p.nu == 0.0f ? h->p.regularization : 0.0f, h->G, err, errlen);
+		if (rc == GM_OK && h->block)
+			rc = prepare_predictions(h, side, err, errlen);
+		if (rc != GM_OK)
+			return rc;
+	}
+	else if (h->prepared != s - 1)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS: sweep %d begun after %d", s, h->prepared);
+		return GM_EINVAL;
+	}
+	h->prepared = s;
+	sw->n_rows = h->n[side];
+	sw->indptr = h->indptr_h[side];
+	if (h->block)
+	{
+		double		b = h->block;
+
+		sw->row_work = b * (2.0 * h->kp + b * b / 3.0);
+		sw->nnz_work = b * (b + 2.0);
+	}
+	else
+	{
+		sw->row_work = (double) h->k * h->k * h->p.cg_steps;
+		sw->nnz_work = (double) h->k * h->p.cg_steps;
+	}
+	return GM_OK;
+}
+
+/* The CG solve of rows [begin, end) of side. */
+static int
+run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	const int	kp = h->kp;
+	const float one = 1.0f,
+				minus = -1.0f,
+				zero = 0.0f;
+	int32_t		n = end - begin;
+	pass_args	a;
+
+	a.indptr = h->m[side].indptr;
+	a.indices = h->m[side].indices;
+	a.data = h->m[side].data;
+	a.chunks = h->ch[side].chunks + h->ch[side].ptr[begin];
+	a.nchunks = h->ch[side].ptr[end] - h->ch[side].ptr[begin];
+	a.Y = h->F[1 - side];
+	a.X = h->F[side];
+	a.R = h->R;
+	a.P = h->P;
+	a.AP = h->AP;
+	a.rs = h->rs;
+	a.counter = h->counter;
+	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
+	a.reg = h->reg[side];
+	a.alpha0 = h->p.alpha0;
+
+	/* tf32: the dense products V G on tensor cores (TF32 inputs, FP32 accumulation) */
+	if (gm_use_tf32(&h->p))
+		GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+	/* AP = -X G for the slice (column-major: AP^T = G^T X^T, G symmetric) */
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &minus,
+						 h->G, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
+						 h->AP + (size_t) begin * kp, kp));
+	GM_CHECK(launch_pass(kp, true, a, h->stream));
+	for (int s = 0; s < h->p.cg_steps; s++)
+	{
+		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
+							 h->G, kp, h->P + (size_t) begin * kp, kp, &zero,
+							 h->AP + (size_t) begin * kp, kp));
+		GM_CHECK(launch_pass(kp, false, a, h->stream));
+	}
+	if (gm_use_tf32(&h->p))
+		GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_PEDANTIC_MATH));
+	return GM_OK;
+}
+
+/* One block of rows [begin, end) of side (als_block.cuh). */
+static int
+run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
+		  size_t errlen)
+{
+	const int	kp = h->kp,
+				b = h->block,
+				b0 = blk * b;
+	const float one = 1.0f,
+				zero = 0.0f;
+	int32_t		n = end - begin;
+	gm_block_args a;
+
+	a.indptr = h->m[side].indptr;
+	a.indices = h->m[side].indices;
+	a.data = h->m[side].data;
+	a.chunks = h->ch[side].chunks + h->ch[side].ptr[begin];
+	a.nchunks = h->ch[side].ptr[end] - h->ch[side].ptr[begin];
+	a.Y = h->F[1 - side];
+	a.X = h->F[side];
+	a.S = h->S[side];
+	a.G = h->G;
+	a.H = h->H;
+	a.D = h->D;
+	a.reg = h->reg[side];
+	a.slot = h->slot[side];
+	a.scratch = h->scratch;
+	a.counter = h->counter;
+	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
+	a.kp = kp;
+	a.k = h->k;
+	a.b0 = b0;
+	a.alpha0 = h->p.alpha0;
+
+	/* H = X G(:, B) for the slice (column-major: H^T (b x n) = G(B, :) X^T) */
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, b, n, kp, &one,
+						 h->G + b0, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
+						 h->H + (size_t) begin * b, b));
+	GM_CHECK(gm_block_pass(b, gm_use_tf32(&h->p), a, h->stream));
+	GM_CHECK(gm_block_apply(b, a, h->stream));
+	return GM_OK;
+}
+
+/* Launch the solve of rows [begin, end) of sweep s (after begin_sweep).  Asynchronous. */
+static int
+als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last;
+
+	if (!h || s < 0 || s >= als_n_sweeps(h))
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (begin < 0 || end > h->n[side] || begin > end)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	if (h->prepared != s)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS run: sweep %d was not begun", s);
+		return GM_EINVAL;
+	}
+	if (end == begin || (!h->block && h->p.cg_steps == 0))
+		return GM_OK;
+	return h->block ? run_block(h, side, blk, begin, end, err, errlen) :
+		run_cg(h, side, begin, end, err, errlen);
+}
+
+/* A side's last block leaves its predictions current. */
+static int
+als_end_sweep(void *ph, int s, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	int			side,
+				blk,
+				first,
+				last;
+
+	(void) err;
+	(void) errlen;
+	sweep_of(h, s, &side, &blk, &first, &last);
+	if (h->block && last)
+		h->cache_side = side;
+	return GM_OK;
+}
+
+/* Wait for queued work; reports asynchronous kernel errors. */
+static int
+als_sync(void *ph, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+
+	if (!h)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS sync");
+		return GM_EINVAL;
+	}
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	GM_CHECK(cudaGetLastError());
+	return GM_OK;
+}
+
+/* The implicit-ALS loss (the core's definition), in float64; no RMSE. */
+static int
+als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	const float one = 1.0f,
+				zero = 0.0f;
+	const int	kp = h ? h->kp : 0;
+	double		acc[4],
+				ridge;
+	int			rc;
+	float	   *tmp;
+
+	if (!h || !m)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS evaluate");
+		return GM_EINVAL;
+	}
+	/* G is rebuilt by the next begin_sweep */
+	h->prepared = -1;
+	rc = gram(h, h->F[1], h->n[1], 1.0f, 0.0f, h->G, err, errlen);
+	if (rc != GM_OK)
+		return rc;
+	/* X (Y^T Y) into a work array of n_users x kp */
+	if (h->block && h->work == NULL)
+		GM_CHECK(gm_dev_malloc((void **) &h->work, sizeof(float) * (size_t) h->n[0] * kp));
+	tmp = h->block ? h->work : h->AP;
+	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, h->n[0], kp, &one,
+						 h->G, kp, h->F[0], kp, &zero, tmp, kp));
+	GM_CHECK(cudaMemsetAsync(h->acc, 0, sizeof(double) * 4, h->stream));
+	dense_sums<<<1024, 256, 0, h->stream>>>(tmp, h->F[0], (size_t) h->n[0] * kp, h->reg[0],
+											kp, h->acc);
+	GM_CHECK_LAUNCH();
+	dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1], (size_t) h->n[1] * kp, h->reg[1],
+										   kp, h->acc + 2);
+	GM_CHECK_LAUNCH();
+	GM_CHECK(launch_dots(h, 0, true, NULL, h->acc + 2));	/* acc[2] is unused by dense_sums */
+	GM_CHECK(cudaMemcpyAsync(acc, h->acc, sizeof(double) * 4, cudaMemcpyDeviceToHost, h->stream));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	/* acc: [0] x'Gx  [1] (weighted) |X|^2  [2] sparse  [3] (weighted) |Y|^2 */
+	ridge = h->p.nu == 0.0f ? h->p.regularization * (acc[1] + acc[3]) : acc[1] + acc[3];
+	m->loss = (h->p.alpha0 * acc[0] + acc[2] + ridge) /
+		(h->sum_c + h->p.alpha0 * ((double) h->n[0] * h->n[1] - (double) h->nnz));
+	m->rmse = NAN;
+	return GM_OK;
+}
+
+/* Copy the factors back into d->X and d->Y (a NULL array is skipped). */
+static int
+als_download(void *ph, gm_mf_data *d, char *err, size_t errlen)
+{
+	als_gpu    *h = (als_gpu *) ph;
+	float	   *out[2];
+
+	if (!h || !d)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS download");
+		return GM_EINVAL;
+	}
+	out[0] = d->X;
+	out[1] = d->Y;
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	for (int s = 0; s < 2; s++)
+		if (out[s])
+			GM_CHECK(cudaMemcpy2D(out[s], sizeof(float) * h->k, h->F[s],
+								  sizeof(float) * h->kp, sizeof(float) * h->k,
+								  h->n[s], cudaMemcpyDeviceToHost));
+	return GM_OK;
+}
+
+extern const gm_algo_ops gm_cuda_als_implicit_ops = {
+	"cuda",
+	als_create,
+	als_n_sweeps,
+	als_begin_sweep,
+	als_run,
+	als_end_sweep,
+	als_sync,
+	als_evaluate,
+	als_download,
+	als_destroy,
+	als_reset,
+};

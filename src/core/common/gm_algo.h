@@ -1,0 +1,262 @@
+/*
+ * gm_algo.h: how a matrix-factorization algorithm plugs into gpumf.
+ *
+ * Shared by src/core (C) and cuda/ (CUDA C++): plain C types, no other
+ * includes than the error codes, no PostgreSQL.  An algorithm is one table of
+ * operations per backend: the CPU table lives in the algorithm's file in
+ * src/core (als_implicit.c, als_explicit.c, ccd.c), the CUDA table in its
+ * .cu file in cuda/, handed out by the module's gm_cuda_algo_ops().  The
+ * training loop (mf_loop.c) drives either table the same way:
+ *
+ *     create
+ *     for each iteration:
+ *         for s in 0 .. n_sweeps - 1:
+ *             begin_sweep(s)            e.g. a Gram matrix, a rank-one residual update
+ *             run(s, begin, end) ...    rows [begin, end) of the sweep, in slices sized
+ *                                       by work so that cancellation is polled often;
+ *                                       may be asynchronous
+ *             end_sweep(s)
+ *         sync; evaluate                loss (and training RMSE) after the iteration
+ *     download; destroy                 (destroy also after any error or a cancel)
+ *
+ * A table with reset can start over on the same data with other parameters
+ * (create ... download, reset, iterations ..., download, ... destroy): a
+ * hyper-parameter search uploads the data once.
+ *
+ * When the structs below change, bump GM_ALGO_ABI_VERSION: the core refuses
+ * a CUDA module built against another version.
+ */
+#ifndef GM_ALGO_H
+#define GM_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GM_ALGO_ABI_VERSION 3
+
+/* Compressed sparse rows; columns sorted and unique within each row. */
+typedef struct gm_csr
+{
+	int32_t		n_rows;
+	int32_t		n_cols;
+	int64_t		nnz;
+	int64_t    *indptr;			/* n_rows + 1 */
+	int32_t    *indices;		/* nnz */
+	float	   *data;			/* nnz */
+} gm_csr;
+
+typedef enum gm_backend_kind
+{
+	GM_BACKEND_CPU = 0,
+	GM_BACKEND_CUDA = 1
+} gm_backend_kind;
+
+typedef enum gm_algorithm
+{
+	GM_ALG_ALS_IMPLICIT = 0,	/* SQL 'als': implicit feedback (Hu, Koren, Volinsky 2008;
+								 * Rendle et al. 2022 with alpha0 and nu) */
+	GM_ALG_ALS_EXPLICIT = 1,	/* SQL 'als_explicit': ratings, weighted-lambda ALS (Zhou 2008) */
+	GM_ALG_CCD = 2,				/* SQL 'ccd': ratings, CCD++ (Yu et al. 2012) */
+	GM_ALG_COUNT
+} gm_algorithm;
+
+/*
+ * Solvers of the implicit model's per-row systems A x = b (see
+ * src/core/train/als_implicit.c for A and b).
+ */
+typedef enum gm_solver
+{
+	GM_SOLVER_CG = 0,			/* cg_steps conjugate-gradient steps, warm started */
+	GM_SOLVER_BLOCK = 1,		/* block coordinate descent: exact block_size^2 solves
+								 * of the coordinates block by block, block_sweeps
+								 * passes (iALS++, Rendle et al. 2021) */
+	GM_SOLVER_EXACT = 2,		/* exact k x k solve per row (Cholesky) */
+	GM_SOLVER_COUNT
+} gm_solver;
+
+/* block_size 0 means this many coordinates per block (fewer when k is smaller) */
+#define GM_DEFAULT_BLOCK_SIZE	32
+
+/* tf32 = -1 (the default) puts CG's dense products on tensor cores from this many factors */
+#define GM_TF32_MIN_FACTORS		512
+
+/* Hyper-parameters.  Fields that do not apply to an algorithm are ignored by it. */
+typedef struct gm_mf_params
+{
+	gm_algorithm algorithm;
+	gm_backend_kind backend;
+	int			factors;
+	int			iterations;
+	float		regularization;
+	uint64_t	seed;
+	int			threads;		/* CPU threads; <= 0 means one per core */
+	double		tolerance;		/* stop once the loss changes by less than this, relatively (0: never) */
+
+	/*
+	 * implicit ALS: observed entries weigh c = 1 + alpha * value, unobserved
+	 * ones alpha0; a row with n entries, against m rows on the other side,
+	 * has the ridge regularization * (n + alpha0 * m)^nu
+	 */
+	float		alpha;
+	int			cg_steps;
+	float		alpha0;			/* weight of the unobserved entries (1: the 2008 form) */
+	float		nu;				/* frequency-scaled regularisation exponent in [0, 1]
+								 * (0: a fixed lambda) */
+	gm_solver	solver;
+	int			block_size;		/* GM_SOLVER_BLOCK: coordinates per block (0: the
+								 * backend's default, gm_block_size) */
+	int			block_sweeps;	/* GM_SOLVER_BLOCK: passes over the blocks per row */
+	int			tf32;			/* GPU: products on tensor cores, TF32 inputs and FP32
+								 * accumulation (1) or FP32 throughout (0): the block
+								 * solver's b x b Grams, CG's dense products V G;
+								 * -1: CG's products from GM_TF32_MIN_FACTORS factors
+								 * (measured: 1.18x faster at 1024, same quality) */
+
+	/* explicit models (ratings) */
+	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */
+	int			biases;			/* global mean and user/item biases on (1) or off (0) */
+} gm_mf_params;
+
+/* Does the GPU put its products on tensor cores (tf32, or its default)? */
+static inline int
+gm_use_tf32(const gm_mf_params *p)
+{
+	if (p->tf32 >= 0)
+		return p->tf32 > 0;
+	return p->solver == GM_SOLVER_CG && p->factors >= GM_TF32_MIN_FACTORS;
+}
+
+/*
+ * The coordinates per block the block solver uses: block_size, or
+ * GM_DEFAULT_BLOCK_SIZE for 0, at most factors (the exact solver: factors).
+ */
+static inline int
+gm_block_size(const gm_mf_params *p)
+{
+	int			b = p->block_size > 0 ? p->block_size : GM_DEFAULT_BLOCK_SIZE;
+
+	if (p->solver == GM_SOLVER_EXACT || b > p->factors)
+		return p->factors;
+	return b;
+}
+
+/*
+ * The problem and the model.  R and Rt hold the values as read (ratings, or
+ * implicit strengths; an algorithm that trains on something derived, such as
+ * confidences, derives it in its own copy).  Factors are row-major, factors
+ * columns; gm_mf_train initialises them (gm_factors_init), the biases to 0
+ * and global_mean to the mean value when biases are on.
+ */
+typedef struct gm_mf_data
+{
+	const gm_csr *R;			/* n_users x n_items */
+	const gm_csr *Rt;			/* its transpose, n_items x n_users */
+	float	   *X;				/* n_users x factors */
+	float	   *Y;				/* n_items x factors */
+	float	   *user_bias;		/* n_users, or NULL when biases are off */
+	float	   *item_bias;		/* n_items, or NULL */
+	double		global_mean;	/* 0 when biases are off */
+} gm_mf_data;
+
+/*
+ * Hooks the caller gives the trainer.  should_stop is polled between slices
+ * of work (every few milliseconds) and inside long CPU steps; when it returns
+ * non-zero the trainer frees what it holds and returns GM_ECANCELED.
+ * on_iteration must not longjmp (the PostgreSQL layer catches its errors).
+ */
+typedef struct gm_callbacks
+{
+	int			(*should_stop) (void *arg);
+	void		(*on_iteration) (void *arg, int iteration, double loss,
+								 double rmse, double seconds);
+	void	   *arg;
+} gm_callbacks;
+
+/* What evaluate reports after an iteration. */
+typedef struct gm_mf_metrics
+{
+	double		loss;			/* the algorithm's objective, normalised as it documents */
+	double		rmse;			/* training RMSE (explicit models); NaN for implicit ones */
+} gm_mf_metrics;
+
+/* One sweep over the rows of a side, as begin_sweep describes it. */
+typedef struct gm_sweep
+{
+	int32_t		n_rows;			/* run() is called on [begin, end) slices of 0 .. n_rows */
+	const int64_t *indptr;		/* host row pointers giving each row's nonzeros, or NULL */
+	double		row_work;		/* cost of a row, in multiply-adds (for slicing) */
+	double		nnz_work;		/* cost of a nonzero */
+} gm_sweep;
+
+typedef struct gm_algo_ops
+{
+	const char *name;			/* "cpu" or "cuda" */
+	/* Take the problem (upload it), using p; device gets the device's name. */
+	int			(*create) (void **h, const gm_mf_data *d, const gm_mf_params *p,
+						   const gm_callbacks *cb, char *device, size_t devlen,
+						   char *err, size_t errlen);
+	int			(*n_sweeps) (void *h);
+	int			(*begin_sweep) (void *h, int s, gm_sweep *sw, char *err, size_t errlen);
+	int			(*run) (void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen);
+	/* optional (NULL: nothing to finish) */
+	int			(*end_sweep) (void *h, int s, char *err, size_t errlen);
+	/* wait for queued work; reports asynchronous errors (NULL: nothing is queued) */
+	int			(*sync) (void *h, char *err, size_t errlen);
+	int			(*evaluate) (void *h, gm_mf_metrics *m, char *err, size_t errlen);
+	/* copy the model (factors, biases) back into d's arrays */
+	int			(*download) (void *h, gm_mf_data *d, char *err, size_t errlen);
+	/* free everything; safe on NULL and after errors */
+	void		(*destroy) (void *h);
+
+	/*
+	 * Optional (NULL: the loop destroys and creates instead).  Start over on
+	 * the data create took, with parameters p (any factors; same algorithm)
+	 * and the starting factors in d->X and d->Y, keeping what depends only
+	 * on the data (on a GPU: the uploaded matrices), so that many trainings
+	 * of one dataset (a hyper-parameter search) upload it once.  On an error
+	 * the handle may only be destroyed.
+	 */
+	int			(*reset) (void *h, const gm_mf_data *d, const gm_mf_params *p,
+						  char *err, size_t errlen);
+} gm_algo_ops;
+
+/*
+ * What the CUDA module runs on device 0 (the module's gm_cuda_device_caps):
+ * the card, the code the driver loaded for it, and which architecture-
+ * specific fast paths that code and the card's shared memory allow.  Each
+ * fast path has a fallback: the same arithmetic done another way (four
+ * float atomics, fewer warps a block, cuSOLVER), or for TF32 the FP32 that
+ * it approximates.
+ */
+#define GM_FAST_TF32_TENSOR_CORES	0x1 /* TF32 wmma for the block solver's Grams
+										 * (tf32 on; code for 8.0 and newer) */
+#define GM_FAST_VECTOR_ATOMICS		0x2 /* 16-byte float4 atomicAdd in the CG
+										 * kernel (code for 9.0 and newer) */
+#define GM_FAST_LARGE_SMEM			0x4 /* every kernel's widest shared-memory
+										 * shape fits (160 KB a block: 8.0, 9.0,
+										 * 10.0) */
+
+typedef struct gm_gpu_caps
+{
+	int			cc;				/* compute capability, 10 major + minor (90: 9.0) */
+	int			code_arch;		/* the architecture the running kernels were
+								 * compiled for, 10 major + minor (75 when the
+								 * driver compiled compute_75 PTX for the card) */
+	int			smem_optin;		/* shared memory a block may use, bytes */
+	int			sms;			/* multiprocessors */
+	unsigned	fast;			/* GM_FAST_* */
+	char		archs[96];		/* what the module was built for, e.g.
+								 * "sm_75 sm_80 ... sm_120 compute_120" */
+} gm_gpu_caps;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* GM_ALGO_H */

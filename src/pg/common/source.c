@@ -1,0 +1,301 @@
+/*
+ * source.c: reading a table or view into coordinates (COO) with key maps.
+ *
+ * The source is read through the executor with the caller's rights, so
+ * privileges, column privileges, row-level security and views all apply.
+ * The query gpumf builds names only the relation and its columns (quoted
+ * identifiers): no type, function or operator, so nothing of the caller's
+ * can stand in for one; values are converted in C by the columns' type OIDs.
+ * The relation is locked before its columns are checked, so a concurrent
+ * ALTER COLUMN ... TYPE cannot slip in between the check and the read.
+ *
+ * Policy: rows with a NULL user or item are skipped and counted, and so are
+ * rows with a NULL value; NaN, infinite and out-of-range values are an ERROR
+ * naming the row's keys; implicit strengths must also be >= 0.
+ *
+ * Two ways to read, with the same result: the executor (source_exec.c)
+ * and a direct scan of a plain table, by parallel workers when it is large
+ * (source_scan.c); both hand each row to take_row (source_int.h), which
+ * maps its keys (source_keys.c) and appends it.  This file opens and checks
+ * the relation and its columns, picks the way to read, and turns the
+ * coordinates into CSR.
+ */
+#include "source_int.h"
+
+#include <float.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/paths.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
+#include "tcop/dest.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/uuid.h"
+
+/* ERROR unless type is one of the numeric types gpumf converts to double. */
+void
+gpumf_check_numeric_type(Oid type, const char *col, const char *what)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("%s column \"%s\" has unsupported type %s", what, col,
+					format_type_be(type)),
+			 errhint("The %s column must be numeric: smallint, integer, bigint, real, double precision or numeric.",
+					 what)));
+}
+
+/* The column's type (the base type of a domain); ERROR when it does not exist. */
+Oid
+gpumf_column_type(Oid relid, const char *col, const char *use)
+{
+	AttrNumber	att = get_attnum(relid, col);
+
+	if (att == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						col, get_rel_name(relid))));
+	if (att < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot %s system column \"%s\"", use, col)));
+	return getBaseType(get_atttype(relid, att));
+}
+
+static void
+source_free(void *arg)
+{
+	GpumfSource *src = arg;
+
+	gm_keymap_free(src->users);
+	gm_keymap_free(src->items);
+	free(src->rows);
+	free(src->cols);
+	free(src->vals);
+	src->users = src->items = NULL;
+	src->rows = src->cols = NULL;
+	src->vals = NULL;
+}
+
+/*
+ * Lock the relation for reading first (the checks that follow must still
+ * hold when its rows are read), then check it exists and can be read as a
+ * table.  Returns its schema-qualified, quoted name.
+ */
+char *
+gpumf_relation_open(Oid relid)
+{
+	char		kind;
+
+	if (get_rel_relkind(relid) == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	LockRelationOid(relid, AccessShareLock);
+	kind = get_rel_relkind(relid);
+	if (kind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE &&
+		kind != RELKIND_VIEW && kind != RELKIND_MATVIEW &&
+		kind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table, view or materialized view",
+						get_rel_name(relid))));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+GpumfSource *
+gpumf_source_open(Oid relid, const char *ucol, const char *icol,
+				  const char *vcol, GpumfValuePolicy policy)
+{
+	/* palloc'd: its reset callback frees the malloc'ed arrays on any exit */
+	GpumfSource *src = palloc0(sizeof(GpumfSource));
+
+	src->relname = gpumf_relation_open(relid);
+	src->relid = relid;
+	src->ucol = pstrdup(ucol);
+	src->icol = pstrdup(icol);
+	src->vcol = vcol ? pstrdup(vcol) : NULL;
+	src->policy = policy;
+	src->ucoltype = gpumf_column_type(relid, ucol, "train on");
+	src->icoltype = gpumf_column_type(relid, icol, "train on");
+	src->uatt = get_attnum(relid, ucol);
+	src->iatt = get_attnum(relid, icol);
+	src->vatt = InvalidAttrNumber;
+	if (vcol)
+	{
+		src->vcoltype = gpumf_column_type(relid, vcol, "train on");
+		src->vatt = get_attnum(relid, vcol);
+		gpumf_check_numeric_type(src->vcoltype, vcol, "value");
+	}
+	src->utype = gpumf_key_store_type(src->ucoltype, ucol, "user");
+	src->itype = gpumf_key_store_type(src->icoltype, icol, "item");
+	src->ukind = gpumf_key_kind(src->utype);
+	src->ikind = gpumf_key_kind(src->itype);
+	src->vmin = INFINITY;
+	src->vmax = -INFINITY;
+
+	src->cb.func = source_free;
+	src->cb.arg = src;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &src->cb);
+	src->users = gm_keymap_create(src->ukind != GPUMF_KEY_INT);
+	src->items = gm_keymap_create(src->ikind != GPUMF_KEY_INT);
+	if (!src->users || !src->items)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	return src;
+}
+
+/* Rows the source probably has: the planner's statistics, else its size; -1: unknown (a view). */
+double
+gpumf_source_estimate_rows(const GpumfSource *src)
+{
+	char		kind = get_rel_relkind(src->relid);
+	Relation	rel;
+	double		rows;
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		return -1;
+	rel = table_open(src->relid, NoLock);	/* locked by gpumf_source_open */
+	if (rel->rd_rel->reltuples >= 0 && rel->rd_rel->relpages > 0)
+		rows = rel->rd_rel->reltuples;
+	else						/* never analyzed: about 40 bytes a row of keys and a value */
+		rows = (double) RelationGetNumberOfBlocks(rel) * (BLCKSZ / 40);
+	table_close(rel, NoLock);
+	return rows;
+}
+
+void
+gpumf_source_read(GpumfSource *src)
+{
+	src->read_workers = 0;
+	if (gpumf_source_direct_scan_allowed(src))
+		gpumf_source_read_direct(src);
+	else
+		gpumf_source_read_executor(src);
+}
+
+/* the core's cancellation poll: a cancel, statement_timeout or termination is pending */
+static int
+interrupt_pending(void *arg)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+/* ERROR for a core step that returned rc (GM_ECANCELED: the pending interrupt's own) */
+static void
+core_step_failed(int rc, const char *err)
+{
+	if (rc == GM_ECANCELED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s", err)));
+	}
+	ereport(ERROR,
+			(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+			 errmsg("%s", err)));
+}
+
+#define RENUMBER_CHUNK	((int64) 1 << 22)	/* entries renumbered between interrupt checks */
+
+void
+gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
+{
+	int32		nu = gm_keymap_size(src->users),
+				ni = gm_keymap_size(src->items);
+	int32	   *umap,
+			   *imap;
+	gm_callbacks cb;
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = interrupt_pending;
+	/* palloc'd: an interrupt between the steps frees them with the context */
+	/* the rows, the key maps, the CSR and its transpose (the rows go once the CSR is built) */
+	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) * 3 +
+					   (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items) +
+					   ((double) nu + ni + 2) * (sizeof(int64) + sizeof(int32)),
+					   "building the matrix");
+	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
+	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
+	rc = gm_keymap_sort_polled(src->users, umap, &cb);
+	if (rc == GM_OK)
+		rc = gm_keymap_sort_polled(src->items, imap, &cb);
+	if (rc != GM_OK)
+		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
+						 "out of memory sorting the keys");
+	/* renumber in place: one lookup an entry, in parallel for large inputs */
+	for (int64 b = 0; b < src->n; b += RENUMBER_CHUNK)
+	{
+		int64		e_end = Min(src->n, b + RENUMBER_CHUNK);
+
+#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 e = b; e < e_end; e++)
+		{
+			src->rows[e] = umap[src->rows[e]];
+			src->cols[e] = imap[src->cols[e]];
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(umap);
+	pfree(imap);
+	rc = gm_csr_from_coo_polled(nu, ni, src->n, src->rows, src->cols, src->vals, &cb,
+								R, err, sizeof(err));
+	free(src->rows);
+	free(src->cols);
+	free(src->vals);
+	src->rows = src->cols = NULL;
+	src->vals = NULL;
+	if (rc != GM_OK)
+		core_step_failed(rc, err);
+	CHECK_FOR_INTERRUPTS();
+	rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
+	if (rc != GM_OK)
+		core_step_failed(rc, err);
+}
+
+double
+gpumf_csr_bytes(const gm_csr *a)
+{
+	return (double) a->nnz * (sizeof(int32) + sizeof(float)) +
+		((double) a->n_rows + 1) * sizeof(int64);
+}

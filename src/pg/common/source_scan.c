@@ -1,0 +1,683 @@
+/*
+ * source_scan.c: a source read by a direct scan of a plain table (or
+ * materialized view), by parallel workers when it is large; the other way
+ * to read is source_exec.c's.
+ *
+ * A direct scan is taken when nothing of the executor's is needed (views,
+ * row-level security, inheritance): the caller has SELECT on the table or
+ * the three columns, no row-level security applies to it, it has no
+ * inheritance children and the transaction is not SERIALIZABLE.  Large
+ * tables are then read by parallel workers as a parallel sequential scan
+ * does (gpumf.read_workers; by default as many as PostgreSQL would give a
+ * parallel SELECT of the table): each worker maps keys into its own key
+ * maps and streams its rows as local indices, with the keys it saw first,
+ * through a shared-memory queue; the leader scans too, and merges the
+ * workers' rows into the global key maps with one array lookup a key.
+ */
+#include "source_int.h"
+
+#include <float.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/paths.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
+#include "tcop/dest.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/uuid.h"
+
+/*
+ * Whether the executor would read exactly the table's heap with no check of
+ * its own left out: a plain table (not another session's temporary one) or
+ * a populated materialized view without inheritance children, the current
+ * user may SELECT the three columns, no row-level security policy applies,
+ * no executor permission hook (sepgsql) is loaded, and the transaction is
+ * not SERIALIZABLE (whose predicate locks the executor takes).
+ */
+bool
+gpumf_source_direct_scan_allowed(GpumfSource *src)
+{
+	Oid			relid = src->relid;
+	Oid			user = GetUserId();
+	char		kind = get_rel_relkind(relid);
+	AttrNumber	atts[3] = {src->uatt, src->iatt, src->vatt};
+	Relation	rel;
+	bool		plain;
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		return false;
+	if (IsolationIsSerializable() || ExecutorCheckPerms_hook != NULL ||
+		!IsUnderPostmaster || IsParallelWorker())
+		return false;
+	/* another session's temporary table, a matview never refreshed: the executor says why not */
+	rel = table_open(relid, NoLock);	/* locked by gpumf_source_open */
+	plain = !RELATION_IS_OTHER_TEMP(rel) && (kind != RELKIND_MATVIEW || RelationIsPopulated(rel));
+	table_close(rel, NoLock);
+	if (!plain)
+		return false;
+	if (kind == RELKIND_RELATION && has_subclass(relid))
+		return false;
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK)
+	{
+		for (int c = 0; c < 3; c++)
+			if (atts[c] != InvalidAttrNumber &&
+				pg_attribute_aclcheck(relid, atts[c], user, ACL_SELECT) != ACLCHECK_OK)
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Parallel workers for a table of `pages` pages, as the planner gives a
+ * parallel sequential scan (compute_parallel_worker): the table's
+ * parallel_workers option, or one more for each tripling of the size above
+ * min_parallel_table_scan_size; at most max_parallel_workers_per_gather.
+ * gpumf.read_workers >= 0 overrides it.
+ */
+static int
+read_workers_for(Relation rel, BlockNumber pages)
+{
+	int			workers = RelationGetParallelWorkers(rel, -1);
+
+	/* a temporary table lives in this backend's buffers, which workers cannot see */
+	if (RelationUsesLocalBuffers(rel))
+		return 0;
+	if (gpumf_read_workers >= 0)
+		return gpumf_read_workers;
+	if (workers < 0)
+	{
+		double		threshold = Max(min_parallel_table_scan_size, 1);
+
+		workers = 0;
+		if (pages >= threshold)
+		{
+			workers = 1;
+			while (pages >= threshold * 3)
+			{
+				workers++;
+				threshold *= 3;
+				if (threshold > INT_MAX / 3)
+					break;
+			}
+		}
+	}
+	return Min(workers, max_parallel_workers_per_gather);
+}
+
+/* Read the rows a scan returns (the leader's share of a parallel one: all of it when done). */
+static bool
+scan_rows(GpumfSource *src, TableScanDesc scan, TupleTableSlot *slot, int64 limit)
+{
+	AttrNumber	last = Max(Max(src->uatt, src->iatt), src->vatt);
+	int			u = src->uatt - 1,
+				i = src->iatt - 1,
+				v = src->vatt - 1;
+
+	for (int64 r = 0; limit < 0 || r < limit; r++)
+	{
+		if (!table_scan_getnextslot(scan, ForwardScanDirection, slot))
+			return false;
+		slot_getsomeattrs(slot, last);
+		take_row(src, slot->tts_values[u], slot->tts_isnull[u],
+				 slot->tts_values[i], slot->tts_isnull[i],
+				 v >= 0 ? slot->tts_values[v] : (Datum) 0, v >= 0 ? slot->tts_isnull[v] : true);
+		if ((r & 4095) == 4095)
+			CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/* "reading public.ratings" under an error raised while reading */
+static void
+read_error_context(void *arg)
+{
+	errcontext("reading %s", (const char *) arg);
+}
+
+/* ---------------------------------------------------- parallel workers */
+
+#define PARALLEL_KEY_SHARED		UINT64CONST(0x67706d6600000001)
+#define PARALLEL_KEY_SCAN		UINT64CONST(0x67706d6600000002)
+#define PARALLEL_KEY_QUEUES		UINT64CONST(0x67706d6600000003)
+
+#define WORKER_QUEUE_SIZE	(1024 * 1024)	/* bytes of each worker's queue */
+#define WORKER_BATCH_ROWS	8192	/* rows a worker sends at once */
+#define LEADER_CHUNK_ROWS	4096	/* rows the leader scans between drains */
+
+/* what a worker counted; filled when it is done */
+typedef struct ReadWorkerStats
+{
+	int64		rows_read;
+	int64		null_keys;
+	int64		null_values;
+	double		vmin;
+	double		vmax;
+	double		vsum;
+} ReadWorkerStats;
+
+/* the read's description, in the parallel context's shared memory */
+typedef struct ReadShared
+{
+	Oid			relid;
+	Oid			ucoltype;
+	Oid			icoltype;
+	Oid			vcoltype;
+	AttrNumber	uatt;
+	AttrNumber	iatt;
+	AttrNumber	vatt;			/* InvalidAttrNumber: no value column */
+	GpumfValuePolicy policy;
+	int			nworkers;
+	ReadWorkerStats stats[FLEXIBLE_ARRAY_MEMBER];
+} ReadShared;
+
+/*
+ * Messages on a worker's queue: an 8-byte header (kind, count) and then
+ *  MSG_*_KEYS_INT: count int64 keys, local indices sent .. sent + count - 1
+ *  MSG_*_KEYS_BYTES: count (uint32 length, bytes) keys, packed
+ *  MSG_ROWS: count int32 local users, count int32 local items, count floats
+ * A worker sends the keys it saw first in a batch before the batch's rows.
+ */
+typedef enum
+{
+	MSG_USER_KEYS_INT = 1,
+	MSG_USER_KEYS_BYTES,
+	MSG_ITEM_KEYS_INT,
+	MSG_ITEM_KEYS_BYTES,
+	MSG_ROWS
+} ReadMessageKind;
+
+typedef struct ReadMessageHeader
+{
+	int32		kind;
+	int32		count;
+} ReadMessageHeader;
+
+/* A worker: a GpumfSource of one batch (its key maps local), and its queue. */
+typedef struct ReadWorker
+{
+	GpumfSource src;			/* first: flush() gets it */
+	shm_mq_handle *mqh;
+	int32		users_sent;
+	int32		items_sent;
+	int			nworkers;		/* of the read */
+	StringInfoData msg;
+} ReadWorker;
+
+PGDLLEXPORT void gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc);
+
+/* Send the message built in w->msg to the leader (waiting while its queue is full). */
+static void
+send_message(ReadWorker *w)
+{
+	if (shm_mq_send(w->mqh, w->msg.len, w->msg.data, false, false) != SHM_MQ_SUCCESS)
+		ereport(ERROR,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("gpumf: the leader of a parallel read went away")));
+}
+
+/* Send the keys of m that the leader has not seen yet (local indices *sent ..). */
+static void
+send_new_keys(ReadWorker *w, gm_keymap *m, bool bytes, int kind, int32 *sent)
+{
+	int32		n = gm_keymap_size(m);
+	ReadMessageHeader h = {kind, n - *sent};
+
+	if (n == *sent)
+		return;
+	resetStringInfo(&w->msg);
+	appendBinaryStringInfo(&w->msg, (char *) &h, sizeof(h));
+	for (int32 k = *sent; k < n; k++)
+	{
+		if (bytes)
+		{
+			uint32		len;
+			const void *p = gm_keymap_bytes_at(m, k, &len);
+
+			appendBinaryStringInfo(&w->msg, (char *) &len, sizeof(len));
+			appendBinaryStringInfo(&w->msg, p, len);
+		}
+		else
+		{
+			int64		key = gm_keymap_int_at(m, k);
+
+			appendBinaryStringInfo(&w->msg, (char *) &key, sizeof(key));
+		}
+	}
+	send_message(w);
+	*sent = n;
+}
+
+/* A worker's batch is full (or the scan ended): send its new keys, then its rows. */
+static void
+worker_flush(GpumfSource *src)
+{
+	ReadWorker *w = (ReadWorker *) src;
+	bool		ubytes = src->ukind != GPUMF_KEY_INT,
+				ibytes = src->ikind != GPUMF_KEY_INT;
+	ReadMessageHeader h = {MSG_ROWS, (int32) src->n};
+
+	/* each worker keeps key maps of its own: its share of gpumf.max_memory */
+	gpumf_check_memory(((double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items)) *
+					   (w->nworkers + 1), "reading the source in parallel (the key maps)");
+	send_new_keys(w, src->users, ubytes,
+				  ubytes ? MSG_USER_KEYS_BYTES : MSG_USER_KEYS_INT, &w->users_sent);
+	send_new_keys(w, src->items, ibytes,
+				  ibytes ? MSG_ITEM_KEYS_BYTES : MSG_ITEM_KEYS_INT, &w->items_sent);
+	if (src->n == 0)
+		return;
+	resetStringInfo(&w->msg);
+	appendBinaryStringInfo(&w->msg, (char *) &h, sizeof(h));
+	appendBinaryStringInfo(&w->msg, (char *) src->rows, sizeof(int32) * src->n);
+	appendBinaryStringInfo(&w->msg, (char *) src->cols, sizeof(int32) * src->n);
+	appendBinaryStringInfo(&w->msg, (char *) src->vals, sizeof(float) * src->n);
+	send_message(w);
+	src->n = 0;
+}
+
+/*
+ * A parallel worker's entry point (by name, from CreateParallelContext): it
+ * runs with the leader's user, snapshot, GUCs and locks, scans its share of
+ * the table's blocks and streams what it read to the leader.
+ */
+void
+gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
+{
+	ReadShared *shared = shm_toc_lookup(toc, PARALLEL_KEY_SHARED, false);
+	ParallelTableScanDesc pscan = shm_toc_lookup(toc, PARALLEL_KEY_SCAN, false);
+	char	   *queues = shm_toc_lookup(toc, PARALLEL_KEY_QUEUES, false);
+	shm_mq	   *mq = (shm_mq *) (queues + (Size) ParallelWorkerNumber * WORKER_QUEUE_SIZE);
+	ReadWorker *w = palloc0(sizeof(ReadWorker));
+	GpumfSource *src = &w->src;
+	ReadWorkerStats *st = &shared->stats[ParallelWorkerNumber];
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	ErrorContextCallback errctx;
+
+	shm_mq_set_sender(mq, MyProc);
+	w->mqh = shm_mq_attach(mq, seg, NULL);
+	w->nworkers = shared->nworkers;
+	initStringInfo(&w->msg);
+
+	src->relid = shared->relid;
+	src->ucoltype = shared->ucoltype;
+	src->icoltype = shared->icoltype;
+	src->vcoltype = shared->vcoltype;
+	src->uatt = shared->uatt;
+	src->iatt = shared->iatt;
+	src->vatt = shared->vatt;
+	/* take_row only asks whether there is a value column */
+	src->vcol = shared->vatt != InvalidAttrNumber ? "value" : NULL;
+	src->policy = shared->policy;
+	src->ukind = gpumf_key_kind(gpumf_key_store_type(src->ucoltype, "", "user"));
+	src->ikind = gpumf_key_kind(gpumf_key_store_type(src->icoltype, "", "item"));
+	src->vmin = INFINITY;
+	src->vmax = -INFINITY;
+	src->users = gm_keymap_create(src->ukind != GPUMF_KEY_INT);
+	src->items = gm_keymap_create(src->ikind != GPUMF_KEY_INT);
+	src->cap = WORKER_BATCH_ROWS;
+	src->rows = palloc(sizeof(int32) * src->cap);
+	src->cols = palloc(sizeof(int32) * src->cap);
+	src->vals = palloc(sizeof(float) * src->cap);
+	src->flush = worker_flush;
+	if (!src->users || !src->items)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+
+	/* the leader holds AccessShareLock; a worker of its lock group gets it at once */
+	rel = table_open(shared->relid, AccessShareLock);
+	errctx.callback = read_error_context;
+	errctx.arg = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											RelationGetRelationName(rel));
+	errctx.previous = error_context_stack;
+	error_context_stack = &errctx;
+	scan = table_beginscan_parallel(rel, pscan);
+	slot = table_slot_create(rel, NULL);
+	scan_rows(src, scan, slot, -1);
+	worker_flush(src);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	error_context_stack = errctx.previous;
+	table_close(rel, AccessShareLock);
+
+	st->rows_read = src->rows_read;
+	st->null_keys = src->null_keys;
+	st->null_values = src->null_values;
+	st->vmin = src->vmin;
+	st->vmax = src->vmax;
+	st->vsum = src->vsum;
+	/* the keys maps are malloc'ed: this process ends here, but free them anyway */
+	gm_keymap_free(src->users);
+	gm_keymap_free(src->items);
+	shm_mq_detach(w->mqh);
+}
+
+/* The leader's view of one worker's queue and its local-to-global key maps. */
+typedef struct WorkerFeed
+{
+	shm_mq_handle *mqh;
+	bool		done;
+	int32	   *umap;			/* local user index -> global */
+	int32	   *imap;
+	int32		nu,
+				ni,
+				ucap,
+				icap;
+} WorkerFeed;
+
+/* Append v to a growing local-to-global index map (at most PG_INT32_MAX entries). */
+static int32 *
+append_index(int32 *map, int32 *n, int32 *cap, int32 v)
+{
+	if (*n == *cap)
+	{
+		int64		want = *cap ? (int64) *cap * 2 : 4096;
+		Size		bytes;
+
+		if (*n == PG_INT32_MAX)
+			elog(ERROR, "gpumf: a parallel read worker sent more than %d keys", PG_INT32_MAX);
+		want = Min(want, PG_INT32_MAX);
+		bytes = sizeof(int32) * (Size) want;
+		map = map ? repalloc_huge(map, bytes) :
+			MemoryContextAllocHuge(CurrentMemoryContext, bytes);
+		*cap = (int32) want;
+	}
+	map[(*n)++] = v;
+	return map;
+}
+
+/* Merge one message of a worker into the source. */
+static void
+merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
+{
+	ReadMessageHeader h;
+	const char *p = data + sizeof(h);
+	const char *end = data + len;
+	bool		users;
+
+	if (len < sizeof(h))
+		elog(ERROR, "gpumf: short message from a parallel read worker");
+	memcpy(&h, data, sizeof(h));
+	switch (h.kind)
+	{
+		case MSG_USER_KEYS_INT:
+		case MSG_ITEM_KEYS_INT:
+			users = h.kind == MSG_USER_KEYS_INT;
+			if (len != sizeof(h) + sizeof(int64) * (Size) h.count)
+				elog(ERROR, "gpumf: bad key message from a parallel read worker");
+			for (int32 k = 0; k < h.count; k++)
+			{
+				int64		key;
+				int32		g;
+
+				memcpy(&key, p + sizeof(int64) * k, sizeof(int64));
+				g = gm_keymap_int(users ? src->users : src->items, key);
+				if (g < 0)
+					ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+									errmsg("out of memory mapping keys")));
+				if (users)
+					f->umap = append_index(f->umap, &f->nu, &f->ucap, g);
+				else
+					f->imap = append_index(f->imap, &f->ni, &f->icap, g);
+			}
+			break;
+		case MSG_USER_KEYS_BYTES:
+		case MSG_ITEM_KEYS_BYTES:
+			users = h.kind == MSG_USER_KEYS_BYTES;
+			for (int32 k = 0; k < h.count; k++)
+			{
+				uint32		klen;
+				int32		g;
+
+				if (end - p < (Size) sizeof(klen))
+					elog(ERROR, "gpumf: bad key message from a parallel read worker");
+				memcpy(&klen, p, sizeof(klen));
+				p += sizeof(klen);
+				if (end - p < klen)
+					elog(ERROR, "gpumf: bad key message from a parallel read worker");
+				g = gm_keymap_bytes(users ? src->users : src->items, p, klen);
+				p += klen;
+				if (g < 0)
+					ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+									errmsg("out of memory mapping keys")));
+				if (users)
+					f->umap = append_index(f->umap, &f->nu, &f->ucap, g);
+				else
+					f->imap = append_index(f->imap, &f->ni, &f->icap, g);
+			}
+			break;
+		case MSG_ROWS:
+			{
+				const int32 *lu = (const int32 *) p;
+				const int32 *li = lu + h.count;
+				const float *lv = (const float *) (li + h.count);
+
+				if (len != sizeof(h) + (sizeof(int32) * 2 + sizeof(float)) * (Size) h.count)
+					elog(ERROR, "gpumf: bad row message from a parallel read worker");
+				while (src->n + h.count > src->cap)
+					gpumf_source_grow(src);
+				for (int32 r = 0; r < h.count; r++)
+				{
+					if (lu[r] < 0 || lu[r] >= f->nu || li[r] < 0 || li[r] >= f->ni)
+						elog(ERROR, "gpumf: a parallel read worker sent an unknown key");
+					src->rows[src->n + r] = f->umap[lu[r]];
+					src->cols[src->n + r] = f->imap[li[r]];
+					src->vals[src->n + r] = lv[r];
+				}
+				src->n += h.count;
+				break;
+			}
+		default:
+			elog(ERROR, "gpumf: unknown message from a parallel read worker");
+	}
+}
+
+/* Merge what the workers have sent; true when anything came. */
+static bool
+drain_queues(GpumfSource *src, WorkerFeed *feeds, int nfeeds, int *active)
+{
+	bool		got = false;
+
+	for (int w = 0; w < nfeeds; w++)
+	{
+		WorkerFeed *f = &feeds[w];
+
+		/* a bounded number per queue, so that no worker starves the others */
+		for (int m = 0; !f->done && m < 64; m++)
+		{
+			Size		len;
+			void	   *data;
+			shm_mq_result rc = shm_mq_receive(f->mqh, &len, &data, true);
+
+			if (rc == SHM_MQ_WOULD_BLOCK)
+				break;
+			if (rc == SHM_MQ_DETACHED)
+			{
+				f->done = true;
+				(*active)--;
+				break;
+			}
+			merge_message(src, f, data, len);
+			got = true;
+		}
+	}
+	return got;
+}
+
+/*
+ * Read the table with a scan of our own: parallel when workers are asked
+ * for and start, the leader scanning its share between merges; alone
+ * otherwise.
+ */
+void
+gpumf_source_read_direct(GpumfSource *src)
+{
+	Relation	rel = table_open(src->relid, NoLock);	/* locked by gpumf_source_open */
+	BlockNumber pages = RelationGetNumberOfBlocks(rel);
+	int			nworkers = read_workers_for(rel, pages);
+	Snapshot	snap;
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	ParallelContext *pcxt = NULL;
+	WorkerFeed *feeds = NULL;
+	ReadShared *shared = NULL;
+	int			active = 0;
+	TableScanDesc scan;
+	ErrorContextCallback errctx;
+
+	errctx.callback = read_error_context;
+	errctx.arg = src->relname;
+	errctx.previous = error_context_stack;
+	error_context_stack = &errctx;
+
+	/* what the executor does first: make the caller's earlier commands visible */
+	CommandCounterIncrement();
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	PushActiveSnapshot(snap);
+
+	if (nworkers > 0)
+	{
+		Size		sshared = add_size(offsetof(ReadShared, stats),
+									   mul_size(sizeof(ReadWorkerStats), nworkers));
+		Size		sscan = table_parallelscan_estimate(rel, snap);
+		Size		squeues = mul_size(WORKER_QUEUE_SIZE, nworkers);
+		ParallelTableScanDesc pscan;
+		char	   *queues;
+
+		EnterParallelMode();
+		pcxt = CreateParallelContext("gpumf", "gpumf_read_worker_main", nworkers);
+		shm_toc_estimate_chunk(&pcxt->estimator, sshared);
+		shm_toc_estimate_chunk(&pcxt->estimator, sscan);
+		shm_toc_estimate_chunk(&pcxt->estimator, squeues);
+		shm_toc_estimate_keys(&pcxt->estimator, 3);
+		InitializeParallelDSM(pcxt);
+		if (pcxt->seg == NULL)
+		{
+			/* no dynamic shared memory to be had: read alone */
+			DestroyParallelContext(pcxt);
+			ExitParallelMode();
+			pcxt = NULL;
+			nworkers = 0;
+		}
+		else
+		{
+			shared = shm_toc_allocate(pcxt->toc, sshared);
+			memset(shared, 0, sshared);
+			shared->relid = src->relid;
+			shared->ucoltype = src->ucoltype;
+			shared->icoltype = src->icoltype;
+			shared->vcoltype = src->vcoltype;
+			shared->uatt = src->uatt;
+			shared->iatt = src->iatt;
+			shared->vatt = src->vatt;
+			shared->policy = src->policy;
+			shared->nworkers = nworkers;
+			shm_toc_insert(pcxt->toc, PARALLEL_KEY_SHARED, shared);
+			pscan = shm_toc_allocate(pcxt->toc, sscan);
+			table_parallelscan_initialize(rel, pscan, snap);
+			shm_toc_insert(pcxt->toc, PARALLEL_KEY_SCAN, pscan);
+			queues = shm_toc_allocate(pcxt->toc, squeues);
+			shm_toc_insert(pcxt->toc, PARALLEL_KEY_QUEUES, queues);
+			feeds = palloc0(sizeof(WorkerFeed) * nworkers);
+			for (int w = 0; w < nworkers; w++)
+			{
+				shm_mq	   *mq = shm_mq_create(queues + (Size) w * WORKER_QUEUE_SIZE,
+											   WORKER_QUEUE_SIZE);
+
+				shm_mq_set_receiver(mq, MyProc);
+				feeds[w].mqh = shm_mq_attach(mq, pcxt->seg, NULL);
+			}
+			LaunchParallelWorkers(pcxt);
+			for (int w = 0; w < nworkers; w++)
+			{
+				if (w < pcxt->nworkers_launched)
+				{
+					shm_mq_set_handle(feeds[w].mqh, pcxt->worker[w].bgwhandle);
+					active++;
+				}
+				else
+					feeds[w].done = true;
+			}
+			scan = table_beginscan_parallel(rel, pscan);
+		}
+	}
+	if (pcxt == NULL)
+		scan = table_beginscan(rel, snap, 0, NULL);
+	src->read_workers = active;
+
+	if (active == 0)
+		scan_rows(src, scan, slot, -1);
+	else
+	{
+		bool		scanning = true;
+
+		/* scan a little, merge what came, until the table and every queue are done */
+		while (scanning || active > 0)
+		{
+			bool		got = drain_queues(src, feeds, nworkers, &active);
+
+			if (scanning)
+				scanning = scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
+			else if (!got && active > 0)
+			{
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+								 GM_WAIT_EVENT_MQ_RECEIVE);
+				ResetLatch(MyLatch);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	elog(DEBUG1, "gpumf: read %s with a scan of its own, %d parallel workers",
+		 src->relname, src->read_workers);
+
+	if (pcxt)
+	{
+		/* a worker's ERROR is raised here if it was not already */
+		WaitForParallelWorkersToFinish(pcxt);
+		for (int w = 0; w < pcxt->nworkers_launched; w++)
+		{
+			ReadWorkerStats *st = &shared->stats[w];
+
+			src->rows_read += st->rows_read;
+			src->null_keys += st->null_keys;
+			src->null_values += st->null_values;
+			src->vmin = Min(src->vmin, st->vmin);
+			src->vmax = Max(src->vmax, st->vmax);
+			src->vsum += st->vsum;
+		}
+		for (int w = 0; w < nworkers; w++)
+			shm_mq_detach(feeds[w].mqh);
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+	}
+	PopActiveSnapshot();
+	UnregisterSnapshot(snap);
+	table_close(rel, NoLock);
+	error_context_stack = errctx.previous;
+}

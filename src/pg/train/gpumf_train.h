@@ -1,0 +1,82 @@
+/*
+ * gpumf_train.h: the training line of the PostgreSQL layer (src/pg/train).
+ *
+ *   train.c          gpumf_train, gpumf_drop_model
+ *   train_device.c   the device a training runs on; the GPU made ready meanwhile
+ *   train_service.c  the training service: a worker that keeps the GPU warm
+ *   tune.c           gpumf_tune (hyper-parameter search)
+ *   synth.c          gpumf_synthetic, gpumf_synthetic_ratings
+ */
+#ifndef GPUMF_TRAIN_H
+#define GPUMF_TRAIN_H
+
+#include "gpumf_serve.h"
+
+/* ---------------------------------------------------- train_device.c */
+
+/* the backend training uses under gpumf.device (may ERROR) */
+extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
+/*
+ * Get the GPU ready while the caller reads a source of about est_rows rows
+ * (-1: unknown): start the training service's worker, or look for a GPU on
+ * a thread of this process.  True when the training should go to the
+ * service (gpumf_train_backend's try_service).
+ */
+extern bool gpumf_device_prefetch(const gm_mf_params *p, double est_rows);
+/*
+ * gpumf_training_backend for gpumf_train: with try_service, *service says
+ * the training goes to the training service (train_service.c), whose worker
+ * then probed the GPU instead of this process.
+ */
+extern gm_backend_kind gpumf_train_backend(char *name, size_t namelen, bool try_service,
+										   bool *service);
+
+/* --------------------------------------------------- train_service.c */
+
+/* _PG_init in the postmaster (shared_preload_libraries): the worker starts with the server */
+extern void gpumf_service_register_at_start(void);
+/* start the service's worker if it will be used (no wait); false: it will not, or is busy */
+extern bool gpumf_service_prefetch(bool gpu);
+/*
+ * Wait for the worker (starting it): GM_OK with *name when it has a GPU,
+ * another GM_ code with *why when its probe failed, -1 when there is no
+ * service to use (gpumf.training_service, no worker slot, no start-up).
+ */
+extern int	gpumf_service_device(char *name, size_t namelen, char *why, size_t whylen);
+/*
+ * Train on the service's worker: NULL when it cannot take the job now (busy,
+ * no shared memory: train in this process); else *rc, err, *res and ev's
+ * results are set, d's factor and bias pointers point into the returned
+ * segment, which gpumf_service_release (or the transaction's end) detaches.
+ * cb's progress is forwarded; should_stop turns into a stop request.
+ */
+extern void *gpumf_service_train(const gm_mf_params *p, gm_mf_data *d,
+								 const gm_callbacks *cb, gm_mf_eval *ev,
+								 gm_mf_result *res, int *rc, char *err, size_t errlen);
+extern void gpumf_service_release(void *seg);
+
+/* ----------------------------------------------------------- train.c */
+
+/* What gpumf_train was asked for (gpumf_tune builds one for its best setting). */
+typedef struct TrainArgs
+{
+	Oid			relid;
+	char	   *ucol;
+	char	   *icol;
+	char	   *vcol;				/* NULL: every row counts 1 */
+	char	   *model;
+	gm_mf_params p;
+	double		holdout;			/* > 0: early stopping on held-out rows */
+	gm_rank_metric metric;
+	int			K;
+} TrainArgs;
+
+/* Train and store a model (the body of gpumf_train); returns the catalog row. */
+extern Datum gpumf_train_args(const TrainArgs *a);
+/* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
+struct GpumfSource;
+extern void gpumf_check_summed_values(const struct GpumfSource *src, const gm_csr *R);
+/* 'recall@20' etc.; ERROR with a hint otherwise */
+extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
+
+#endif

@@ -1,0 +1,765 @@
+/*
+ * train.c: gpumf_train and gpumf_drop_model.
+ *
+ * gpumf_train checks its arguments, takes the model's lock, reads the source
+ * with the caller's rights (source.c), builds CSR/CSC, trains on the device
+ * gpumf.device picks (device.c, the core's gm_mf_train), stores the factors
+ * in new tables (model_store.c) and writes the catalog row
+ * (model_catalog.c), all in the caller's transaction: readers see the old
+ * model until commit, and an error or a cancel leaves it untouched.
+ */
+#include "gpumf_train.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+PG_FUNCTION_INFO_V1(gpumf_train);
+PG_FUNCTION_INFO_V1(gpumf_drop_model);
+
+/* gpumf_train's arguments, by position (gpumf--0.1--0.2.sql) */
+enum
+{
+	ARG_SOURCE, ARG_USER_COL, ARG_ITEM_COL, ARG_VALUE_COL, ARG_FACTORS, ARG_MODEL,
+	ARG_ITERATIONS, ARG_REGULARIZATION, ARG_ALPHA, ARG_CG_STEPS, ARG_SEED,
+	ARG_ALGORITHM, ARG_INNER_ITERATIONS, ARG_BIASES, ARG_TOLERANCE,
+	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC
+};
+
+/* Everything malloc'ed while training; freed by a memory-context callback. */
+typedef struct TrainState
+{
+	gm_csr		R;
+	gm_csr		Rt;
+	gm_csr		part;			/* holdout: the rows trained on, */
+	gm_csr		part_t;			/* their transpose */
+	gm_csr		held;			/* and the held-out rows */
+	float	   *X;
+	float	   *Y;
+	float	   *user_bias;
+	float	   *item_bias;
+	double		global_mean;
+	double		keymap_bytes;	/* the source's key maps, kept until the factors are stored */
+	void	   *service_seg;	/* the factors are in the training service's segment */
+	MemoryContextCallback cb;
+} TrainState;
+
+static void
+train_state_free(void *arg)
+{
+	TrainState *ts = arg;
+
+	gm_csr_free(&ts->R);
+	gm_csr_free(&ts->Rt);
+	gm_csr_free(&ts->part);
+	gm_csr_free(&ts->part_t);
+	gm_csr_free(&ts->held);
+	if (ts->service_seg == NULL)
+	{
+		/* else the segment's own (detached by gpumf_train or the transaction's end) */
+		free(ts->X);
+		free(ts->Y);
+		free(ts->user_bias);
+		free(ts->item_bias);
+	}
+	ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+}
+
+/* ------------------------------------------------------------ arguments */
+
+/*
+ * A parameter that applies only to some algorithms: NULL (or absent: the 0.1
+ * SQL declaration passes fewer arguments) means its default.
+ */
+static bool
+given(FunctionCallInfo fcinfo, int argno, const char *name, const char *algorithm,
+	  bool applies)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return false;
+	if (!applies)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("parameter \"%s\" does not apply to algorithm \"%s\"", name, algorithm),
+				 errhint("%s", strcmp(algorithm, "als") == 0 ?
+						 "Algorithm \"als\" takes factors, iterations, regularization, alpha, alpha0, nu, solver, cg_steps (solver cg), block_size (solver block), holdout, metric, tolerance and seed." :
+						 strcmp(algorithm, "ccd") == 0 ?
+						 "Algorithm \"ccd\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for als_explicit), inner_iterations, biases, tolerance and seed." :
+						 "Algorithm \"als_explicit\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for ccd), biases, tolerance and seed.")));
+	return true;
+}
+
+/* A parameter that applies only with one solver was given with another. */
+static void
+check_solver_param(bool is_given, const char *name, gm_solver solver, gm_solver wanted)
+{
+	if (is_given && solver != wanted)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("parameter \"%s\" applies to solver \"%s\", not \"%s\"", name,
+						gpumf_solver_name(wanted), gpumf_solver_name(solver)),
+				 errhint("Give solver => '%s', or leave %s out.", gpumf_solver_name(wanted), name)));
+}
+
+static void
+parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
+{
+	const char *alg;
+	gm_algorithm algorithm;
+	bool		implicit;
+
+	memset(a, 0, sizeof(*a));
+	gpumf_check_not_null(fcinfo, ARG_SOURCE, "source");
+	gpumf_check_not_null(fcinfo, ARG_USER_COL, "user_col");
+	gpumf_check_not_null(fcinfo, ARG_ITEM_COL, "item_col");
+	gpumf_check_not_null(fcinfo, ARG_FACTORS, "factors");
+	gpumf_check_not_null(fcinfo, ARG_ITERATIONS, "iterations");
+	gpumf_check_not_null(fcinfo, ARG_SEED, "seed");
+	if (PG_NARGS() > ARG_ALGORITHM)
+		gpumf_check_not_null(fcinfo, ARG_ALGORITHM, "algorithm");
+
+	alg = PG_NARGS() > ARG_ALGORITHM ? text_to_cstring(PG_GETARG_TEXT_PP(ARG_ALGORITHM)) : "als";
+	if (gm_algorithm_from_name(alg, &algorithm) != GM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown algorithm \"%s\"", alg),
+				 errhint("Valid algorithms: \"als\" (implicit feedback), \"als_explicit\" and \"ccd\" (ratings).")));
+	implicit = algorithm == GM_ALG_ALS_IMPLICIT;
+	gm_mf_params_defaults(&a->p, algorithm);
+
+	a->relid = PG_GETARG_OID(ARG_SOURCE);
+	a->ucol = NameStr(*PG_GETARG_NAME(ARG_USER_COL));
+	a->icol = NameStr(*PG_GETARG_NAME(ARG_ITEM_COL));
+	a->vcol = PG_ARGISNULL(ARG_VALUE_COL) ? NULL : NameStr(*PG_GETARG_NAME(ARG_VALUE_COL));
+	if (!implicit && a->vcol == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("algorithm \"%s\" needs a value column", alg),
+				 errhint("Explicit models learn ratings: name the rating column in value_col.")));
+	a->model = PG_ARGISNULL(ARG_MODEL) ? get_rel_name(a->relid) :
+		text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL));
+	if (a->model == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", a->relid)));
+	gpumf_check_model_name(a->model);
+
+	a->p.factors = PG_GETARG_INT32(ARG_FACTORS);
+	gpumf_check_int_range("factors", a->p.factors, 1, 1024);
+	a->p.iterations = PG_GETARG_INT32(ARG_ITERATIONS);
+	gpumf_check_int_range("iterations", a->p.iterations, 1, 100000);
+	a->p.seed = (uint64) PG_GETARG_INT64(ARG_SEED);
+	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, true))
+	{
+		a->p.regularization = PG_GETARG_FLOAT4(ARG_REGULARIZATION);
+		gpumf_check_positive("regularization", a->p.regularization);
+	}
+	if (given(fcinfo, ARG_ALPHA, "alpha", alg, implicit))
+	{
+		a->p.alpha = PG_GETARG_FLOAT4(ARG_ALPHA);
+		gpumf_check_nonneg("alpha", a->p.alpha);
+	}
+	if (given(fcinfo, ARG_CG_STEPS, "cg_steps", alg, implicit))
+	{
+		a->p.cg_steps = PG_GETARG_INT32(ARG_CG_STEPS);
+		gpumf_check_int_range("cg_steps", a->p.cg_steps, 1, 1024);
+	}
+	if (given(fcinfo, ARG_INNER_ITERATIONS, "inner_iterations", alg, algorithm == GM_ALG_CCD))
+	{
+		a->p.inner_iterations = PG_GETARG_INT32(ARG_INNER_ITERATIONS);
+		gpumf_check_int_range("inner_iterations", a->p.inner_iterations, 1, 100);
+	}
+	if (given(fcinfo, ARG_BIASES, "biases", alg, !implicit))
+		a->p.biases = PG_GETARG_BOOL(ARG_BIASES);
+	if (given(fcinfo, ARG_TOLERANCE, "tolerance", alg, true))
+	{
+		a->p.tolerance = PG_GETARG_FLOAT4(ARG_TOLERANCE);
+		gpumf_check_nonneg("tolerance", a->p.tolerance);
+	}
+	if (given(fcinfo, ARG_ALPHA0, "alpha0", alg, implicit))
+	{
+		a->p.alpha0 = PG_GETARG_FLOAT4(ARG_ALPHA0);
+		gpumf_check_nonneg("alpha0", a->p.alpha0);
+	}
+	if (given(fcinfo, ARG_NU, "nu", alg, implicit))
+	{
+		a->p.nu = PG_GETARG_FLOAT4(ARG_NU);
+		gpumf_check_unit("nu", a->p.nu);
+	}
+	if (given(fcinfo, ARG_SOLVER, "solver", alg, implicit))
+		a->p.solver = gpumf_solver_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER)));
+	check_solver_param(PG_NARGS() > ARG_CG_STEPS && !PG_ARGISNULL(ARG_CG_STEPS), "cg_steps",
+					   a->p.solver, GM_SOLVER_CG);
+	if (given(fcinfo, ARG_BLOCK_SIZE, "block_size", alg, implicit))
+	{
+		check_solver_param(true, "block_size", a->p.solver, GM_SOLVER_BLOCK);
+		a->p.block_size = PG_GETARG_INT32(ARG_BLOCK_SIZE);
+		gpumf_check_int_range("block_size", a->p.block_size, 1, a->p.factors);
+	}
+	if (given(fcinfo, ARG_HOLDOUT, "holdout", alg, implicit))
+	{
+		a->holdout = PG_GETARG_FLOAT4(ARG_HOLDOUT);
+		gpumf_check_holdout(a->holdout);
+	}
+	a->metric = GM_METRIC_RECALL;
+	a->K = 20;
+	if (given(fcinfo, ARG_METRIC, "metric", alg, implicit))
+	{
+		if (a->holdout <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameter \"metric\" needs a holdout"),
+					 errhint("The metric is measured on held-out rows: give holdout => 0.2, say.")));
+		gpumf_metric_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_METRIC)), &a->metric, &a->K);
+	}
+	a->p.threads = gpumf_threads;
+}
+
+/* a real as its shortest exact decimal (0.01, not 0.00999999978) */
+static const char *
+real_text(float v)
+{
+	char	   *buf = palloc(FLOAT_SHORTEST_DECIMAL_LEN);
+
+	float_to_shortest_decimal_buf(v, buf);
+	return buf;
+}
+
+/* The hyper-parameters that apply to the algorithm, by name. */
+static Jsonb *
+params_jsonb(const TrainArgs *a)
+{
+	const gm_mf_params *p = &a->p;
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
+					 real_text(p->regularization));
+	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
+	{
+		appendStringInfo(&s, ", \"alpha\": %s, \"alpha0\": %s, \"nu\": %s, \"solver\": \"%s\"",
+						 real_text(p->alpha), real_text(p->alpha0), real_text(p->nu),
+						 gpumf_solver_name(p->solver));
+		if (p->solver == GM_SOLVER_CG)
+			appendStringInfo(&s, ", \"cg_steps\": %d", p->cg_steps);
+		if (p->solver == GM_SOLVER_BLOCK)
+			appendStringInfo(&s, ", \"block_size\": %d", gm_block_size(p));
+		if (a->holdout > 0)
+			appendStringInfo(&s, ", \"holdout\": %s, \"metric\": \"%s@%d\"",
+							 real_text(a->holdout), gm_rank_metric_name(a->metric), a->K);
+	}
+	else
+	{
+		if (p->algorithm == GM_ALG_CCD)
+			appendStringInfo(&s, ", \"inner_iterations\": %d", p->inner_iterations);
+		appendStringInfo(&s, ", \"biases\": %s", p->biases ? "true" : "false");
+	}
+	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT "}",
+					 real_text((float) p->tolerance), (int64) p->seed);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+}
+
+/* ------------------------------------------------------------ training */
+
+typedef struct ProgressArg
+{
+	int			iterations;
+	bool		explicit_model;
+	gm_rank_metric metric;		/* holdout */
+	int			K;
+	ErrorData  *error;			/* an ERROR raised while reporting progress */
+} ProgressArg;
+
+static int
+should_stop(void *arg)
+{
+	ProgressArg *pa = arg;
+
+	return pa->error != NULL ||
+		(InterruptPending && (QueryCancelPending || ProcDiePending));
+}
+
+/*
+ * Called by the core between iterations.  The core holds malloc'ed and GPU
+ * memory that only its own exit path frees, so nothing may longjmp out of
+ * here: an ERROR raised while sending the NOTICE (out of memory, say) is
+ * caught, stops the training through should_stop(), and is re-thrown by the
+ * caller once the core has returned and freed everything.
+ */
+static void
+on_iteration(void *arg, int it, double loss, double rmse, double seconds)
+{
+	ProgressArg *pa = arg;
+	MemoryContext mcx = CurrentMemoryContext;
+
+	if (!gpumf_progress || pa->error)
+		return;
+	PG_TRY();
+	{
+		if (pa->explicit_model)
+			ereport(NOTICE,
+					(errmsg("iteration %d/%d: loss %.6g, training RMSE %.6g, %.3f s", it,
+							pa->iterations, loss, rmse, seconds)));
+		else
+			ereport(NOTICE,
+					(errmsg("iteration %d/%d: loss %.6g, %.3f s", it, pa->iterations,
+							loss, seconds)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		pa->error = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+static double
+elapsed(double *t)
+{
+	double		now = gm_now(),
+				d = now - *t;
+
+	*t = now;
+	return d;
+}
+
+/* A held-out evaluation's result, NOTICEd like an iteration (must not longjmp). */
+static void
+on_eval(void *arg, int it, const gm_rank_result *r)
+{
+	ProgressArg *pa = arg;
+	MemoryContext mcx = CurrentMemoryContext;
+
+	if (!gpumf_progress || pa->error)
+		return;
+	PG_TRY();
+	{
+		ereport(NOTICE,
+				(errmsg("iteration %d: held-out %s@%d %.6g", it,
+						gm_rank_metric_name(pa->metric), pa->K, gm_rank_value(r, pa->metric))));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		pa->error = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Train the model on ts->R/Rt into ts's factor arrays.  With a holdout,
+ * a->holdout of each user's rows are held out (seeded), the model trains on
+ * the rest, is measured on them after every iteration and stops once two
+ * measurements in a row did not beat the best; the best one is kept (*ev
+ * says which and how good).
+ */
+static void
+train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf_eval *ev)
+{
+	ProgressArg pa;
+	gm_callbacks cbs;
+	gm_mf_data d;
+	char		err[GM_ERRLEN];
+	int			rc;
+	int32		nu = ts->R.n_rows,
+				ni = ts->R.n_cols;
+	int			k = a->p.factors;
+
+	/*
+	 * Everything the training holds, counted before it allocates: R and its
+	 * transpose (with a holdout the part trained on, its transpose and the
+	 * held rows too), the factors and biases, and what the algorithm
+	 * allocates beside them, each thread's scratch included.
+	 */
+	{
+		double		per_thread;
+		double		need = gpumf_csr_bytes(&ts->R) * (a->holdout > 0 ? 4 : 2) +
+			ts->keymap_bytes + ((double) nu + ni) * (k + 1) * sizeof(float) +
+			gm_mf_memory(&a->p, &ts->R, &ts->Rt, a->holdout > 0 ? a->K : 0, a->holdout > 0,
+						 &per_thread);
+
+		gpumf_check_memory_threads(need, per_thread,
+								   a->p.threads > 0 ? a->p.threads : gm_default_threads(),
+								   "training");
+	}
+
+	memset(&d, 0, sizeof(d));
+	d.R = &ts->R;
+	d.Rt = &ts->Rt;
+	if (a->holdout > 0)
+	{
+		if (gm_split_holdout(&ts->R, a->holdout, a->p.seed, &ts->part, &ts->held,
+							 err, sizeof(err)) != GM_OK ||
+			gm_csr_transpose(&ts->part, &ts->part_t, err, sizeof(err)) != GM_OK)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
+		if (ts->held.nnz == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("no rows to hold out: every user has fewer than two rows"),
+					 errhint("Train without holdout.")));
+		d.R = &ts->part;
+		d.Rt = &ts->part_t;
+		memset(ev, 0, sizeof(*ev));
+		ev->test = &ts->held;
+		ev->metric = a->metric;
+		ev->K = a->K;
+		ev->every = 1;
+		ev->patience = 2;
+		ev->keep_best = 1;
+		ev->on_eval = on_eval;
+		ev->arg = &pa;
+	}
+	pa.iterations = a->p.iterations;
+	pa.explicit_model = a->p.algorithm != GM_ALG_ALS_IMPLICIT;
+	pa.error = NULL;
+	pa.metric = a->metric;
+	pa.K = a->K;
+	cbs.should_stop = should_stop;
+	cbs.on_iteration = on_iteration;
+	cbs.arg = &pa;
+
+	/* on the training service's worker (its factors stay in its segment) */
+	if (service)
+	{
+		ts->service_seg = gpumf_service_train(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL,
+											  res, &rc, err, sizeof(err));
+		if (ts->service_seg)
+		{
+			elog(DEBUG1, "gpumf: trained by the training service");
+			ts->X = d.X;
+			ts->Y = d.Y;
+			ts->user_bias = d.user_bias;
+			ts->item_bias = d.item_bias;
+		}
+		else if (a->p.backend != GM_BACKEND_CUDA)
+			elog(DEBUG1, "gpumf: the training service is busy: training in this session");
+		else
+		{
+			/* busy with another session's training: in this process, as without it */
+			char		name[128];
+
+			elog(DEBUG1, "gpumf: the training service is busy: training in this session");
+			a->p.backend = gpumf_training_backend(name, sizeof(name));
+		}
+	}
+	if (ts->service_seg == NULL)
+	{
+		ts->X = malloc(sizeof(float) * (size_t) nu * k);
+		ts->Y = malloc(sizeof(float) * (size_t) ni * k);
+		if (a->p.biases)
+		{
+			ts->user_bias = malloc(sizeof(float) * (size_t) Max(nu, 1));
+			ts->item_bias = malloc(sizeof(float) * (size_t) Max(ni, 1));
+		}
+		if (!ts->X || !ts->Y || (a->p.biases && (!ts->user_bias || !ts->item_bias)))
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
+		d.X = ts->X;
+		d.Y = ts->Y;
+		d.user_bias = ts->user_bias;
+		d.item_bias = ts->item_bias;
+		rc = gm_mf_train_eval(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL, res, err, sizeof(err));
+	}
+	if (pa.error)
+		ReThrowError(pa.error);
+	if (rc == GM_ECANCELED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("training canceled")));
+	}
+	if (rc != GM_OK)
+		ereport(ERROR,
+				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
+						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
+						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("training failed: %s", err),
+				 rc == GM_ENOMEM ?
+				 errhint("Train with fewer factors, on the CPU (SET gpumf.device = 'cpu'), or with a larger gpumf.gpu_memory_limit / gpumf.max_memory; the previous model is unchanged.") : 0));
+	if (isnan(res->final.loss) || isinf(res->final.loss) || res->final.loss < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("training diverged: the loss is %g", res->final.loss),
+				 errhint("Use a larger regularization or a smaller alpha.")));
+	if (!pa.explicit_model)
+		res->final.rmse = NAN;
+	ts->global_mean = d.global_mean;	/* set by gm_mf_train when biases are on */
+}
+
+/* a key of the source's key map as text, for messages */
+static char *
+source_key_text(gm_keymap *map, GpumfKeyKind kind, Oid type, int32 idx)
+{
+	Oid			outfunc;
+	bool		varlena;
+
+	getTypeOutputInfo(type, &outfunc, &varlena);
+	return OidOutputFunctionCall(outfunc, gpumf_key_datum(map, kind, type, idx));
+}
+
+void
+gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R)
+{
+	for (int32 r = 0; r < R->n_rows; r++)
+	{
+		for (int64 e = R->indptr[r]; e < R->indptr[r + 1]; e++)
+			if (!isfinite(R->data[e]))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("the values of the rows for user %s, item %s add up beyond the range of real (%g)",
+								source_key_text(src->users, src->ukind, src->utype, r),
+								source_key_text(src->items, src->ikind, src->itype, R->indices[e]),
+								(double) FLT_MAX),
+						 errhint("Rows with the same user and item are summed: scale the values down, or aggregate them in a view.")));
+		if ((r & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* Train and store a model as a says (gpumf_train, gpumf_tune); the catalog row. */
+Datum
+gpumf_train_args(const TrainArgs *args)
+{
+	TrainArgs	a = *args;
+	TrainState *ts;
+	gm_mf_eval	ev;
+	GpumfSource *src;
+	GpumfModel	old;
+	GpumfModelRow row;
+	GpumfFactorTables tables,
+				old_tables;
+	GpumfStoreInput in;
+	gm_mf_result res;
+	bool		exists,
+				try_service,
+				service;
+	double		t,
+				t_read,
+				t_csr,
+				t_store;
+	char		devname[128] = "";
+	Oid			caller = GetUserId();
+	Datum		result;
+
+	memset(&ev, 0, sizeof(ev));
+	/* the source is locked before its columns are checked */
+	src = gpumf_source_open(a.relid, a.ucol, a.icol, a.vcol,
+					  a.p.algorithm == GM_ALG_ALS_IMPLICIT ? GPUMF_VALUES_IMPLICIT :
+					  GPUMF_VALUES_RATINGS);
+
+	ts = palloc0(sizeof(TrainState));
+	ts->cb.func = train_state_free;
+	ts->cb.arg = ts;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ts->cb);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* ---- one training per model at a time; the retrainer must own it */
+	gpumf_model_lock(a.model);
+	exists = gpumf_model_lookup(a.model, &old);
+	gpumf_model_check_current(a.model, exists, exists ? old.version : 0);
+	if (exists)
+		gpumf_model_check_owner(&old, "retrain");
+
+	/* ---- read, as the caller (the GPU is looked for meanwhile) */
+	try_service = gpumf_device_prefetch(&a.p, gpumf_source_estimate_rows(src));
+	t = gm_now();
+	gpumf_source_read(src);
+	t_read = elapsed(&t);
+	if (src->null_keys > 0)
+		ereport(NOTICE,
+				(errmsg("skipped " INT64_FORMAT " rows with a NULL user or item", src->null_keys)));
+	if (src->null_values > 0)
+		ereport(NOTICE,
+				(errmsg("skipped " INT64_FORMAT " rows with a NULL value", src->null_values)));
+	if (src->n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("no rows to train on in \"%s\"", get_rel_name(a.relid)),
+				 errdetail(INT64_FORMAT " rows read, " INT64_FORMAT " with a NULL key, " INT64_FORMAT " with a NULL value.",
+						   src->rows_read, src->null_keys, src->null_values),
+				 errhint("The source must have at least one row with a non-NULL user and item.")));
+
+	/* ---- CSR / CSC, keys renumbered in key order */
+	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
+	gpumf_check_summed_values(src, &ts->R);
+	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
+	t_csr = elapsed(&t);
+
+	/* ---- device and training */
+	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
+	train_model(&a, service, ts, &res, &ev);
+	t = gm_now();
+
+	/* ---- store, as the extension's owner */
+	memset(&row, 0, sizeof(row));
+	row.m.id = exists ? old.id : gpumf_model_next_id();
+	/* after a gpumf_use_version roll-back, newer versions may be kept: skip past them */
+	row.m.version = exists ? gpumf_history_next_version(old.id, old.version) : 1;
+	row.m.name = a.model;
+	row.m.algorithm = (char *) gm_algorithm_name(a.p.algorithm);
+	row.m.factors = a.p.factors;
+	row.m.user_type = src->utype;
+	row.m.item_type = src->itype;
+	row.m.owner = exists && OidIsValid(old.owner) ? old.owner : caller;
+	row.m.explicit_values = a.p.algorithm != GM_ALG_ALS_IMPLICIT;
+	row.m.has_bias = a.p.biases != 0;
+	row.m.global_mean = a.p.biases ? ts->global_mean : NAN;
+	row.m.value_min = src->vmin;
+	row.m.value_max = src->vmax;
+	row.m.source = src->relname;
+	/* pinned by OID: a rename follows it, a dropped source is never looked up by name */
+	row.source_relid = a.relid;
+	row.m.user_col = a.ucol;
+	row.m.item_col = a.icol;
+	row.m.value_col = a.vcol;
+
+	memset(&in, 0, sizeof(in));
+	in.id = row.m.id;
+	in.version = row.m.version;
+	in.k = a.p.factors;
+	in.X = ts->X;
+	in.Y = ts->Y;
+	in.user_bias = ts->user_bias;
+	in.item_bias = ts->item_bias;
+	in.R = &ts->R;
+	in.users = src->users;
+	in.items = src->items;
+	in.ukind = src->ukind;
+	in.ikind = src->ikind;
+	in.utype = src->utype;
+	in.itype = src->itype;
+	tables = gpumf_store_write(&in);
+	if (exists)
+	{
+		old_tables.users = old.user_table;
+		old_tables.items = old.item_table;
+	}
+	gpumf_store_grant(&tables, exists ? &old_tables : NULL, row.m.owner);
+	t_store = gm_now() - t;
+	if (ts->service_seg)
+	{
+		/* the factors are in the tables: let the service's segment go */
+		gpumf_service_release(ts->service_seg);
+		ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+	}
+
+	row.m.user_table = tables.users;
+	row.m.item_table = tables.items;
+	row.params = params_jsonb(&a);
+	if (a.holdout > 0)
+	{
+		StringInfoData m;
+
+		initStringInfo(&m);
+		appendStringInfo(&m, "{\"holdout\": {\"metric\": \"%s@%d\", \"value\": %.17g, "
+						 "\"best_iteration\": %d, \"recall\": %.17g, \"ndcg\": %.17g, "
+						 "\"precision\": %.17g, \"users\": " INT64_FORMAT ", \"rows\": " INT64_FORMAT
+						 ", \"iterations_trained\": %d}}",
+						 gm_rank_metric_name(a.metric), a.K, ev.best, ev.best_iteration,
+						 ev.best_result.recall, ev.best_result.ndcg, ev.best_result.precision,
+						 (int64) ev.best_result.users, (int64) ts->held.nnz, res.iterations_run);
+		row.metrics = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(m.data)));
+	}
+	row.n_rows = src->rows_read;
+	row.nnz = ts->R.nnz;
+	row.n_users = ts->R.n_rows;
+	row.n_items = ts->R.n_cols;
+	row.backend = a.p.backend == GM_BACKEND_CUDA ? "cuda" : "cpu";
+	row.device = res.device_name;
+	row.iterations_run = a.holdout > 0 ? ev.best_iteration : res.iterations_run;
+	row.final_loss = res.final.loss;
+	row.train_rmse = res.final.rmse;
+	row.read_seconds = t_read;
+	row.build_seconds = t_csr;
+	row.transfer_seconds = res.transfer_seconds;
+	row.train_seconds = res.train_seconds;
+	row.loss_seconds = res.loss_seconds;
+	row.store_seconds = t_store;
+	gpumf_model_write(&row, exists);
+	if (exists)
+		gpumf_store_retire(&old_tables);
+	/*
+	 * Once this transaction commits, a background worker reads the new
+	 * version into shared memory and lets the replaced one go (its readers
+	 * keep their mapping).
+	 */
+	gpumf_served_warm_on_commit(row.m.id, row.m.version);
+	gpumf_store_drop_retired();
+
+	SPI_finish();
+	/* after SPI_finish, which frees what was allocated since SPI_connect */
+	result = gpumf_model_row_datum(a.model);
+	train_state_free(ts);
+	return result;
+}
+
+Datum
+gpumf_train(PG_FUNCTION_ARGS)
+{
+	TrainArgs	a;
+
+	gpumf_check_catalog_version();
+	parse_args(fcinfo, &a);
+	PG_RETURN_DATUM(gpumf_train_args(&a));
+}
+
+Datum
+gpumf_drop_model(PG_FUNCTION_ARGS)
+{
+	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		if_exists = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
+	GpumfModel	m;
+	GpumfFactorTables t;
+
+	gpumf_check_catalog_version();
+	gpumf_check_model_name(model);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	gpumf_model_lock(model);
+	if (!gpumf_model_lookup(model, &m))
+	{
+		if (if_exists)
+		{
+			ereport(NOTICE,
+					(errmsg("model \"%s\" does not exist, skipping", model)));
+			SPI_finish();
+			PG_RETURN_BOOL(false);
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", model),
+				 errhint("SELECT name FROM gpumf.models lists the models; if_exists => true skips a missing model.")));
+	}
+	gpumf_model_check_owner(&m, "drop");
+	gpumf_model_delete(m.id);
+	gpumf_served_forget(m.id);
+	t.users = m.user_table;
+	t.items = m.item_table;
+	gpumf_store_drop(&t);
+	gpumf_store_drop_retired();
+	SPI_finish();
+	PG_RETURN_BOOL(true);
+}
+
+/* A ranking metric and its cutoff from 'recall@20'. */
+void
+gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K)
+{
+	char		err[GM_ERRLEN];
+
+	if (gm_rank_metric_parse(s, m, K, err, sizeof(err)) != GM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", err),
+				 errhint("For example 'recall@20' or 'ndcg@10'.")));
+}
