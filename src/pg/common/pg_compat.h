@@ -23,6 +23,16 @@
 #endif
 
 /*
+ * A function that never returns: 18 replaced pg_attribute_noreturn(), which
+ * came after a declaration's specifiers, with pg_noreturn before them
+ */
+#if PG_VERSION_NUM >= 180000
+#define GM_NORETURN pg_noreturn
+#else
+#define GM_NORETURN pg_attribute_noreturn()
+#endif
+
+/*
  * A qualified name ("schema.table", quoted or not) as a List of String
  * nodes.  16 added a soft-error context argument; NULL keeps the old
  * behaviour (a malformed name is an ERROR).

@@ -20,7 +20,7 @@ extern void gpumf_source_bad_value(GpumfSource *src, Datum u, Datum i, double v)
 extern void gpumf_source_grow(GpumfSource *src);
 /* source_keys.c */
 extern char *gpumf_key_text(Oid coltype, Datum d);
-extern pg_attribute_noreturn() void gpumf_keymap_full(gm_keymap *m);
+extern GM_NORETURN void gpumf_keymap_full(gm_keymap *m);
 /* source_exec.c */
 extern void gpumf_source_read_executor(GpumfSource *src);
 /* source_scan.c */
