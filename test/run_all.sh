@@ -14,7 +14,8 @@
 #      (test/fuzz/run.sh)
 #   7. the fast parts of the reliability suite (test/reliability): hostile
 #      roles, keys at the limits of their types, a source of postgres_fdw
-#      partitions on two more clusters, load during retraining,
+#      partitions on two more clusters, serving after a restart, load during
+#      retraining,
 #      faults (SIGKILL, cancel), backend memory; after the pg_cron test, since
 #      a crash recovery would end its sessions
 #   8. README.md and docs/*.md against the installed extension
@@ -33,13 +34,14 @@
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
 # deps unit sanitizers fuzz regress readme pgvector multisession gpu
-# gpu-score gpu-explicit gpu-linalg cron hostile limits fdw load faults memory
+# gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart load faults
+# memory
 # (unset: all of them; an unknown name is an error) -- for running the whole
 # set in parts on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits fdw load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -153,6 +155,8 @@ want limits && echo "== reliability: keys at the limits of their types"
 suite limits bash test/reliability/limits.sh
 want fdw && echo "== reliability: a source of postgres_fdw partitions on two more servers"
 suite fdw bash test/reliability/fdw.sh
+want restart && echo "== reliability: serving after a restart (models read into shared memory at start)"
+suite restart bash test/reliability/restart.sh
 want load && echo "== reliability: load during retraining"
 suite load bash test/reliability/load.sh --fast
 want faults && echo "== reliability: faults"

@@ -13,8 +13,8 @@
 #
 #   GPUMF_MAJOR_SUITES   the suites to run on each major (default: every one
 #                        that runs against the server: regress readme
-#                        pgvector multisession hostile limits fdw load faults
-#                        memory).  Left out
+#                        pgvector multisession hostile limits fdw restart load
+#                        faults memory).  Left out
 #                        by default: unit and sanitizers, which test the pure-C
 #                        core without PostgreSQL (the same on every major: run
 #                        them once, with test/run_all.sh on 15), and cron,
@@ -30,7 +30,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 [ $# -gt 0 ] || { echo "usage: test/run_majors.sh MAJOR..."; echo "0 passed, 1 failed"; exit 1; }
-suites=${GPUMF_MAJOR_SUITES:-regress readme pgvector multisession hostile limits fdw load faults memory}
+suites=${GPUMF_MAJOR_SUITES:-regress readme pgvector multisession hostile limits fdw restart load faults memory}
 P=0; F=0
 for major in "$@"; do
   t0=$SECONDS

@@ -1,11 +1,12 @@
 /*
  * gpumf.c: the module's entry point, above every product line: _PG_init
  * defines the GUCs (their variables live in common/guc.c, where every file
- * can reach them) and registers the training service's worker.  Nothing
- * calls into this file.
+ * can reach them) and registers the training service's worker and the
+ * start-up warm-up.  Nothing calls into this file.
  *
  * _PG_init only defines GUCs (and, in shared_preload_libraries, registers
- * the training service's worker): CUDA does not survive fork(), so nothing
+ * the training service's worker and the worker that reads the models into
+ * shared memory at start): CUDA does not survive fork(), so nothing
  * here (which may run in the postmaster) touches the GPU; the CUDA module is
  * loaded lazily by the process that trains.
  */
@@ -148,6 +149,11 @@ _PG_init(void)
 							 "A background worker reads the committed version into shared memory, so that the first gpumf_recommend of every session attaches to it. Off: only versions of models already served are read at commit; a new model is read by its first call.",
 							 &gpumf_warm_new_models, true,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.warm_at_start",
+							 "With gpumf in shared_preload_libraries: read every model's current version into shared memory when the server starts.",
+							 "A background worker goes through the databases that have gpumf and reads their models, most recently trained first, within gpumf.shared_models_memory, so that the first gpumf_recommend after a restart attaches instead of reading the factor tables. Only its value at server start counts (a custom variable that only shared_preload_libraries can use, defined as sighup so that a library loaded later can still define it).",
+							 &gpumf_warm_at_start, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.keep_versions",
 							"Versions of each model kept, the current one included; a retraining retires the older ones.",
 							"Kept versions are listed by gpumf_model_versions() and can be made current again with gpumf_use_version(); 1 keeps only the current version.",
@@ -176,4 +182,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress &&
 		gpumf_training_service != GPUMF_SERVICE_OFF)
 		gpumf_service_register_at_start();
+	/* preloaded: the models are read into shared memory at start (warm_worker.c) */
+	if (process_shared_preload_libraries_in_progress && gpumf_warm_at_start && gpumf_shared_models)
+		gpumf_warm_register_at_start();
 }

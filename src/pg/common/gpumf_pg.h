@@ -52,6 +52,7 @@ extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;
+extern bool gpumf_warm_at_start;	/* preloaded: every model read into shared memory at start */
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern bool gpumf_fold_in;		/* serving may read a model's source (fold-in) */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */

@@ -14,6 +14,15 @@
  * any session attaches; with it off, models nobody serves are left alone
  * (no shared memory is spent on them).  A worker that cannot be had (no
  * free slot) changes nothing: the first call reads the version as before.
+ *
+ * At server start (gpumf in shared_preload_libraries, gpumf.warm_at_start),
+ * what was in shared memory is gone, so a worker registered by _PG_init
+ * reads it back: connected to no database, it lists the databases and, one
+ * after the other, starts a worker in each (gpumf_warm_db_main) that reads
+ * every model's current version, most recently trained first, each in a
+ * worker of its own as after a commit, until gpumf.shared_models_memory is
+ * reached (a version that cannot be shared is logged and skipped).  That is
+ * the state gpumf.warm_new_models keeps while the server runs.
  */
 #include "gpumf_serve.h"
 
@@ -35,6 +44,9 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
@@ -71,6 +83,8 @@ static List *warm_pending = NIL;	/* WarmRequest *, in TopTransactionContext */
 static bool warm_callback_set = false;
 
 PGDLLEXPORT void gpumf_warm_main(Datum arg);
+PGDLLEXPORT void gpumf_warm_start_main(Datum arg);
+PGDLLEXPORT void gpumf_warm_db_main(Datum arg);
 
 static void
 warm_xact_callback(XactEvent event, void *arg)
@@ -195,13 +209,16 @@ gpumf_warm_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(r.dbid, r.userid, 0);
 	pgstat_report_appname("gpumf warm model");
 
-	/* the training's transaction ends right after it starts us */
-	StartTransactionCommand();
-	if (TransactionIdIsInProgress(r.xid))
-		XactLockTableWait(r.xid, NULL, NULL, XLTW_None);
-	CommitTransactionCommand();
-	if (!TransactionIdDidCommit(r.xid))
-		proc_exit(0);
+	/* the training's transaction ends right after it starts us (none at server start) */
+	if (TransactionIdIsValid(r.xid))
+	{
+		StartTransactionCommand();
+		if (TransactionIdIsInProgress(r.xid))
+			XactLockTableWait(r.xid, NULL, NULL, XLTW_None);
+		CommitTransactionCommand();
+		if (!TransactionIdDidCommit(r.xid))
+			proc_exit(0);
+	}
 
 	t0 = gm_now();
 	StartTransactionCommand();
@@ -239,5 +256,184 @@ gpumf_warm_main(Datum arg)
 	CommitTransactionCommand();
 	if (name)
 		warm_forget_replaced(r.model_id, name);
+	proc_exit(0);
+}
+
+/* ------------------------------------------------------ at server start */
+
+static void
+warm_worker_spec(BackgroundWorker *w, const char *function, const char *name)
+{
+	memset(w, 0, sizeof(*w));
+	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(w->bgw_library_name, BGW_MAXLEN, "gpumf");
+	snprintf(w->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(w->bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(w->bgw_type, BGW_MAXLEN, "gpumf warm at start");
+}
+
+/* _PG_init, in shared_preload_libraries */
+void
+gpumf_warm_register_at_start(void)
+{
+	BackgroundWorker w;
+
+	warm_worker_spec(&w, "gpumf_warm_start_main", "gpumf warm at start");
+	RegisterBackgroundWorker(&w);
+}
+
+/*
+ * The start-up worker: no database, so only the shared catalogs; one
+ * database's worker at a time, so that the reads do not compete.
+ */
+void
+gpumf_warm_start_main(Datum arg)
+{
+	List	   *dbs = NIL;
+	ListCell   *lc;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	double		t0 = gm_now();
+
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("gpumf warm at start");
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (db->datallowconn && !db->datistemplate)
+			dbs = lappend_oid(dbs, db->oid);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		dbs = list_copy(dbs);
+		MemoryContextSwitchTo(old);
+	}
+	CommitTransactionCommand();
+
+	foreach(lc, dbs)
+	{
+		BackgroundWorker w;
+		BackgroundWorkerHandle *h;
+		Oid			dbid = lfirst_oid(lc);
+		pid_t		pid;
+
+		CHECK_FOR_INTERRUPTS();
+		warm_worker_spec(&w, "gpumf_warm_db_main", "gpumf warm at start (database)");
+		w.bgw_main_arg = ObjectIdGetDatum(dbid);
+		w.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&w, &h))
+		{
+			elog(LOG, "gpumf: no background worker to read the models of database %u into shared memory: their first calls will read them",
+				 dbid);
+			continue;
+		}
+		if (WaitForBackgroundWorkerStartup(h, &pid) == BGWH_STARTED)
+			(void) WaitForBackgroundWorkerShutdown(h);
+	}
+	elog(DEBUG1, "gpumf: models of %d databases read into shared memory in %.3f s",
+		 list_length(dbs), gm_now() - t0);
+	proc_exit(0);
+}
+
+/*
+ * One database: if gpumf is installed, every model's current version into
+ * shared memory, most recently trained first, each by a worker of its own
+ * (gpumf_warm_main, as after a training's commit, with no transaction to
+ * wait for), one after the other.  A version that cannot be shared (the
+ * total past gpumf.shared_models_memory, say) ends its worker with the
+ * ERROR in the log, and the next one is tried.
+ */
+void
+gpumf_warm_db_main(Datum arg)
+{
+	List	   *reqs = NIL;
+	ListCell   *lc;
+	int			warmed = 0;
+	double		t0;
+	Oid			owner;
+	char	   *dbname;
+
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
+	pgstat_report_appname("gpumf warm at start");
+
+	StartTransactionCommand();
+	if (!OidIsValid(get_extension_oid("gpumf", true)))
+	{
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
+	owner = gpumf_owner();
+	dbname = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() == SPI_OK_CONNECT)
+	{
+		GpumfGuard	g;
+
+		gpumf_guard_enter(&g, false);
+		if (SPI_execute("SELECT id, version FROM gpumf.models ORDER BY created_at DESC, id DESC",
+						true, 0) == SPI_OK_SELECT)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				WarmRequest *r = palloc0(sizeof(WarmRequest));
+				bool		n1,
+							n2;
+
+				r->dbid = MyDatabaseId;
+				r->userid = owner;
+				r->xid = InvalidTransactionId;
+				r->model_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &n1));
+				r->version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &n2));
+				if (!n1 && !n2)
+					reqs = lappend(reqs, r);
+			}
+			MemoryContextSwitchTo(old);
+		}
+		gpumf_guard_exit(&g);
+		SPI_finish();
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	t0 = gm_now();
+	foreach(lc, reqs)
+	{
+		WarmRequest *r = lfirst(lc);
+		BackgroundWorker w;
+		BackgroundWorkerHandle *h;
+		pid_t		pid;
+
+		CHECK_FOR_INTERRUPTS();
+		warm_worker_spec(&w, "gpumf_warm_main", "gpumf warm at start (model)");
+		memcpy(w.bgw_extra, r, sizeof(WarmRequest));
+		w.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&w, &h))
+			break;				/* no slot: the rest are read by their first calls */
+		if (WaitForBackgroundWorkerStartup(h, &pid) == BGWH_STARTED)
+			(void) WaitForBackgroundWorkerShutdown(h);
+		StartTransactionCommand();
+		if (gpumf_served_model_is_shared(r->model_id))
+			warmed++;
+		CommitTransactionCommand();
+	}
+	if (reqs != NIL)
+		elog(LOG, "gpumf: %d of %d models of database \"%s\" read into shared memory at start in %.3f s%s",
+			 warmed, list_length(reqs), dbname, gm_now() - t0,
+			 warmed < list_length(reqs) ? " (the others: see above, or their first calls read them)" : "");
 	proc_exit(0);
 }

@@ -1,0 +1,124 @@
+#!/bin/bash
+# Serving after a server restart: with gpumf in shared_preload_libraries and
+# gpumf.warm_at_start on (the default), a worker reads every model's current
+# version of every database that has gpumf into shared memory when the server
+# starts, so that the first gpumf_recommend after the restart attaches
+# instead of reading the factor tables.  This starts its own throw-away
+# cluster of the PostgreSQL on PATH (pg_ctl, as test/pgenv.sh sets it up)
+# with shared_preload_libraries = gpumf, trains models in two databases (and
+# leaves a third without gpumf), restarts it and checks:
+#   - before any serving call, gpumf_shared_models() of each database lists
+#     each model's current version (and only that one), and the server log
+#     says how many models of each database were read;
+#   - the first gpumf_recommend of a new session returns the same list as
+#     before the restart and leaves the list of shared versions as it was
+#     (it attached: nothing new was read);
+#   - with gpumf.warm_at_start = off nothing is read at start, and the first
+#     call reads the model itself;
+#   - a version larger than gpumf.shared_models_memory is logged and
+#     skipped, and the others are still read;
+# and prints the first call's latency after a restart with and without the
+# warm-up.
+#
+#   bash test/reliability/restart.sh                 # CI: 100,000 items, factors 32
+#   RESTART_ITEMS=2000000 RESTART_FACTORS=128 bash test/reliability/restart.sh   # the latency at scale
+#
+# Run as root it runs the cluster as user postgres.  Prints "ok N - ..."
+# lines and "N passed, M failed".
+set -u
+ITEMS=${RESTART_ITEMS:-100000}
+FACTORS=${RESTART_FACTORS:-32}
+PORT=${RESTART_PORT:-$(( ${PGPORT:-5499} + 140 ))}
+DIR=${RESTART_DIR:-/tmp/gpumf-restart}
+pass=0; fail=0; n=0
+ok()   { n=$((n+1)); pass=$((pass+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); fail=$((fail+1)); echo "not ok $n - $1${2:+: $2}"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "expected '$3', got '$(echo "$2" | head -c 600)'"; fi; }
+q() {  # $1: database, then SQL
+  local db=$1; shift
+  PGOPTIONS="-c gpumf.device=cpu -c gpumf.progress=off -c client_min_messages=warning" \
+    psql -X -qAt -v ON_ERROR_STOP=1 -h /tmp -p "$PORT" -U postgres -d "$db" -c "$*"
+}
+bindir=$(dirname "$(command -v pg_ctl)")
+if [ "$(id -u)" = 0 ]; then as_owner() { su postgres -s /bin/bash -c "cd / && $*"; }; else as_owner() { bash -c "$*"; }; fi
+finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; }
+trap 'as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null 2>&1' EXIT
+opts="-p $PORT -k /tmp -c listen_addresses= -c max_connections=20 -c shared_preload_libraries=gpumf"
+start() {  # $1: extra server options, $2: databases whose warm-up to wait for (their LOG line)
+  : >"$DIR/server.log"; chmod 666 "$DIR/server.log"
+  as_owner "$bindir/pg_ctl -D $DIR/data -l $DIR/server.log -w -o \"$opts $1\" start" >/dev/null \
+    || { tail -5 "$DIR/server.log"; bad "the server starts ($1)"; finish; }
+  for _ in $(seq 1 600); do
+    [ "$(grep -c 'read into shared memory at start in' "$DIR/server.log")" -ge "${2:-0}" ] && return
+    sleep 0.1
+  done
+  bad "the start-up warm-up ends within 60 s" "$(grep gpumf "$DIR/server.log" | head -5)"
+}
+stop() { as_owner "$bindir/pg_ctl -D $DIR/data -m fast -w stop" >/dev/null; cat "$DIR/server.log" >>"$DIR/all.log"; }
+now() { date +%s.%N; }
+
+as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null 2>&1
+rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown postgres "$DIR"
+as_owner "$bindir/initdb -D $DIR/data -A trust -U postgres" >"$DIR/initdb.log" 2>&1 \
+  || { cat "$DIR/initdb.log"; bad "initdb"; finish; }
+start ""
+
+# models: two in db_a (the larger one trained last), one in db_b; db_c has no gpumf
+users=$(( ITEMS / 10 > 2000 ? ITEMS / 10 : 2000 ))
+for d in db_a db_b db_c; do q postgres "CREATE DATABASE $d" >/dev/null; done
+out=$(q db_a "CREATE EXTENSION gpumf;
+  CREATE TABLE small AS SELECT user_id, item_id, value FROM gpumf_synthetic(2000, 500, 40000);
+  CREATE TABLE big AS SELECT user_id, item_id, value FROM gpumf_synthetic($users, $ITEMS, $(( ITEMS * 5 )));
+  SELECT count(*) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_small');
+  SELECT count(*) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_small');
+  SELECT count(*) FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => $FACTORS, iterations => 2, model => 'm_big');" 2>&1)
+check "db_a: two models (m_small retrained: two versions kept)" "$out" "$(printf '1\n1\n1')"
+out=$(q db_b "CREATE EXTENSION gpumf;
+  CREATE TABLE r AS SELECT user_id, item_id, value FROM gpumf_synthetic(1000, 300, 20000);
+  SELECT count(*) FROM gpumf_train('r', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_b');" 2>&1)
+check "db_b: one model" "$out" "1"
+q db_c "CREATE TABLE t (x int)" >/dev/null
+before_big=$(q db_a "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_big', 1, 10)")
+before_b=$(q db_b "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_b', 1, 10)")
+shared_expected() {  # $1: database; the current versions of its models, as gpumf_shared_models() lists them
+  q "$1" "SELECT string_agg(m.id || ':' || m.version, ',' ORDER BY m.id) FROM gpumf.models m"
+}
+shared_now() {
+  q "$1" "SELECT coalesce(string_agg(model_id || ':' || version, ',' ORDER BY model_id), 'none') FROM gpumf_shared_models()"
+}
+exp_a=$(shared_expected db_a); exp_b=$(shared_expected db_b)
+
+# 1. a restart with the warm-up (the default)
+stop; start "" 2
+check "db_a: the current versions are in shared memory before any call" "$(shared_now db_a)" "$exp_a"
+check "db_b: the same" "$(shared_now db_b)" "$exp_b"
+if grep -q '2 of 2 models of database "db_a" read into shared memory at start' "$DIR/server.log"; then ok "the log says what was read (db_a)"; else bad "the log says what was read (db_a)" "$(grep gpumf "$DIR/server.log" | head -5)"; fi
+if grep -q 'database "db_c"' "$DIR/server.log"; then bad "nothing is logged for a database without gpumf"; else ok "nothing is logged for a database without gpumf"; fi
+t0=$(now); after=$(q db_a "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_big', 1, 10)"); warm_ms=$(awk "BEGIN { printf \"%.1f\", ($(now) - $t0) * 1000 }")
+check "the first call after the restart: the same top 10" "$after" "$before_big"
+check "it attached: the shared versions are as they were" "$(shared_now db_a)" "$exp_a"
+check "db_b serves the same top 10" "$(q db_b "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_b', 1, 10)")" "$before_b"
+
+# 2. gpumf.warm_at_start = off: nothing at start, the first call reads
+stop; start "-c gpumf.warm_at_start=off"
+check "warm_at_start off: nothing in shared memory after the start" "$(shared_now db_a)" "none"
+t0=$(now); after=$(q db_a "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_big', 1, 10)"); cold_ms=$(awk "BEGIN { printf \"%.1f\", ($(now) - $t0) * 1000 }")
+check "warm_at_start off: the first call reads the model, the same top 10" "$after" "$before_big"
+check "warm_at_start off: then m_big is shared" "$(q db_a "SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id WHERE m.name = 'm_big'")" "1"
+
+# 3. a version too large for gpumf.shared_models_memory is skipped, the others read
+stop; start "-c gpumf.shared_models_memory=1MB" 2
+check "shared_models_memory 1 MB: m_big is not read at start" \
+  "$(q db_a "SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id WHERE m.name = 'm_big'")" "0"
+check "shared_models_memory 1 MB: m_small is" \
+  "$(q db_a "SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id WHERE m.name = 'm_small'")" "1"
+if grep -q 'shared memory for models is full: model "m_big"' "$DIR/server.log"; then ok "the log names the model it skipped"; else bad "the log names the model it skipped" "$(grep gpumf "$DIR/server.log" | head -5)"; fi
+stop
+if grep -q 'terminated by signal' "$DIR/all.log"; then bad "no process crashed" "$(grep 'terminated by signal' "$DIR/all.log" | head -3)"; else ok "no process crashed"; fi
+
+echo "# first gpumf_recommend after a restart ($ITEMS items, factors $FACTORS, $(nproc) cores; psql's connection included):"
+echo "# | gpumf.warm_at_start | first call ms |"
+echo "# |---|---|"
+echo "# | on | $warm_ms |"
+echo "# | off | $cold_ms |"
+finish
