@@ -17,13 +17,14 @@
 #     call reads the model itself;
 #   - a version larger than gpumf.shared_models_memory is logged and
 #     skipped, and the others are still read;
-# and prints the first call's latency after a restart with and without the
-# warm-up.
+# and prints a new session's first call's latency right after a training
+# committed, after the commit's warm-up, and after a restart with and without
+# the warm-up at start.
 #
 #   bash test/reliability/restart.sh                 # CI: 100,000 items, factors 32
 #   RESTART_ITEMS=2000000 RESTART_FACTORS=128 bash test/reliability/restart.sh   # the latency at scale
 #
-# Run as root it runs the cluster as user postgres.  Prints "ok N - ..."
+# Run as root it runs the cluster as user postgres (RESTART_OS_USER).  Prints "ok N - ..."
 # lines and "N passed, M failed".
 set -u
 ITEMS=${RESTART_ITEMS:-100000}
@@ -40,7 +41,8 @@ q() {  # $1: database, then SQL
     psql -X -qAt -v ON_ERROR_STOP=1 -h /tmp -p "$PORT" -U postgres -d "$db" -c "$*"
 }
 bindir=$(dirname "$(command -v pg_ctl)")
-if [ "$(id -u)" = 0 ]; then as_owner() { su postgres -s /bin/bash -c "cd / && $*"; }; else as_owner() { bash -c "$*"; }; fi
+OSUSER=${RESTART_OS_USER:-postgres}   # the cluster's owner when run as root
+if [ "$(id -u)" = 0 ]; then as_owner() { su "$OSUSER" -s /bin/bash -c "cd / && $*"; }; else as_owner() { bash -c "$*"; }; fi
 finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; }
 trap 'as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null 2>&1' EXIT
 opts="-p $PORT -k /tmp -c listen_addresses= -c max_connections=20 -c shared_preload_libraries=gpumf"
@@ -58,7 +60,7 @@ stop() { as_owner "$bindir/pg_ctl -D $DIR/data -m fast -w stop" >/dev/null; cat 
 now() { date +%s.%N; }
 
 as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null 2>&1
-rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown postgres "$DIR"
+rm -rf "$DIR"; mkdir -p "$DIR"; [ "$(id -u)" = 0 ] && chown "$OSUSER" "$DIR"
 as_owner "$bindir/initdb -D $DIR/data -A trust -U postgres" >"$DIR/initdb.log" 2>&1 \
   || { cat "$DIR/initdb.log"; bad "initdb"; finish; }
 start ""
@@ -72,6 +74,11 @@ out=$(q db_a "CREATE EXTENSION gpumf;
   SELECT count(*) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_small');
   SELECT count(*) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_small');
   SELECT count(*) FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => $FACTORS, iterations => 2, model => 'm_big');" 2>&1)
+# the first call of a new session right after the training committed (the
+# commit's warm-up worker may still be reading), then once it has
+t0=$(now); q db_a "SELECT count(*) FROM gpumf_recommend('m_big', 2, 10)" >/dev/null; commit_ms=$(awk "BEGIN { printf \"%.1f\", ($(now) - $t0) * 1000 }")
+for _ in $(seq 1 600); do pgrep -f "gpumf warm model" >/dev/null 2>&1 || break; sleep 0.1; done
+t0=$(now); q db_a "SELECT count(*) FROM gpumf_recommend('m_big', 3, 10)" >/dev/null; warmed_ms=$(awk "BEGIN { printf \"%.1f\", ($(now) - $t0) * 1000 }")
 check "db_a: two models (m_small retrained: two versions kept)" "$out" "$(printf '1\n1\n1')"
 out=$(q db_b "CREATE EXTENSION gpumf;
   CREATE TABLE r AS SELECT user_id, item_id, value FROM gpumf_synthetic(1000, 300, 20000);
@@ -116,9 +123,11 @@ if grep -q 'shared memory for models is full: model "m_big"' "$DIR/server.log"; 
 stop
 if grep -q 'terminated by signal' "$DIR/all.log"; then bad "no process crashed" "$(grep 'terminated by signal' "$DIR/all.log" | head -3)"; else ok "no process crashed"; fi
 
-echo "# first gpumf_recommend after a restart ($ITEMS items, factors $FACTORS, $(nproc) cores; psql's connection included):"
-echo "# | gpumf.warm_at_start | first call ms |"
+echo "# a new session's first gpumf_recommend ($ITEMS items, factors $FACTORS, $(nproc) cores; ms, psql's connection included):"
+echo "# | when | first call ms |"
 echo "# |---|---|"
-echo "# | on | $warm_ms |"
-echo "# | off | $cold_ms |"
+echo "# | right after the training committed | $commit_ms |"
+echo "# | after the commit's warm-up worker ended | $warmed_ms |"
+echo "# | after a restart, gpumf.warm_at_start on (once its worker ended) | $warm_ms |"
+echo "# | after a restart, gpumf.warm_at_start off | $cold_ms |"
 finish
