@@ -42,7 +42,7 @@ q() {  # $1: database, then SQL
 }
 bindir=$(dirname "$(command -v pg_ctl)")
 OSUSER=${RESTART_OS_USER:-postgres}   # the cluster's owner when run as root
-if [ "$(id -u)" = 0 ]; then as_owner() { su "$OSUSER" -s /bin/bash -c "cd / && $*"; }; else as_owner() { bash -c "$*"; }; fi
+if [ "$(id -u)" = 0 ]; then as_owner() { su "$OSUSER" -s /bin/bash -c "cd / && LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} $*"; }; else as_owner() { bash -c "$*"; }; fi
 finish() { echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; }
 trap 'as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null 2>&1' EXIT
 opts="-p $PORT -k /tmp -c listen_addresses= -c max_connections=20 -c shared_preload_libraries=gpumf"
