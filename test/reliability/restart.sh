@@ -1,5 +1,7 @@
 #!/bin/bash
-# Serving after a server restart: with gpumf in shared_preload_libraries and
+# Serving right after a training and after a server restart.  A training
+# reads the version it made into shared memory before it commits, so that the
+# first call after the commit attaches.  With gpumf in shared_preload_libraries and
 # gpumf.warm_at_start on (the default), a worker reads every model's current
 # version of every database that has gpumf into shared memory when the server
 # starts, so that the first gpumf_recommend after the restart attaches
@@ -94,6 +96,14 @@ shared_now() {
   q "$1" "SELECT coalesce(string_agg(model_id || ':' || version, ',' ORDER BY model_id), 'none') FROM gpumf_shared_models()"
 }
 exp_a=$(shared_expected db_a); exp_b=$(shared_expected db_b)
+
+# 0. a training reads its new version into shared memory in its own transaction
+out=$(q db_a "BEGIN;
+  SELECT count(*) FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 2, model => 'm_tx');
+  SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id AND m.version = s.version WHERE m.name = 'm_tx';
+  ROLLBACK;" 2>&1)
+check "the training's transaction lists its new version before it commits" "$out" "$(printf '1\n1')"
+check "rolled back: nothing of it is listed" "$(shared_now db_a)" "$exp_a"
 
 # 1. a restart with the warm-up (the default)
 stop; start "" 2

@@ -134,6 +134,7 @@ extern bool gpumf_served_model_is_shared(int64 model_id);
  * has to.
  */
 extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
+extern void gpumf_served_warm_now(const char *name, int64 model_id);
 extern void gpumf_warm_register_at_start(void);
 
 /* ---------------------------------------------------------- serving.c */

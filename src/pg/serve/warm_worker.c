@@ -149,6 +149,43 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
 }
 
 /*
+ * In the training's own transaction, once it has written the new version:
+ * read it into shared memory now, so that the first call after the commit
+ * attaches (the worker that the commit starts then finds it listed, and only
+ * lets the replaced version go).  Listing a version before its commit is
+ * harmless: a reader finds a version through the catalog, which shows it
+ * only once it commits; if the training aborts, its tables are gone and the
+ * next sweep takes the entry out.  Failing here (no room under
+ * gpumf.shared_models_memory, say) fails nothing: the worker tries again
+ * after the commit, as before.
+ */
+static void
+warm_now_in(void *arg)
+{
+	(void) gpumf_served_get((const char *) arg);
+}
+
+void
+gpumf_served_warm_now(const char *name, int64 model_id)
+{
+	ErrorData  *e;
+
+	if (!gpumf_shared_models || !IsUnderPostmaster || IsInParallelMode() ||
+		(!gpumf_warm_new_models && !gpumf_served_model_is_shared(model_id)))
+		return;
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	e = gpumf_try_subxact(warm_now_in, (void *) name);
+	PopActiveSnapshot();
+	if (e)
+	{
+		elog(DEBUG1, "gpumf: model \"%s\" not read into shared memory before its commit: %s",
+			 name, e->message);
+		FreeErrorData(e);
+	}
+}
+
+/*
  * After warming: the versions other than the model's current one are no
  * longer shared (readers keep their mapping).  The current version is read
  * afresh under the model's lock, which every training, switch and drop holds

@@ -688,13 +688,15 @@ gpumf_train_args(const TrainArgs *args)
 	gpumf_model_write(&row, exists);
 	if (exists)
 		gpumf_store_retire(&old_tables);
-	/*
-	 * Once this transaction commits, a background worker reads the new
-	 * version into shared memory and lets the replaced one go (its readers
-	 * keep their mapping).
-	 */
-	gpumf_served_warm_on_commit(row.m.id, row.m.version);
 	gpumf_store_drop_retired();
+	/*
+	 * The new version into shared memory now, so that the first call after
+	 * the commit attaches; once this transaction commits, a background
+	 * worker lets the replaced one go (its readers keep their mapping), and
+	 * reads the new one if that failed here.
+	 */
+	gpumf_served_warm_now(a.model, row.m.id);
+	gpumf_served_warm_on_commit(row.m.id, row.m.version);
 
 	SPI_finish();
 	/* after SPI_finish, which frees what was allocated since SPI_connect */
