@@ -64,6 +64,7 @@ typedef struct GpumfServed
  * needed; ERRORs for unknown/forbidden.
  */
 extern GpumfServed *gpumf_served_get(const char *name);
+extern void gpumf_served_forget_local(const char *name);
 
 /* ---------------------------------------------------- served_tables.c */
 
@@ -125,6 +126,7 @@ extern void gpumf_served_forget_dropped(void);
 extern void gpumf_served_forget_other_versions(int64 model_id, int32 version);
 /* is a version of the model listed in the registry (someone serves it)? */
 extern bool gpumf_served_model_is_shared(int64 model_id);
+extern bool gpumf_served_warming;	/* a training warms its version before its commit */
 
 /* ------------------------------------------------------ warm_worker.c */
 

@@ -145,6 +145,26 @@ lock_table(Oid relid)
 }
 
 /* The model's current version, loaded if needed (see gpumf_serve.h). */
+/*
+ * Take a model out of this backend's cache (what it holds of the version:
+ * its mapping of the shared segment, or its own copy).  A shared segment
+ * stays listed for the other sessions.
+ */
+void
+gpumf_served_forget_local(const char *name)
+{
+	GpumfServed *m;
+
+	if (served == NULL)
+		return;
+	m = hash_search(served, name, HASH_FIND, NULL);
+	if (m)
+	{
+		served_release(m);
+		hash_search(served, name, HASH_REMOVE, NULL);
+	}
+}
+
 GpumfServed *
 gpumf_served_get(const char *name)
 {

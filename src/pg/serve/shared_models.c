@@ -67,6 +67,13 @@
 #include "utils/syscache.h"
 #include "utils/uuid.h"
 
+/*
+ * Set while a training reads its new version into shared memory before it
+ * commits (warm_worker.c): the versions it replaces stay listed (the commit's
+ * worker lets them go), and no copy of its own is read.
+ */
+bool		gpumf_served_warming = false;
+
 #define REGISTRY_NAME		"gpumf shared models"
 #define REGISTRY_SLOTS		128
 #define SEGMENT_MAGIC		UINT64CONST(0x67706d667365676d)	/* "gpmfsegm" */
@@ -810,6 +817,7 @@ publish_copy_in(void *p)
 void
 gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 {
+	bool		keep_older = gpumf_served_warming;
 	Relation	rel = table_open(m->item_rel, NoLock);
 	SharedKey	key;
 	ModelVersion mv = {cat->id, cat->version};
@@ -840,7 +848,8 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 		if (a.attached)
 		{
 			table_close(rel, NoLock);
-			forget_entries(entry_older, &mv);
+			if (!keep_older)
+				forget_entries(entry_older, &mv);
 			elog(DEBUG1, "gpumf: model \"%s\" version %d attached in %.3f s",
 				 cat->name, cat->version, gm_now() - t0);
 			return;
@@ -851,7 +860,8 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 		{
 			table_close(rel, NoLock);
 			use_segment(m, pub.seg);
-			forget_entries(entry_older, &mv);
+			if (!keep_older)
+				forget_entries(entry_older, &mv);
 			elog(DEBUG1, "gpumf: model \"%s\" version %d read into shared memory in %.3f s "
 				 "(segment created in %.3f s, table read in %.3f s, int8 copy in %.3f s)",
 				 cat->name, cat->version, gm_now() - t0, pub.t_create, pub.t_scan, pub.t_int8);
@@ -861,9 +871,18 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 		{
 			/* the replaced versions go all the same: this one is current */
 			table_close(rel, NoLock);
-			forget_entries(entry_older, &mv);
+			if (!keep_older)
+				forget_entries(entry_older, &mv);
 			cap_refused(&pub.refusal, cat->name, cat->version);
 		}
+	}
+	if (keep_older)
+	{
+		/* warming before the commit: a copy of its own is of no use to the training's session */
+		table_close(rel, NoLock);
+		ereport(ERROR,
+				(errmsg("model \"%s\" version %d could not be read into shared memory directly",
+						cat->name, cat->version)));
 	}
 	gpumf_served_load_private(m, cat, rel);
 	table_close(rel, NoLock);

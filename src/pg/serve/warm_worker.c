@@ -154,15 +154,18 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
  * attaches (the worker that the commit starts then finds it listed, and only
  * lets the replaced version go).  Listing a version before its commit is
  * harmless: a reader finds a version through the catalog, which shows it
- * only once it commits; if the training aborts, its tables are gone and the
- * next sweep takes the entry out.  Failing here (no room under
+ * only once it commits; the versions it replaces stay listed until the
+ * commit's worker lets them go; if the training aborts, its tables are gone
+ * and the next sweep takes the entry out.  Failing here (no room under
  * gpumf.shared_models_memory, say) fails nothing: the worker tries again
  * after the commit, as before.
  */
 static void
 warm_now_in(void *arg)
 {
+	/* the shared segment is what counts: the training's own session keeps nothing */
 	(void) gpumf_served_get((const char *) arg);
+	gpumf_served_forget_local((const char *) arg);
 }
 
 void
@@ -175,8 +178,12 @@ gpumf_served_warm_now(const char *name, int64 model_id)
 		return;
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	gpumf_served_warming = true;
 	e = gpumf_try_subxact(warm_now_in, (void *) name);
+	gpumf_served_warming = false;
 	PopActiveSnapshot();
+	if (e && e->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		ReThrowError(e);		/* a cancel or statement_timeout stops the training */
 	if (e)
 	{
 		elog(DEBUG1, "gpumf: model \"%s\" not read into shared memory before its commit: %s",
