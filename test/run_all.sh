@@ -34,14 +34,14 @@
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
 # deps unit sanitizers fuzz regress readme pgvector multisession gpu
-# gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart load faults
-# memory
+# gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart scale load
+# faults memory
 # (unset: all of them; an unknown name is an error) -- for running the whole
 # set in parts on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart scale load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -157,6 +157,8 @@ want fdw && echo "== reliability: a source of postgres_fdw partitions on two mor
 suite fdw bash test/reliability/fdw.sh
 want restart && echo "== reliability: serving after a restart (models read into shared memory at start)"
 suite restart bash test/reliability/restart.sh
+want scale && echo "== the scale benchmark's code path, at 200,000 rows on the CPU (test/bench/scale)"
+suite scale env BUILD=0 DEVICE=cpu bash test/bench/scale/run.sh
 want load && echo "== reliability: load during retraining"
 suite load bash test/reliability/load.sh --fast
 want faults && echo "== reliability: faults"

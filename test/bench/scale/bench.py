@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""gpumf_train at scale, phase by phase beside each phase's floor, with the
+memory it takes and the first serving call after the commit.  One table a run.
+
+ 1. The source: an UNLOGGED table scale_src (user_id, item_id, value) filled
+    by SESSIONS parallel sessions of gpumf_synthetic, each with its own users
+    (a slice of USERS) and seed, all over ITEMS items; then read once (hint
+    bits) and ANALYZEd.
+ 2. Floors, measured on this server and machine: the read, heap bytes over
+    the rate of a parallel SELECT count(*) (cores - 1 workers); the transfer,
+    the CSR and CSC bytes (16 a rating, 8 a row pointer) over the host-to-
+    device copy rate from pageable memory (pcie_probe.cu; pinned in
+    brackets); the store, the factor tables' heap and WAL bytes over the rate
+    a logged CREATE TABLE AS of rows of the same shape (key, real[k]) writes.
+ 3. gpumf_train(scale_src, factors FACTORS, iterations ITERS) with
+    gpumf.device = DEVICE and the training service off (the session trains),
+    logged model tables: its phases from the catalog row, the whole
+    statement, the backend's peak private memory (RssAnon, polled) and the GPU's peak memory use
+    above its use before (nvidia-smi every 50 ms), per interaction.
+ 4. A new session's first gpumf_recommend after the commit, and the next.
+
+Checks (a correctness run: CI's 2 cores): the model has every row, each
+phase is timed, the first call returns N rows; prints "N passed, M failed".
+
+    bash test/bench/scale/run.sh                      # CI: 200,000 rows, CPU
+    source .pgbundle/device-pg.sh && DEVICE=gpu ROWS=200000000 USERS=8000000 \\
+        ITEMS=1000000 SESSIONS=15 ITERS=10 bash test/bench/scale/run.sh
+
+Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
+DEVICE (cpu) GPUS ("1"; more GPUs are not supported yet: said in the table)
+BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
+directory for the table, default /tmp/gpumf_scale).
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+ROWS = int(os.environ.get("ROWS", "200000"))
+USERS = int(os.environ.get("USERS", "5000"))
+ITEMS = int(os.environ.get("ITEMS", "2000"))
+SESSIONS = int(os.environ.get("SESSIONS", "2"))
+FACTORS = int(os.environ.get("FACTORS", "128"))
+ITERS = int(os.environ.get("ITERS", "5"))
+DEVICE = os.environ.get("DEVICE", "cpu")
+GPUS = os.environ.get("GPUS", "1").split()
+DB = os.environ.get("BENCH_DB", "gpumf_scale")
+KEEP = os.environ.get("KEEP", "") != ""
+OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORES = os.cpu_count() or 2
+OPTS = "-c gpumf.progress=off -c client_min_messages=warning -c gpumf.training_service=off"
+
+passed = failed = 0
+lines = []
+
+
+def say(s=""):
+    print(s, flush=True)
+    lines.append(s)
+
+
+def check(what, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok %d - %s" % (passed + failed, what))
+    else:
+        failed += 1
+        print("not ok %d - %s%s" % (passed + failed, what, ": " + detail if detail else ""))
+
+
+def psql(sql, opts="", db=DB, app=None, check_rc=True):
+    env = dict(os.environ, PGOPTIONS=(OPTS + " " + opts).strip())
+    if app:
+        env["PGAPPNAME"] = app
+    p = subprocess.run(["psql", "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db, "-f", "-"],
+                       input="\\timing on\n" + sql, capture_output=True, text=True, env=env)
+    if check_rc and p.returncode != 0:
+        sys.exit("psql failed: %s\n-- in --\n%s" % (p.stderr.strip(), sql[:2000]))
+    rows, times = [], []
+    for line in p.stdout.splitlines():
+        m = re.match(r"^Time: ([0-9.]+) ms", line)
+        if m:
+            times.append(float(m.group(1)) / 1000.0)
+        elif line:
+            rows.append(line.split("|"))
+    return rows, times
+
+
+def one(sql, opts=""):
+    return psql(sql, opts)[0][0][0]
+
+
+def gpu_used_mb():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                              "-i", "0"], capture_output=True, text=True, timeout=10).stdout
+        return float(out.split()[0])
+    except Exception:
+        return None
+
+
+def fmt(x, d=2):
+    return "-" if x is None else "%.*f" % (d, x)
+
+
+# ------------------------------------------------------------ 1. the source
+have = subprocess.run(["psql", "-X", "-qAt", "-d", "postgres", "-c",
+                       "SELECT 1 FROM pg_database WHERE datname = '%s'" % DB],
+                      capture_output=True, text=True).stdout.strip()
+if have != "1":
+    subprocess.run(["createdb", DB], check=True)
+psql("CREATE EXTENSION IF NOT EXISTS gpumf")
+if ROWS // USERS < 20:
+    sys.exit("ROWS / USERS must be at least 20 (gpumf_synthetic's min_per_user)")
+size_tag = "%d %d %d" % (ROWS, USERS, ITEMS)
+t_gen = None
+kept = KEEP and one("SELECT coalesce((SELECT obj_description(oid, 'pg_class') FROM pg_class "
+                    "WHERE relname = 'scale_src' AND relnamespace = 'public'::regnamespace), '')") == size_tag
+if not kept:
+    psql("DROP TABLE IF EXISTS scale_src; "
+         "CREATE UNLOGGED TABLE scale_src (user_id integer, item_id integer, value real)")
+    t0 = time.time()
+    procs = []
+    for s in range(SESSIONS):
+        u0 = USERS * s // SESSIONS
+        u1 = USERS * (s + 1) // SESSIONS
+        r = ROWS * (s + 1) // SESSIONS - ROWS * s // SESSIONS
+        sql = ("INSERT INTO scale_src SELECT user_id + %d, item_id, value FROM gpumf_synthetic(%d, %d, %d, seed => %d)"
+               % (u0, u1 - u0, ITEMS, r, 1000 + s))
+        env = dict(os.environ, PGOPTIONS=OPTS)
+        procs.append(subprocess.Popen(["psql", "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", sql],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        err = p.communicate()[1]
+        if p.returncode != 0:
+            sys.exit("generating the source failed: " + err)
+    t_gen = time.time() - t0
+    psql("ANALYZE scale_src; COMMENT ON TABLE scale_src IS '%s'" % size_tag)
+n_rows = int(one("SELECT count(*) FROM scale_src"))        # also sets the hint bits
+heap = int(one("SELECT pg_relation_size('scale_src')"))
+workers = max(1, CORES - 1)
+par = "SET max_parallel_workers_per_gather = %d; SET max_parallel_workers = %d; " % (workers, workers)
+_, t = psql(par + "ALTER TABLE scale_src SET (parallel_workers = %d); SELECT count(*) FROM scale_src;" % workers)
+t_count = t[-1]
+
+# ------------------------------------------------------------ 2. the floors
+copy_pageable = copy_pinned = None
+if DEVICE == "gpu":
+    probe = "/tmp/gpumf_pcie_probe"
+    if subprocess.run(["nvcc", "-O2", "-o", probe, os.path.join(HERE, "pcie_probe.cu")]).returncode == 0:
+        out = subprocess.run([probe, "1024"], capture_output=True, text=True).stdout.split()
+        if len(out) == 2:
+            copy_pageable, copy_pinned = float(out[0]), float(out[1])
+probe_rows = min(USERS + ITEMS, 2000000)
+rows, t = psql("DROP TABLE IF EXISTS scale_write_probe; "
+               "SELECT pg_current_wal_lsn() AS l0 \\gset\n"
+               "CREATE TABLE scale_write_probe AS SELECT g AS key, "
+               "array_fill(0.5::real, ARRAY[%d]) AS factors FROM generate_series(1, %d) g;\n"
+               "SELECT pg_relation_size('scale_write_probe') + pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
+               "DROP TABLE scale_write_probe;" % (FACTORS, probe_rows))
+write_rate = float(rows[-1][0]) / t[2]          # bytes a second (heap and WAL) of the CREATE TABLE AS
+
+# ------------------------------------------------------------ 3. the training
+gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
+peak = {"gpu": gpu0, "rss": None}
+done = threading.Event()
+
+
+def watch():
+    pid = None
+    while not done.is_set():
+        if pid is None:
+            r = subprocess.run(["psql", "-X", "-qAt", "-d", DB, "-c",
+                                "SELECT pid FROM pg_stat_activity WHERE application_name = 'gpumf_scale_train'"],
+                               capture_output=True, text=True).stdout.strip()
+            pid = int(r) if r.isdigit() else None
+        if pid:
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    st = f.read()
+                # private memory (RssAnon), polled: VmHWM also counts the
+                # shared buffers the scan touched
+                m = re.search(r"RssAnon:\s+(\d+) kB", st)
+                if m:
+                    peak["rss"] = max(peak["rss"] or 0, int(m.group(1)) * 1024)
+                m = re.search(r"VmHWM:\s+(\d+) kB", st)
+                if m:
+                    peak["hwm"] = max(peak.get("hwm") or 0, int(m.group(1)) * 1024)
+            except OSError:
+                pass
+        if DEVICE == "gpu":
+            g = gpu_used_mb()
+            if g is not None:
+                peak["gpu"] = max(peak["gpu"] or 0, g)
+        time.sleep(0.05)
+
+
+w = threading.Thread(target=watch)
+w.start()
+rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
+               "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, nnz, n_users, n_items "
+               "FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, iterations => %d, "
+               "model => 'scale_model');\n"
+               "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
+               "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
+               opts="-c gpumf.device=%s -c gpumf.unlogged_models=off" % DEVICE, app="gpumf_scale_train")
+done.set()
+w.join()
+r = rows[0]
+ph = [float(x) for x in r[:5]]
+nnz, n_users, n_items = int(r[5]), int(r[6]), int(r[7])
+t_stmt = t[1]
+wal = float(rows[1][0])
+fact_bytes = int(one("SELECT pg_total_relation_size(user_table::regclass) + pg_total_relation_size(item_table::regclass) "
+                     "FROM gpumf.models WHERE name = 'scale_model'"))
+device_name = one("SELECT device FROM gpumf.models WHERE name = 'scale_model'")
+
+# ------------------------------------------------------------ 4. serving
+user = one("SELECT user_id FROM scale_src LIMIT 1")
+r1, t1 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
+r2, t2 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
+
+# ------------------------------------------------------------ the table
+os.makedirs(OUT, exist_ok=True)
+read_floor = t_count
+csr_bytes = 16.0 * nnz + 8.0 * (n_users + n_items + 2)
+transfer_floor = csr_bytes / (copy_pageable * 1e9) if copy_pageable else None
+store_floor = (fact_bytes + wal) / write_rate
+
+
+def ratio(x, f):
+    return "-" if not f else "%.1fx" % (x / f)
+
+
+say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores"
+    % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES))
+say()
+say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s)."
+    % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level")))
+say()
+say("| phase | seconds | floor s | what the floor is | phase / floor |")
+say("|---|---|---|---|---|")
+say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
+    % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
+say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
+say("| transfer | %.2f | %s | %.1f GB of CSR and CSC at %s GB/s from pageable memory (pinned: %s GB/s) | %s |"
+    % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fmt(copy_pageable), fmt(copy_pinned), ratio(ph[2], transfer_floor)))
+say("| train | %.2f | - | | - |" % ph[3])
+say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
+    % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
+say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
+    % (t_stmt, read_floor + (transfer_floor or 0) + store_floor,
+       ratio(t_stmt, read_floor + (transfer_floor or 0) + store_floor)))
+say()
+rss = peak["rss"]
+gpu = (peak["gpu"] - gpu0) * 1048576 if DEVICE == "gpu" and peak["gpu"] is not None and gpu0 is not None else None
+fac = 4.0 * FACTORS * (n_users + n_items)
+say("| memory | peak | bytes an interaction | beside |")
+say("|---|---|---|---|")
+hwm = peak.get("hwm")
+say("| backend (private memory, RssAnon every 50 ms) | %s GB | %s | VmHWM %s GB (shared buffers touched included) |"
+    % (fmt(rss / 1e9 if rss else None), fmt(rss / nnz if rss else None, 1), fmt(hwm / 1e9 if hwm else None)))
+say("| GPU (nvidia-smi, above %s MB before) | %s GB | %s | factors %.2f GB: %s bytes an interaction without them |"
+    % (fmt(gpu0, 0), fmt(gpu / 1e9 if gpu else None), fmt(gpu / nnz if gpu else None, 1), fac / 1e9,
+       fmt((gpu - fac) / nnz if gpu else None, 1)))
+say()
+say("| serving | ms |")
+say("|---|---|")
+say("| a new session's first gpumf_recommend after the commit (connection included) | %.1f |" % (t1[0] * 1000))
+say("| the next session's | %.1f |" % (t2[0] * 1000))
+say()
+if [g for g in GPUS if g != "1"]:
+    say("GPUS=%s: gpumf trains on one GPU; more than one is not supported yet, so only one was measured." % " ".join(GPUS))
+    say()
+with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+
+check("the model has every row of the source", nnz == n_rows, "nnz %d, rows %d" % (nnz, n_rows))
+check("every phase is timed", all(x >= 0 for x in ph) and t_stmt >= sum(ph) * 0.99,
+      "phases %s, statement %.3f" % (ph, t_stmt))
+check("the first call after the commit returns 10 rows", r1[0][0] == "10", str(r1))
+check("the backend's peak memory was read", rss is not None and rss > 0)
+check("the floors are measured", read_floor > 0 and store_floor > 0 and (DEVICE != "gpu" or transfer_floor))
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(0 if failed == 0 else 1)
