@@ -158,7 +158,7 @@ suite fdw bash test/reliability/fdw.sh
 want restart && echo "== reliability: serving after a restart (models read into shared memory at start)"
 suite restart bash test/reliability/restart.sh
 want scale && echo "== the scale benchmark's code path, at 200,000 rows on the CPU (test/bench/scale)"
-suite scale env BUILD=0 DEVICE=cpu bash test/bench/scale/run.sh
+suite scale env BUILD=0 DEVICE=cpu RECOMMEND_ALL=1 bash test/bench/scale/run.sh
 want load && echo "== reliability: load during retraining"
 suite load bash test/reliability/load.sh --fast
 want faults && echo "== reliability: faults"

@@ -17,7 +17,9 @@ memory it takes and the first serving call after the commit.  One table a run.
     logged model tables: its phases from the catalog row, the whole
     statement, the backend's peak private memory (RssAnon, polled) and the GPU's peak memory use
     above its use before (nvidia-smi every 50 ms), per interaction.
- 4. A new session's first gpumf_recommend after the commit, and the next.
+ 4. A new session's first gpumf_recommend after the commit, and the next;
+    with RECOMMEND_ALL=1, gpumf_recommend_all of every user (n 10) into a
+    table, by phase.
 
 Checks (a correctness run: CI's 2 cores): the model has every row, each
 phase is timed, the first call returns N rows; prints "N passed, M failed".
@@ -27,7 +29,7 @@ phase is timed, the first call returns N rows; prints "N passed, M failed".
         ITEMS=1000000 SESSIONS=15 ITERS=10 bash test/bench/scale/run.sh
 
 Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
-DEVICE (cpu) GPUS ("1"; more GPUs are not supported yet: said in the table)
+DEVICE (cpu) RECOMMEND_ALL GPUS ("1"; more GPUs are not supported yet: said in the table)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
@@ -49,6 +51,7 @@ GPUS = os.environ.get("GPUS", "1").split()
 DB = os.environ.get("BENCH_DB", "gpumf_scale")
 KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
+RECOMMEND_ALL = os.environ.get("RECOMMEND_ALL", "") != ""
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORES = os.cpu_count() or 2
 OPTS = "-c gpumf.progress=off -c client_min_messages=warning -c gpumf.training_service=off"
@@ -224,6 +227,15 @@ user = one("SELECT user_id FROM scale_src LIMIT 1")
 r1, t1 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
 r2, t2 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
 
+ra = None
+if RECOMMEND_ALL:
+    rows_ra, t_ra = psql("DROP TABLE IF EXISTS scale_recs;\n"
+                         "SELECT scored_users, rows_written, read_seconds, transfer_seconds, compute_seconds, "
+                         "write_seconds FROM gpumf_recommend_all('scale_model', 10, 'scale_recs');",
+                         opts="-c gpumf.device=%s" % DEVICE)
+    ra = [float(x) for x in rows_ra[0]] + [t_ra[-1]]
+    psql("DROP TABLE scale_recs")
+
 # ------------------------------------------------------------ the table
 os.makedirs(OUT, exist_ok=True)
 read_floor = t_count
@@ -273,6 +285,13 @@ say("|---|---|")
 say("| a new session's first gpumf_recommend after the commit (connection included) | %.1f |" % (t1[0] * 1000))
 say("| the next session's | %.1f |" % (t2[0] * 1000))
 say()
+if ra:
+    say("| gpumf_recommend_all(n 10) | users | rows written | read s | transfer s | compute s | write s | whole s | users a second |")
+    say("|---|---|---|---|---|---|---|---|---|")
+    say("| every user | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |"
+        % (format(int(ra[0]), ","), format(int(ra[1]), ","), ra[2], ra[3], ra[4], ra[5], ra[6],
+           format(int(ra[0] / ra[6]), ",")))
+    say()
 if [g for g in GPUS if g != "1"]:
     say("GPUS=%s: gpumf trains on one GPU; more than one is not supported yet, so only one was measured." % " ".join(GPUS))
     say()
@@ -285,5 +304,8 @@ check("every phase is timed", all(x >= 0 for x in ph) and t_stmt >= sum(ph) * 0.
 check("the first call after the commit returns 10 rows", r1[0][0] == "10", str(r1))
 check("the backend's peak memory was read", rss is not None and rss > 0)
 check("the floors are measured", read_floor > 0 and store_floor > 0 and (DEVICE != "gpu" or transfer_floor))
+if RECOMMEND_ALL:
+    check("gpumf_recommend_all wrote 10 rows for every user", ra and int(ra[0]) == n_users and int(ra[1]) == 10 * n_users,
+          str(ra))
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(0 if failed == 0 else 1)
