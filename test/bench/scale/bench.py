@@ -8,9 +8,10 @@ memory it takes and the first serving call after the commit.  One table a run.
     bits) and ANALYZEd.
  2. Floors, measured on this server and machine: the read, heap bytes over
     the rate of a parallel SELECT count(*) (cores - 1 workers); the transfer,
-    the CSR and CSC bytes (16 a rating, 8 a row pointer) over the host-to-
-    device copy rate from pageable memory (pcie_probe.cu; pinned in
-    brackets); the store, the factor tables' heap and WAL bytes over the rate
+    the CSR and CSC bytes (16 a rating, 8 a row pointer) and the starting
+    factors over the host-to-device copy rate from pageable memory
+    (pcie_probe.cu; pinned in brackets) and the factors over the device-to-
+    host rate (the phase uploads the one and downloads the other); the store, the factor tables' heap and WAL bytes over the rate
     a logged CREATE TABLE AS of rows of the same shape (key, real[k]) writes.
  3. gpumf_train(scale_src, factors FACTORS, iterations ITERS) with
     gpumf.device = DEVICE and the training service off (the session trains),
@@ -151,13 +152,13 @@ _, t = psql(par + "ALTER TABLE scale_src SET (parallel_workers = %d); SELECT cou
 t_count = t[-1]
 
 # ------------------------------------------------------------ 2. the floors
-copy_pageable = copy_pinned = None
+copy_pageable = copy_pinned = copy_down = None
 if DEVICE == "gpu":
     probe = "/tmp/gpumf_pcie_probe"
     if subprocess.run(["nvcc", "-O2", "-o", probe, os.path.join(HERE, "pcie_probe.cu")]).returncode == 0:
         out = subprocess.run([probe, "1024"], capture_output=True, text=True).stdout.split()
-        if len(out) == 2:
-            copy_pageable, copy_pinned = float(out[0]), float(out[1])
+        if len(out) == 3:
+            copy_pageable, copy_pinned, copy_down = float(out[0]), float(out[1]), float(out[2])
 probe_rows = min(USERS + ITEMS, 2000000)
 rows, t = psql("DROP TABLE IF EXISTS scale_write_probe; "
                "SELECT pg_current_wal_lsn() AS l0 \\gset\n"
@@ -240,7 +241,10 @@ if RECOMMEND_ALL:
 os.makedirs(OUT, exist_ok=True)
 read_floor = t_count
 csr_bytes = 16.0 * nnz + 8.0 * (n_users + n_items + 2)
-transfer_floor = csr_bytes / (copy_pageable * 1e9) if copy_pageable else None
+fac = 4.0 * FACTORS * (n_users + n_items)
+# the transfer phase uploads the CSR, the CSC and the starting factors and downloads the factors
+transfer_floor = ((csr_bytes + fac) / (copy_pageable * 1e9) + fac / (copy_down * 1e9)
+                  if copy_pageable and copy_down else None)
 store_floor = (fact_bytes + wal) / write_rate
 
 
@@ -259,8 +263,10 @@ say("|---|---|---|---|---|")
 say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
     % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
 say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
-say("| transfer | %.2f | %s | %.1f GB of CSR and CSC at %s GB/s from pageable memory (pinned: %s GB/s) | %s |"
-    % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fmt(copy_pageable), fmt(copy_pinned), ratio(ph[2], transfer_floor)))
+say("| transfer | %.2f | %s | %.1f GB of CSR and CSC and %.1f GB of factors up at %s GB/s from pageable memory "
+    "(pinned: %s GB/s), the factors down at %s GB/s | %s |"
+    % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fac / 1e9, fmt(copy_pageable), fmt(copy_pinned),
+       fmt(copy_down), ratio(ph[2], transfer_floor)))
 say("| train | %.2f | - | | - |" % ph[3])
 say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
     % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
@@ -270,7 +276,6 @@ say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
 say()
 rss = peak["rss"]
 gpu = (peak["gpu"] - gpu0) * 1048576 if DEVICE == "gpu" and peak["gpu"] is not None and gpu0 is not None else None
-fac = 4.0 * FACTORS * (n_users + n_items)
 say("| memory | peak | bytes an interaction | beside |")
 say("|---|---|---|---|")
 hwm = peak.get("hwm")

@@ -1,6 +1,7 @@
-// pcie_probe: the host-to-device copy rate of this machine, from pageable
-// memory (what a palloc'd buffer gives) and from pinned memory, over
-// MB megabytes (default 1024), best of five.  Prints "pageable GB/s pinned GB/s".
+// pcie_probe: the copy rates of this machine over MB megabytes (default
+// 1024), best of five: host to device from pageable memory (what a palloc'd
+// buffer gives) and from pinned memory, and device to pageable host memory.
+// Prints "h2d-pageable h2d-pinned d2h-pageable", in GB/s.
 //   nvcc -O2 -o pcie_probe pcie_probe.cu && ./pcie_probe [MB]
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -15,12 +16,12 @@ static double now(void)
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static double rate(void *dst, const void *src, size_t bytes)
+static double rate(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
 	double best = 0;
 	for (int i = 0; i < 5; i++) {
 		double t0 = now();
-		if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return -1;
+		if (cudaMemcpy(dst, src, bytes, kind) != cudaSuccess) return -1;
 		cudaDeviceSynchronize();
 		double r = bytes / (now() - t0) / 1e9;
 		if (r > best) best = r;
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
 	}
 	memset(pageable, 1, bytes);
 	memset(pinned, 1, bytes);
-	printf("%.2f %.2f\n", rate(dev, pageable, bytes), rate(dev, pinned, bytes));
+	printf("%.2f %.2f %.2f\n", rate(dev, pageable, bytes, cudaMemcpyHostToDevice),
+		   rate(dev, pinned, bytes, cudaMemcpyHostToDevice), rate(pageable, dev, bytes, cudaMemcpyDeviceToHost));
 	return 0;
 }
