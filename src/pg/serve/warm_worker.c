@@ -86,6 +86,20 @@ PGDLLEXPORT void gpumf_warm_main(Datum arg);
 PGDLLEXPORT void gpumf_warm_start_main(Datum arg);
 PGDLLEXPORT void gpumf_warm_db_main(Datum arg);
 
+/* a warm-up worker's registration: no restart, after recovery, a database connection */
+static void
+warm_worker_spec(BackgroundWorker *w, const char *function, const char *type)
+{
+	memset(w, 0, sizeof(*w));
+	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(w->bgw_library_name, BGW_MAXLEN, "gpumf");
+	snprintf(w->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(w->bgw_name, BGW_MAXLEN, "%s", type);
+	snprintf(w->bgw_type, BGW_MAXLEN, "%s", type);
+}
+
 static void
 warm_xact_callback(XactEvent event, void *arg)
 {
@@ -99,15 +113,9 @@ warm_xact_callback(XactEvent event, void *arg)
 			BackgroundWorker w;
 			BackgroundWorkerHandle *h;
 
-			memset(&w, 0, sizeof(w));
-			w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-			w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-			w.bgw_restart_time = BGW_NEVER_RESTART;
-			snprintf(w.bgw_library_name, BGW_MAXLEN, "gpumf");
-			snprintf(w.bgw_function_name, BGW_MAXLEN, "gpumf_warm_main");
+			warm_worker_spec(&w, "gpumf_warm_main", "gpumf warm model");
 			snprintf(w.bgw_name, BGW_MAXLEN, "gpumf warm model " INT64_FORMAT " version %d",
 					 r->model_id, r->version);
-			snprintf(w.bgw_type, BGW_MAXLEN, "gpumf warm model");
 			StaticAssertStmt(sizeof(WarmRequest) <= BGW_EXTRALEN, "WarmRequest too large");
 			memcpy(w.bgw_extra, r, sizeof(WarmRequest));
 			if (!RegisterDynamicBackgroundWorker(&w, &h))
@@ -304,19 +312,6 @@ gpumf_warm_main(Datum arg)
 }
 
 /* ------------------------------------------------------ at server start */
-
-static void
-warm_worker_spec(BackgroundWorker *w, const char *function, const char *name)
-{
-	memset(w, 0, sizeof(*w));
-	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w->bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(w->bgw_library_name, BGW_MAXLEN, "gpumf");
-	snprintf(w->bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(w->bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(w->bgw_type, BGW_MAXLEN, "gpumf warm at start");
-}
 
 /* _PG_init, in shared_preload_libraries */
 void
