@@ -104,6 +104,12 @@ out=$(q db_a "BEGIN;
   ROLLBACK;" 2>&1)
 check "the training's transaction lists its new version before it commits" "$out" "$(printf '1\n1')"
 check "rolled back: nothing of it is listed" "$(shared_now db_a)" "$exp_a"
+out=$(q db_a "CREATE TABLE small_text AS SELECT 'u' || user_id AS u, 'i' || item_id AS i, value FROM small;
+  BEGIN;
+  SELECT count(*) FROM gpumf_train('small_text', 'u', 'i', 'value', factors => 8, iterations => 2, model => 'm_text');
+  SELECT count(*) FROM gpumf_shared_models() s JOIN gpumf.models m ON m.id = s.model_id AND m.version = s.version WHERE m.name = 'm_text';
+  ROLLBACK;" 2>&1)
+check "text keys too: the training lists its version before it commits" "$out" "$(printf '1\n1')"
 
 # 1. a restart with the warm-up (the default)
 stop; start "" 2

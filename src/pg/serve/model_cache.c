@@ -144,7 +144,6 @@ lock_table(Oid relid)
 	return true;
 }
 
-/* The model's current version, loaded if needed (see gpumf_serve.h). */
 /*
  * Take a model out of this backend's cache (what it holds of the version:
  * its mapping of the shared segment, or its own copy).  A shared segment
@@ -165,6 +164,7 @@ gpumf_served_forget_local(const char *name)
 	}
 }
 
+/* The model's current version, loaded if needed (see gpumf_serve.h). */
 GpumfServed *
 gpumf_served_get(const char *name)
 {

@@ -70,7 +70,8 @@
 /*
  * Set while a training reads its new version into shared memory before it
  * commits (warm_worker.c): the versions it replaces stay listed (the commit's
- * worker lets them go), and no copy of its own is read.
+ * worker lets them go), and a version that cannot be shared is an ERROR (the
+ * caller's subtransaction takes it) instead of the session's own copy.
  */
 bool		gpumf_served_warming = false;
 
@@ -876,14 +877,6 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 			cap_refused(&pub.refusal, cat->name, cat->version);
 		}
 	}
-	if (keep_older)
-	{
-		/* warming before the commit: a copy of its own is of no use to the training's session */
-		table_close(rel, NoLock);
-		ereport(ERROR,
-				(errmsg("model \"%s\" version %d could not be read into shared memory directly",
-						cat->name, cat->version)));
-	}
 	gpumf_served_load_private(m, cat, rel);
 	table_close(rel, NoLock);
 	t1 = gm_now();
@@ -892,16 +885,21 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 		/* serve from the segment; the backend's copy goes */
 		MemoryContextReset(m->cxt);
 		use_segment(m, pub.seg);
-		forget_entries(entry_older, &mv);
+		if (!keep_older)
+			forget_entries(entry_older, &mv);
 		elog(DEBUG1, "gpumf: model \"%s\" version %d read in %.3f s, shared in %.3f s",
 			 cat->name, cat->version, t1 - t0, gm_now() - t1);
 		return;
 	}
 	if (pub.refusal.refused)
 	{
-		forget_entries(entry_older, &mv);
+		if (!keep_older)
+			forget_entries(entry_older, &mv);
 		cap_refused(&pub.refusal, cat->name, cat->version);
 	}
+	if (keep_older)				/* warming before the commit: a copy of its own is of no use */
+		ereport(ERROR,
+				(errmsg("model \"%s\" version %d could not be shared", cat->name, cat->version)));
 	{
 		/* the int8 copy in the version's context, 64-byte aligned, built by every core */
 		char	   *mem = MemoryContextAllocHuge(m->cxt, gm_qmat_size(m->n_items, m->k) + 64);
