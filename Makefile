@@ -1,7 +1,7 @@
 # gpumf: PostgreSQL extension (PGXS).  CUDA module built when nvcc exists.
 EXTENSION = gpumf
 MODULE_big = gpumf
-DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql
+DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql src/gpumf--0.3--0.4.sql
 # objects by layer (src/pg: PostgreSQL glue, src/core: pure C) and product
 # line (common, model, train: training recommenders, serve: serving and
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
@@ -11,7 +11,7 @@ PG_TRAIN    = train train_device train_service tune synth
 PG_SERVE    = model_cache served_tables shared_models warm_worker serving fold_in recommend similar predict model_load batch evaluate split versions vectors
 PG_LINALG   = linalg_device solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
-CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune rank_eval synth synth_ratings
+CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune auto rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics
 CORE_LINALG = spmat spmv pcg ols ols_finish student_t linalg_backend
 OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
@@ -21,7 +21,7 @@ OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model
        $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
-          serving foldin parallel batch evaluate split history ials vectors
+          serving foldin parallel batch evaluate split history ials vectors autotune
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config

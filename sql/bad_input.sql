@@ -36,7 +36,7 @@ SELECT gpumf_train('good', 'u', 'i', 'v', 4, 'm', alpha => -1);
 SELECT gpumf_train('good', 'u', 'i', 'v', 4, 'm', alpha => 'Infinity');
 SELECT gpumf_train('good', 'u', 'i', 'v', 4, 'm', cg_steps => 0);
 SELECT gpumf_train('good', 'u', 'i', 'v', 4, '');
-SELECT gpumf_train('good', 'u', 'i', 'v', NULL, 'm');
+SELECT gpumf_train('good', 'u', 'i', 'v', 4, 'm', seed => NULL);
 
 -- NaN, infinite and negative values: ERROR naming the row's keys
 CREATE TABLE vals (u text, i int, v float8);

@@ -49,7 +49,7 @@ SELECT count(*) FROM gpumf.models;
 ALTER EXTENSION gpumf UPDATE TO '0.2';
 SELECT * FROM gpumf_recommend_text('legacy', 2, 3);
 
--- 0.2 -> 0.3 (the current version): the source is pinned by OID where its
+-- 0.2 -> 0.3 (and on to the newest): the source is pinned by OID where its
 -- name resolves, and kept versions' tables lose the grants of their own.
 -- A kept version of the model as 0.2 left it: its tables readable by a
 -- role the owner granted, and its catalog row naming the source.
@@ -188,6 +188,9 @@ SET client_min_messages = warning;
 ALTER EXTENSION gpumf UPDATE;
 RESET client_min_messages;
 SELECT pg_get_function_arguments('gpumf_device_info'::regproc);
+-- 0.4: gpumf_train's factors and iterations default to NULL, autotune appended
+SELECT pg_get_function_arguments('gpumf_train'::regproc) ~ 'factors integer DEFAULT NULL::integer' AS factors_null,
+       (SELECT proargnames[22] FROM pg_proc WHERE oid = 'gpumf_train'::regproc) AS last_arg;
 SELECT backend IS NOT NULL AS has_backend FROM gpumf_device_info();
 SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';

@@ -114,6 +114,21 @@ _PG_init(void)
 							 "Report each training iteration's loss and time in a NOTICE.",
 							 NULL, &gpumf_progress, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.autotune",
+							 "A gpumf_train that gives no hyper-parameter searches them on a validation split of its source.",
+							 "Off: such a call trains with the fixed defaults (those of gpumf 0.3). autotune => true or false in the call wins over this setting.",
+							 &gpumf_autotune, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("gpumf.autotune_seconds",
+							 "Time budget of gpumf_train's automatic search of hyper-parameters, in seconds.",
+							 "No trial starts that is expected to end after it; the final training on every row comes on top.",
+							 &gpumf_autotune_seconds, 60, 1, 86400,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.autotune_max_factors",
+							"Largest number of factors gpumf_train's automatic search tries.",
+							"The search doubles the factors from 64 while the held-out metric improves and the time budget allows.",
+							&gpumf_autotune_max_factors, 1024, 1, 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.gpu_memory_limit",
 							"Largest amount of GPU memory gpumf's own allocations may hold in one session.",
 							"-1: no cap (the card's memory). An allocation over the cap fails like one on a full card: the call stops with an out-of-GPU-memory ERROR and changes nothing. The CUDA context and cuBLAS/cuSOLVER workspaces are not counted.",

@@ -384,6 +384,63 @@ int			gm_tune(const gm_tune_config *cfg, const gm_csr *R, const gm_csr *Rt,
 					const gm_csr *valid, const gm_callbacks *cb,
 					gm_tune_trial *trials, int *best, char *err, size_t errlen);
 
+/* ------------------------------------- the automatic choice (auto.c) */
+
+/*
+ * Where the automatic search starts (implicit ALS: factors, alpha0, nu and
+ * the ridge of an average user; explicit: the weighted lambda), chosen from
+ * the searches of test/bench/README.md ("Good without tuning").
+ */
+#define GM_AUTO_START_FACTORS	64
+#define GM_AUTO_START_ALPHA0	0.05
+#define GM_AUTO_START_NU		0.8
+#define GM_AUTO_START_REG_EFF	3.0
+#define GM_AUTO_START_LAMBDA	0.05
+
+/* fields of gm_auto_config.base the search keeps (given explicitly) */
+#define GM_AUTO_FIX_FACTORS		0x01
+#define GM_AUTO_FIX_REG			0x02
+#define GM_AUTO_FIX_ALPHA0		0x04
+#define GM_AUTO_FIX_NU			0x08
+
+typedef struct gm_auto_config
+{
+	gm_mf_params base;			/* algorithm, backend, threads, seed, solver; fixed values */
+	unsigned	fixed;			/* GM_AUTO_FIX_* */
+	gm_rank_metric metric;		/* implicit: the held-out metric */
+	int			K;
+	int			eval_every;		/* implicit: evaluate every this many iterations */
+	int			max_iterations; /* per trial (implicit: stopped early on the metric) */
+	int			max_factors;	/* the ladder's ceiling */
+	int			max_trials;		/* trials has room for this many */
+	double		seconds;		/* no trial starts that would end after this */
+	void		(*on_trial) (void *arg, const gm_tune_trial *t);	/* may be NULL */
+	void	   *arg;
+} gm_auto_config;
+
+typedef struct gm_auto_result
+{
+	gm_mf_params best;			/* the best trial's (implicit: iterations its best one) */
+	double		reg_eff;
+	double		metric;			/* implicit: metric@K; explicit: RMSE (held out) */
+	gm_rank_result rank;
+	int			best_trial;		/* index into trials */
+	int			trials;
+	double		seconds;
+	int			stopped_by_time;
+} gm_auto_result;
+
+/*
+ * Choose the hyper-parameters cfg->fixed leaves free on the held-out rows
+ * valid after training on R (Rt its transpose): a structured search of
+ * auto.c's comment, in one session, within cfg->seconds and
+ * cfg->max_trials.  trials gets each trial; out the best.
+ */
+int			gm_auto_tune(const gm_auto_config *cfg, const gm_csr *R, const gm_csr *Rt,
+						 const gm_csr *valid, const gm_callbacks *cb,
+						 gm_tune_trial *trials, gm_auto_result *out,
+						 char *err, size_t errlen);
+
 /* "local" / "random" (NULL for an unknown value) and back (GM_EINVAL). */
 const char *gm_tune_method_name(gm_tune_method m);
 int			gm_tune_method_from_name(const char *name, gm_tune_method *m);

@@ -46,6 +46,9 @@ extern int	gpumf_device;
 extern int	gpumf_threads;		/* gpumf.threads at most gpumf.max_threads; 0: one per core */
 extern int	gpumf_max_threads;	/* 0: the machine's cores */
 extern bool gpumf_progress;
+extern bool gpumf_autotune;	/* a bare gpumf_train searches its hyper-parameters */
+extern double gpumf_autotune_seconds;	/* the search's time budget */
+extern int	gpumf_autotune_max_factors;	/* the largest factors it tries */
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
@@ -74,7 +77,7 @@ extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: neve
  * model catalog this library reads and writes: the newest version, the
  * default_version of gpumf.control.  Bump both together.
  */
-#define GPUMF_CATALOG_VERSION "0.3"
+#define GPUMF_CATALOG_VERSION "0.4"
 
 /*
  * ERROR (with a hint to ALTER EXTENSION gpumf UPDATE) unless the extension

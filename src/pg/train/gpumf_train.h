@@ -69,10 +69,22 @@ typedef struct TrainArgs
 	double		holdout;			/* > 0: early stopping on held-out rows */
 	gm_rank_metric metric;
 	int			K;
+	/* the automatic search (autotune): what it may not move, and what it chose */
+	bool		autotune;
+	unsigned	auto_fixed;			/* GM_AUTO_FIX_* */
+	int			auto_max_iterations;
+	bool		auto_solver_given;
+	char	   *auto_json;			/* the search's summary for params, once it ran */
 } TrainArgs;
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */
 extern Datum gpumf_train_args(const TrainArgs *a);
+/*
+ * The automatic search (tune.c): choose a->p's free hyper-parameters on a
+ * validation split of R (Rt its transpose), within gpumf.autotune_seconds;
+ * a->p gets the choice and a->auto_json its summary.
+ */
+extern void gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt);
 /* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
 struct GpumfSource;
 extern void gpumf_check_summed_values(const struct GpumfSource *src, const gm_csr *R);

@@ -31,7 +31,7 @@ enum
 	ARG_SOURCE, ARG_USER_COL, ARG_ITEM_COL, ARG_VALUE_COL, ARG_FACTORS, ARG_MODEL,
 	ARG_ITERATIONS, ARG_REGULARIZATION, ARG_ALPHA, ARG_CG_STEPS, ARG_SEED,
 	ARG_ALGORITHM, ARG_INNER_ITERATIONS, ARG_BIASES, ARG_TOLERANCE,
-	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC
+	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC, ARG_AUTOTUNE
 };
 
 /* Everything malloc'ed while training; freed by a memory-context callback. */
@@ -115,13 +115,15 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	const char *alg;
 	gm_algorithm algorithm;
 	bool		implicit;
+	bool		hyper = false;	/* a hyper-parameter was given */
+	bool		solver_given = false;
+	bool		metric_given;
 
 	memset(a, 0, sizeof(*a));
 	gpumf_check_not_null(fcinfo, ARG_SOURCE, "source");
 	gpumf_check_not_null(fcinfo, ARG_USER_COL, "user_col");
 	gpumf_check_not_null(fcinfo, ARG_ITEM_COL, "item_col");
-	gpumf_check_not_null(fcinfo, ARG_FACTORS, "factors");
-	gpumf_check_not_null(fcinfo, ARG_ITERATIONS, "iterations");
+	/* NULL factors and iterations: the defaults (0.4; 0.3's declaration passes 64 and 15) */
 	gpumf_check_not_null(fcinfo, ARG_SEED, "seed");
 	if (PG_NARGS() > ARG_ALGORITHM)
 		gpumf_check_not_null(fcinfo, ARG_ALGORITHM, "algorithm");
@@ -152,73 +154,124 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 				 errmsg("relation with OID %u does not exist", a->relid)));
 	gpumf_check_model_name(a->model);
 
-	a->p.factors = PG_GETARG_INT32(ARG_FACTORS);
-	gpumf_check_int_range("factors", a->p.factors, 1, 1024);
-	a->p.iterations = PG_GETARG_INT32(ARG_ITERATIONS);
-	gpumf_check_int_range("iterations", a->p.iterations, 1, 100000);
+	if (!PG_ARGISNULL(ARG_FACTORS))
+	{
+		a->p.factors = PG_GETARG_INT32(ARG_FACTORS);
+		gpumf_check_int_range("factors", a->p.factors, 1, 1024);
+		a->auto_fixed |= GM_AUTO_FIX_FACTORS;
+		hyper = true;
+	}
+	if (!PG_ARGISNULL(ARG_ITERATIONS))
+	{
+		a->p.iterations = PG_GETARG_INT32(ARG_ITERATIONS);
+		gpumf_check_int_range("iterations", a->p.iterations, 1, 100000);
+		hyper = true;
+	}
 	a->p.seed = (uint64) PG_GETARG_INT64(ARG_SEED);
 	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, true))
 	{
+		a->auto_fixed |= GM_AUTO_FIX_REG;
+		hyper = true;
 		a->p.regularization = PG_GETARG_FLOAT4(ARG_REGULARIZATION);
 		gpumf_check_positive("regularization", a->p.regularization);
 	}
 	if (given(fcinfo, ARG_ALPHA, "alpha", alg, implicit))
 	{
+		hyper = true;
 		a->p.alpha = PG_GETARG_FLOAT4(ARG_ALPHA);
 		gpumf_check_nonneg("alpha", a->p.alpha);
 	}
 	if (given(fcinfo, ARG_CG_STEPS, "cg_steps", alg, implicit))
 	{
+		hyper = true;
 		a->p.cg_steps = PG_GETARG_INT32(ARG_CG_STEPS);
 		gpumf_check_int_range("cg_steps", a->p.cg_steps, 1, 1024);
 	}
 	if (given(fcinfo, ARG_INNER_ITERATIONS, "inner_iterations", alg, algorithm == GM_ALG_CCD))
 	{
+		hyper = true;
 		a->p.inner_iterations = PG_GETARG_INT32(ARG_INNER_ITERATIONS);
 		gpumf_check_int_range("inner_iterations", a->p.inner_iterations, 1, 100);
 	}
 	if (given(fcinfo, ARG_BIASES, "biases", alg, !implicit))
+	{
+		hyper = true;
 		a->p.biases = PG_GETARG_BOOL(ARG_BIASES);
+	}
 	if (given(fcinfo, ARG_TOLERANCE, "tolerance", alg, true))
 	{
+		hyper = true;
 		a->p.tolerance = PG_GETARG_FLOAT4(ARG_TOLERANCE);
 		gpumf_check_nonneg("tolerance", a->p.tolerance);
 	}
 	if (given(fcinfo, ARG_ALPHA0, "alpha0", alg, implicit))
 	{
+		hyper = true;
+		a->auto_fixed |= GM_AUTO_FIX_ALPHA0;
 		a->p.alpha0 = PG_GETARG_FLOAT4(ARG_ALPHA0);
 		gpumf_check_nonneg("alpha0", a->p.alpha0);
 	}
 	if (given(fcinfo, ARG_NU, "nu", alg, implicit))
 	{
+		hyper = true;
+		a->auto_fixed |= GM_AUTO_FIX_NU;
 		a->p.nu = PG_GETARG_FLOAT4(ARG_NU);
 		gpumf_check_unit("nu", a->p.nu);
 	}
 	if (given(fcinfo, ARG_SOLVER, "solver", alg, implicit))
+	{
+		hyper = true;
+		solver_given = true;
 		a->p.solver = gpumf_solver_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER)));
+	}
 	check_solver_param(PG_NARGS() > ARG_CG_STEPS && !PG_ARGISNULL(ARG_CG_STEPS), "cg_steps",
 					   a->p.solver, GM_SOLVER_CG);
 	if (given(fcinfo, ARG_BLOCK_SIZE, "block_size", alg, implicit))
 	{
+		hyper = true;
 		check_solver_param(true, "block_size", a->p.solver, GM_SOLVER_BLOCK);
 		a->p.block_size = PG_GETARG_INT32(ARG_BLOCK_SIZE);
 		gpumf_check_int_range("block_size", a->p.block_size, 1, a->p.factors);
 	}
 	if (given(fcinfo, ARG_HOLDOUT, "holdout", alg, implicit))
 	{
+		hyper = true;
 		a->holdout = PG_GETARG_FLOAT4(ARG_HOLDOUT);
 		gpumf_check_holdout(a->holdout);
 	}
 	a->metric = GM_METRIC_RECALL;
 	a->K = 20;
-	if (given(fcinfo, ARG_METRIC, "metric", alg, implicit))
+	metric_given = given(fcinfo, ARG_METRIC, "metric", alg, implicit);
+
+	/*
+	 * The automatic search: asked for, or (autotune NULL) a call that gives
+	 * no hyper-parameter while gpumf.autotune is on.  0.3's declaration has
+	 * no autotune and passes factors: it never searches.
+	 */
+	if (PG_NARGS() > ARG_AUTOTUNE && !PG_ARGISNULL(ARG_AUTOTUNE))
+		a->autotune = PG_GETARG_BOOL(ARG_AUTOTUNE);
+	else
+		a->autotune = gpumf_autotune && !hyper && !metric_given;
+	if (metric_given)
 	{
-		if (a->holdout <= 0)
+		if (a->holdout <= 0 && !a->autotune)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("parameter \"metric\" needs a holdout"),
-					 errhint("The metric is measured on held-out rows: give holdout => 0.2, say.")));
+					 errhint("The metric is measured on held-out rows: give holdout => 0.2, say, or autotune => true to choose the hyper-parameters by it.")));
 		gpumf_metric_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_METRIC)), &a->metric, &a->K);
+	}
+	if (a->autotune)
+	{
+		if (a->holdout > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameters \"autotune\" and \"holdout\" do not combine"),
+					 errhint("The automatic search holds out its own validation rows and picks the iterations on them: leave holdout out, or give autotune => false.")));
+		a->auto_solver_given = solver_given;
+		/* implicit: the most iterations a trial runs (stopped early); explicit: the iterations */
+		a->auto_max_iterations = !PG_ARGISNULL(ARG_ITERATIONS) ? a->p.iterations :
+			implicit ? 20 : a->p.iterations;
 	}
 	a->p.threads = gpumf_threads;
 }
@@ -262,8 +315,11 @@ params_jsonb(const TrainArgs *a)
 			appendStringInfo(&s, ", \"inner_iterations\": %d", p->inner_iterations);
 		appendStringInfo(&s, ", \"biases\": %s", p->biases ? "true" : "false");
 	}
-	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT "}",
+	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT,
 					 real_text((float) p->tolerance), (int64) p->seed);
+	if (a->auto_json)
+		appendStringInfo(&s, ", \"autotune\": %s", a->auto_json);
+	appendStringInfoChar(&s, '}');
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
 }
 
@@ -597,6 +653,8 @@ gpumf_train_args(const TrainArgs *args)
 
 	/* ---- device and training */
 	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
+	if (a.autotune)
+		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);
 	t = gm_now();
 

@@ -427,6 +427,11 @@ typedef struct config
 	gm_tune_space space;
 	gm_rank_metric metric;
 	int			K;
+	/* auto */
+	double		seconds;
+	int			kmax,
+				trials,
+				ref_budget;		/* auto: a gm_tune search of this budget beside it (0: none) */
 } config;
 
 static void
@@ -447,6 +452,9 @@ config_defaults(config *c)
 	gm_tune_space_defaults(&c->space);
 	c->metric = GM_METRIC_RECALL;
 	c->K = 20;
+	c->seconds = 60;
+	c->kmax = 1024;
+	c->trials = 32;
 }
 
 static void
@@ -552,6 +560,14 @@ set_key(config *c, const char *kv)
 		c->space.nu_lo = atof(v);
 	else if (!strcmp(key, "nu_hi"))
 		c->space.nu_hi = atof(v);
+	else if (!strcmp(key, "seconds"))
+		c->seconds = atof(v);
+	else if (!strcmp(key, "kmax"))
+		c->kmax = atoi(v);
+	else if (!strcmp(key, "trials"))
+		c->trials = atoi(v);
+	else if (!strcmp(key, "ref_budget"))
+		c->ref_budget = atoi(v);
 	else if (!strcmp(key, "metric"))
 	{
 		if (gm_rank_metric_parse(v, &c->metric, &c->K, err, sizeof(err)) != GM_OK)
@@ -874,6 +890,122 @@ tune(const dataset *d, config *c)
 	gm_csr_free(&trt);
 }
 
+/* ------------------------------------------------------------ auto */
+
+/*
+ * What a bare gpumf_train does (gm_auto_tune, the block solver), on a
+ * validation split carved from train.txt as gpumf_train carves it (20% of
+ * each user's rows, the training's seed), then the chosen setting trained
+ * on the whole of train.txt and measured on the test split.
+ */
+static void
+auto_mode(const dataset *d, config *c)
+{
+	gm_csr		tr,
+				va,
+				trt;
+	gm_auto_config ac;
+	gm_auto_result ar;
+	gm_tune_trial *trials = calloc(c->trials, sizeof(gm_tune_trial));
+	gm_rank_result r_def,
+				r_auto,
+				r_ref;
+	gm_mf_params p_def;
+	double		p10,
+				s_def,
+				s_auto,
+				s_ref = 0,
+				ref_search = 0;
+	char		device[128];
+	int			ref_k = 0;
+
+	memset(&r_ref, 0, sizeof(r_ref));
+	if (gm_split_holdout(&d->train, c->holdout, c->p.seed, &tr, &va, err, sizeof(err)) != GM_OK ||
+		gm_csr_transpose(&tr, &trt, err, sizeof(err)) != GM_OK)
+		DIE("%s", err);
+
+	/* 1. the fixed defaults (gpumf 0.3's bare call; autotune => false) */
+	gm_mf_params_defaults(&p_def, GM_ALG_ALS_IMPLICIT);
+	p_def.backend = c->p.backend;
+	p_def.threads = c->p.threads;
+	print_header();
+	train_and_test(d, &p_def, 0, &r_def, &p10, &s_def, device, sizeof(device));
+	print_row(&p_def, &r_def, p10, s_def, device);
+
+	/* 2. the automatic search (a bare call), then its choice on every training row */
+	memset(&ac, 0, sizeof(ac));
+	ac.base = c->p;
+	ac.base.solver = GM_SOLVER_BLOCK;
+	ac.metric = c->metric;
+	ac.K = c->K;
+	ac.eval_every = c->every;
+	ac.max_iterations = c->p.iterations > 15 ? c->p.iterations : 20;
+	ac.max_factors = c->kmax;
+	ac.max_trials = c->trials;
+	ac.seconds = c->seconds;
+	ac.on_trial = on_trial;
+	if (gm_auto_tune(&ac, &tr, &trt, &va, NULL, trials, &ar, err, sizeof(err)) != GM_OK)
+		DIE("auto: %s", err);
+	train_and_test(d, &ar.best, 0, &r_auto, &p10, &s_auto, device, sizeof(device));
+	print_row(&ar.best, &r_auto, p10, s_auto, device);
+	printf("auto: %d trials in %.1f s%s (budget %.0f s, %d trials, factors up to %d); best: trial %d, validation %s@%d %.4f\n",
+		   ar.trials, ar.seconds, ar.stopped_by_time ? ", stopped by the time budget" : "",
+		   c->seconds, c->trials, c->kmax, ar.best_trial + 1, gm_rank_metric_name(c->metric), c->K,
+		   ar.metric);
+
+	/* 3. the reference: gpumf_tune's local search (c->space, ref_budget trials) on the same split */
+	if (c->ref_budget > 0)
+	{
+		gm_tune_config tc;
+		gm_tune_trial *rt = calloc(c->ref_budget, sizeof(gm_tune_trial));
+		gm_mf_params p;
+		int			best;
+		double		t0 = gm_now();
+
+		memset(&tc, 0, sizeof(tc));
+		tc.base = c->p;
+		tc.space = c->space;
+		tc.method = GM_TUNE_LOCAL;
+		tc.budget = c->ref_budget;
+		tc.seed = 1001;
+		tc.base.seed = c->p.seed;
+		tc.metric = c->metric;
+		tc.K = c->K;
+		tc.eval_every = c->every;
+		tc.patience = 2;
+		tc.on_trial = getenv("VERBOSE") ? on_trial : NULL;
+		if (gm_tune(&tc, &tr, &trt, &va, NULL, rt, &best, err, sizeof(err)) != GM_OK)
+			DIE("tune: %s", err);
+		ref_search = gm_now() - t0;
+		p = rt[best].p;
+		if (p.iterations < 1)
+			p.iterations = 1;
+		train_and_test(d, &p, 0, &r_ref, &p10, &s_ref, device, sizeof(device));
+		print_row(&p, &r_ref, p10, s_ref, device);
+		printf("reference: gm_tune local, %d trials in %.1f s, factors {", c->ref_budget, ref_search);
+		for (int i = 0; i < c->space.n_factors; i++)
+			printf("%s%d", i ? "," : "", c->space.factors[i]);
+		printf("}; best validation %.4f\n", rt[best].metric);
+		ref_k = p.factors;
+		free(rt);
+	}
+
+	printf("\n| dataset | fixed defaults recall@20 / NDCG@20 | bare call (autotune) recall@20 / NDCG@20 | its k | search s | final train s | tuned (gm_tune local, %d trials) recall@20 / NDCG@20 | its k | search s | bare / tuned recall |\n",
+		   c->ref_budget);
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %.4f / %.4f | %.4f / %.4f | %d | %.1f | %.2f | ", g_name, r_def.recall, r_def.ndcg,
+		   r_auto.recall, r_auto.ndcg, ar.best.factors, ar.seconds, s_auto);
+	if (c->ref_budget > 0)
+		printf("%.4f / %.4f | %d | %.1f | %.3f |\n", r_ref.recall, r_ref.ndcg, ref_k, ref_search,
+			   r_auto.recall / r_ref.recall);
+	else
+		printf("| | | |\n");
+	free(trials);
+	gm_csr_free(&tr);
+	gm_csr_free(&va);
+	gm_csr_free(&trt);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -969,7 +1101,17 @@ main(int argc, char **argv)
 			set_key(&c, argv[a]);
 		tune(&d, &c);
 	}
+	else if (!strcmp(argv[a], "auto"))
+	{
+		config		c;
+
+		config_defaults(&c);
+		c.every = 2;
+		for (a++; a < argc; a++)
+			set_key(&c, argv[a]);
+		auto_mode(&d, &c);
+	}
 	else
-		DIE("mode must be run or tune");
+		DIE("mode must be run, tune or auto");
 	return 0;
 }
