@@ -121,7 +121,7 @@ _PG_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomRealVariable("gpumf.autotune_seconds",
 							 "Time budget of gpumf_train's automatic search of hyper-parameters, in seconds.",
-							 "No trial starts that is expected to end after it; the final training on every row comes on top.",
+							 "No trial starts that is expected to end after it, and one running at the end is cut (the first trial always runs to its end); the final training on every row comes on top.",
 							 &gpumf_autotune_seconds, 60, 1, 86400,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.autotune_max_factors",

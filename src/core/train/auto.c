@@ -67,6 +67,7 @@ typedef struct search
 	double		t0;
 	double		last_seconds[11];	/* the last trial's seconds by log2(factors) */
 	int			stopped_by_time;
+	int			time_up;		/* a trial was cut at the deadline: no more */
 	int			rc;
 	char	   *err;
 	size_t		errlen;
@@ -114,7 +115,7 @@ room_for(search *S, int k)
 {
 	double		used = gm_now() - S->t0;
 
-	if (S->rc != GM_OK || S->n >= S->cfg->max_trials)
+	if (S->rc != GM_OK || S->time_up || S->n >= S->cfg->max_trials)
 		return 0;
 	if (S->n > 0 && used + predicted_seconds(S, k) > S->cfg->seconds)
 	{
@@ -184,6 +185,29 @@ valid_rmse(const search *S, int k, double global_mean, int biases)
 	return n > 0 ? sqrt(se / n) : NAN;
 }
 
+/* the caller's should_stop, and the search's deadline (0: none) */
+typedef struct deadline_stop
+{
+	const gm_callbacks *user;
+	double		deadline;
+	int			fired;
+} deadline_stop;
+
+static int
+stop_at_deadline(void *arg)
+{
+	deadline_stop *d = arg;
+
+	if (d->user && d->user->should_stop && d->user->should_stop(d->user->arg))
+		return 1;
+	if (d->deadline > 0 && gm_now() > d->deadline)
+	{
+		d->fired = 1;
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * Train point x (or find it among the trials run); its index, or -1 when
  * there is no room (time, trials) or the training failed (S->rc).
@@ -195,6 +219,8 @@ trial(search *S, apoint x)
 	gm_mf_eval	ev;
 	gm_mf_result res;
 	gm_mf_data	d;
+	gm_callbacks cb;
+	deadline_stop dl;
 	double		t0;
 
 	if (x.k < 1)
@@ -220,10 +246,25 @@ trial(search *S, apoint x)
 	d.user_bias = tr->p.biases ? S->ub : NULL;
 	d.item_bias = tr->p.biases ? S->ib : NULL;
 	memset(&ev, 0, sizeof(ev));
+	memset(&res, 0, sizeof(res));
+	/* every trial but the first stops at the budget's end (the first always gives a result) */
+	dl.user = S->cb;
+	dl.deadline = S->n == 0 ? 0 : S->t0 + S->cfg->seconds;
+	dl.fired = 0;
+	cb.should_stop = stop_at_deadline;
+	cb.on_iteration = NULL;
+	cb.arg = &dl;
 	t0 = gm_now();
 	if (S->explicit_model)
 	{
-		S->rc = gm_mf_session_train(S->s, &tr->p, &d, S->cb, NULL, &res, S->err, S->errlen);
+		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &cb, NULL, &res, S->err, S->errlen);
+		if (S->rc == GM_ECANCELED && dl.fired)
+		{
+			/* cut at the deadline: a half-trained model says nothing */
+			S->rc = GM_OK;
+			S->time_up = S->stopped_by_time = 1;
+			return -1;
+		}
 		if (S->rc != GM_OK)
 			return -1;
 		tr->metric = valid_rmse(S, x.k, d.global_mean, tr->p.biases);
@@ -238,7 +279,15 @@ trial(search *S, apoint x)
 		ev.K = S->cfg->K;
 		ev.every = S->cfg->eval_every > 0 ? S->cfg->eval_every : 1;
 		ev.patience = 2;
-		S->rc = gm_mf_session_train(S->s, &tr->p, &d, S->cb, &ev, &res, S->err, S->errlen);
+		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &cb, &ev, &res, S->err, S->errlen);
+		if (S->rc == GM_ECANCELED && dl.fired)
+		{
+			/* cut at the deadline: its evaluations so far count, then no more trials */
+			S->rc = GM_OK;
+			S->time_up = S->stopped_by_time = 1;
+			if (!(ev.best_iteration > 0 && isfinite(ev.best)))
+				return -1;
+		}
 		if (S->rc != GM_OK)
 			return -1;
 		tr->metric = isfinite(ev.best) ? ev.best : 0;
