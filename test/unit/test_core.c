@@ -3036,6 +3036,42 @@ test_split(void)
 	}
 	CHECK(gm_split_holdout(&R, 1.0, 1, &a, &b, err, sizeof(err)) == GM_EINVAL &&
 		  strstr(err, "holdout") != NULL, "holdout 1 accepted");
+
+	/*
+	 * a sample of the users: about max_users of them hold rows out (as many
+	 * as the full split gives them), the others keep every row
+	 */
+	csr_random(&R, 2000, 40, 0.3);
+	CHECK(gm_split_holdout(&R, 0.25, 9, &a, &b, err, sizeof(err)) == GM_OK &&
+		  gm_split_holdout_users(&R, 0.25, 9, 200, &a2, &b2, err, sizeof(err)) == GM_OK, "%s", err);
+	{
+		int32_t		held_users = 0;
+
+		CHECK(a2.nnz + b2.nnz == R.nnz, "sampled split lost entries");
+		for (int32_t u = 0; u < R.n_rows; u++)
+		{
+			int64_t		n2 = b2.indptr[u + 1] - b2.indptr[u];
+
+			CHECK(n2 == 0 || n2 == b.indptr[u + 1] - b.indptr[u],
+				  "user %d: %lld held out in the sample, %lld in the full split", u,
+				  (long long) n2, (long long) (b.indptr[u + 1] - b.indptr[u]));
+			held_users += n2 > 0;
+		}
+		CHECK(held_users >= 140 && held_users <= 260, "%d users sampled for about 200", held_users);
+	}
+	gm_csr_free(&a);
+	gm_csr_free(&b);
+	gm_csr_free(&a2);
+	gm_csr_free(&b2);
+	CHECK(gm_split_holdout_users(&R, 0.25, 9, 5000, &a2, &b2, err, sizeof(err)) == GM_OK &&
+		  gm_split_holdout(&R, 0.25, 9, &a, &b, err, sizeof(err)) == GM_OK &&
+		  b2.nnz == b.nnz && memcmp(b2.indices, b.indices, sizeof(int32_t) * b.nnz) == 0,
+		  "max_users above the users' count is not the full split");
+	gm_csr_free(&a);
+	gm_csr_free(&b);
+	gm_csr_free(&a2);
+	gm_csr_free(&b2);
+	gm_csr_free(&R);
 	return 0;
 fail:
 	gm_csr_free(&R);

@@ -116,6 +116,14 @@ int			gm_rank_eval(const gm_csr *train, const gm_csr *test, const float *X,
  */
 int			gm_split_holdout(const gm_csr *R, double fraction, uint64_t seed,
 							 gm_csr *train, gm_csr *test, char *err, size_t errlen);
+/*
+ * gm_split_holdout for a seeded sample of about max_users users (every user
+ * when max_users is 0 or at least R's rows): the others keep all their
+ * entries in train, so that a held-out evaluation scores only the sample.
+ */
+int			gm_split_holdout_users(const gm_csr *R, double fraction, uint64_t seed,
+								   int32_t max_users, gm_csr *train, gm_csr *test,
+								   char *err, size_t errlen);
 
 /* ---------------------------------------------- held-out early stopping */
 

@@ -214,6 +214,14 @@ int
 gm_split_holdout(const gm_csr *R, double fraction, uint64_t seed, gm_csr *train,
 				 gm_csr *test, char *err, size_t errlen)
 {
+	return gm_split_holdout_users(R, fraction, seed, 0, train, test, err, errlen);
+}
+
+/* Holdout split of a sample of the users (see gm_core.h). */
+int
+gm_split_holdout_users(const gm_csr *R, double fraction, uint64_t seed, int32_t max_users,
+					   gm_csr *train, gm_csr *test, char *err, size_t errlen)
+{
 	int64_t		ntest = 0,
 				maxlen = 0;
 	uint8_t    *pick = NULL;
@@ -241,6 +249,11 @@ gm_split_holdout(const gm_csr *R, double fraction, uint64_t seed, gm_csr *train,
 		uint64_t	st = gm_mix64(seed ^ ((uint64_t) u * 0x9E3779B97F4A7C15ULL));
 
 		if (n < 2 || fraction <= 0.0)
+			continue;
+		/* a seeded sample of about max_users users (all of them when 0 or more) */
+		if (max_users > 0 && R->n_rows > max_users &&
+			gm_mix64(seed ^ 0x5A3D1EULL ^ ((uint64_t) u * 0xD1B54A32D192ED03ULL)) % (uint64_t) R->n_rows >=
+			(uint64_t) max_users)
 			continue;
 		take = (int64_t) llround(fraction * (double) n);
 		take = take < 1 ? 1 : take > n - 1 ? n - 1 : take;

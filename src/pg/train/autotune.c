@@ -84,6 +84,7 @@ on_auto_trial(void *arg, const gm_tune_trial *t)
 #define AUTO_HOLDOUT	0.2
 #define AUTO_MAX_TRIALS 40
 #define AUTO_MIN_HELD	10		/* held-out rows a search needs */
+#define AUTO_MAX_USERS	50000	/* users whose rows are held out (the evaluation's cost) */
 
 void
 gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
@@ -149,7 +150,8 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 	as->cb.func = auto_state_free;
 	as->cb.arg = as;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &as->cb);
-	if (gm_split_holdout(R, AUTO_HOLDOUT, a->p.seed, &as->part, &as->held, err, sizeof(err)) != GM_OK ||
+	if (gm_split_holdout_users(R, AUTO_HOLDOUT, a->p.seed, AUTO_MAX_USERS, &as->part, &as->held,
+							   err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&as->part, &as->part_t, err, sizeof(err)) != GM_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("%s", err)));
 	if (as->held.nnz < AUTO_MIN_HELD)
@@ -204,9 +206,10 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 
 	initStringInfo(&s);
 	appendStringInfo(&s, "{\"trials\": %d, \"best_trial\": %d, \"seconds\": %.3f, "
-					 "\"budget_seconds\": %g, \"stopped_by_time\": %s, \"holdout\": %g, ",
+					 "\"budget_seconds\": %g, \"stopped_by_time\": %s, \"holdout\": %g, "
+					 "\"validation_rows\": " INT64_FORMAT ", ",
 					 res.trials, res.best_trial + 1, res.seconds, gpumf_autotune_seconds,
-					 res.stopped_by_time ? "true" : "false", AUTO_HOLDOUT);
+					 res.stopped_by_time ? "true" : "false", AUTO_HOLDOUT, (int64) as->held.nnz);
 	if (explicit_model)
 		appendStringInfo(&s, "\"metric\": \"rmse\", \"validation\": %.6g, \"searched\": [%s%s%s]}",
 						 res.metric,

@@ -920,7 +920,8 @@ auto_mode(const dataset *d, config *c)
 	int			ref_k = 0;
 
 	memset(&r_ref, 0, sizeof(r_ref));
-	if (gm_split_holdout(&d->train, c->holdout, c->p.seed, &tr, &va, err, sizeof(err)) != GM_OK ||
+	/* as gpumf_train's search carves it: at most 50,000 users hold rows out */
+	if (gm_split_holdout_users(&d->train, c->holdout, c->p.seed, 50000, &tr, &va, err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&tr, &trt, err, sizeof(err)) != GM_OK)
 		DIE("%s", err);
 
