@@ -13,6 +13,7 @@
 # DATASETs (data under .data/, git-ignored; see test/bench/README.md):
 # gowalla, yelp2018 (LightGCN's splits), ml-1m, ml-100k (every rating an
 # interaction, 20% of each user's items held out for the test, seed 7),
+# ml-1m-half4 (MovieLens 1M's users 1-2999, ratings >= 4 as interactions),
 # synthetic (the ML-20M shape, 138,493 users).  Default: all five.
 # SECONDS (60) is the automatic search's budget, as gpumf.autotune_seconds.
 set -o pipefail
@@ -32,6 +33,7 @@ for s in "${sets[@]}"; do
 	case $s in
 		gowalla | yelp2018) src=(--data .data/$s); ref=(ref_budget=${REF:-30} factors=256,512,1024) ;;
 		ml-1m) src=(--ratings .data/ml-1m/ratings.data); ref=(ref_budget=${REF:-30} factors=64,128,256,512,1024) ;;
+		ml-1m-half4) src=(--ratings .data/ml-1m-half4/ratings.data); ref=(ref_budget=${REF:-30} factors=64,128,256,512,1024) ;;
 		ml-100k) src=(--ratings .data/ml-100k/u.data); ref=(ref_budget=${REF:-30} factors=32,64,128,256) ;;
 		synthetic) src=(--synthetic 138493); ref=(ref_budget=${REF_SYN:-16} factors=64,128,256) ;;
 		*) echo "unknown dataset $s"; exit 2 ;;
