@@ -180,21 +180,8 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 	cbs.arg = &ap;
 	rc = gm_auto_tune(&cfg, &as->part, &as->part_t, &as->held, &cbs, as->trials, &res,
 					  err, sizeof(err));
-	if (ap.error)
-		ReThrowError(ap.error);
-	if (rc == GM_ECANCELED)
-	{
-		CHECK_FOR_INTERRUPTS();
-		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("training canceled")));
-	}
-	if (rc != GM_OK)
-		ereport(ERROR,
-				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
-						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
-						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("the automatic search failed: %s", err),
-				 rc == GM_ENOMEM ?
-				 errhint("Lower gpumf.autotune_max_factors, or give factors.") : 0));
+	gpumf_train_check_rc(rc, ap.error, "training", err,
+						 "The automatic search ran out of memory: lower gpumf.autotune_max_factors, or give factors.");
 
 	/* the choice: the searched fields; the rest (backend, threads) stay a's */
 	a->p.factors = res.best.factors;

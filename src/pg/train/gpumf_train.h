@@ -17,6 +17,13 @@
 /* the backend training uses under gpumf.device (may ERROR) */
 extern gm_backend_kind gpumf_training_backend(char *name, size_t namelen);
 /*
+ * After the core trained (or searched): re-throw an ERROR a progress
+ * callback caught (pending), a cancel as 'what canceled', any other failure
+ * as 'what failed: err' with its SQLSTATE (out of memory: oom_hint, if any).
+ */
+extern void gpumf_train_check_rc(int rc, ErrorData *pending, const char *what,
+								 const char *err, const char *oom_hint);
+/*
  * Get the GPU ready while the caller reads a source of about est_rows rows
  * (-1: unknown): start the training service's worker, or look for a GPU on
  * a thread of this process.  True when the training should go to the

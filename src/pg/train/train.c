@@ -525,21 +525,8 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 		d.item_bias = ts->item_bias;
 		rc = gm_mf_train_eval(&a->p, &d, &cbs, a->holdout > 0 ? ev : NULL, res, err, sizeof(err));
 	}
-	if (pa.error)
-		ReThrowError(pa.error);
-	if (rc == GM_ECANCELED)
-	{
-		CHECK_FOR_INTERRUPTS();
-		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("training canceled")));
-	}
-	if (rc != GM_OK)
-		ereport(ERROR,
-				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
-						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
-						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("training failed: %s", err),
-				 rc == GM_ENOMEM ?
-				 errhint("Train with fewer factors, on the CPU (SET gpumf.device = 'cpu'), or with a larger gpumf.gpu_memory_limit / gpumf.max_memory; the previous model is unchanged.") : 0));
+	gpumf_train_check_rc(rc, pa.error, "training", err,
+						 "Train with fewer factors, on the CPU (SET gpumf.device = 'cpu'), or with a larger gpumf.gpu_memory_limit / gpumf.max_memory; the previous model is unchanged.");
 	if (isnan(res->final.loss) || isinf(res->final.loss) || res->final.loss < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),

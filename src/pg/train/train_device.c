@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "miscadmin.h"
 #include "storage/ipc.h"
 
 /* A training found no GPU (rc, err: the probe's): gpu is an ERROR, auto a NOTICE */
@@ -214,4 +215,24 @@ gpumf_train_backend(char *name, size_t namelen, bool try_service, bool *service)
 	training_without_gpu(rc, err);
 	*service = gpumf_training_service == GPUMF_SERVICE_ALWAYS;
 	return GM_BACKEND_CPU;
+}
+
+void
+gpumf_train_check_rc(int rc, ErrorData *pending, const char *what, const char *err,
+					 const char *oom_hint)
+{
+	if (pending)
+		ReThrowError(pending);
+	if (rc == GM_ECANCELED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("%s canceled", what)));
+	}
+	if (rc != GM_OK)
+		ereport(ERROR,
+				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
+						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
+						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("%s failed: %s", what, err),
+				 rc == GM_ENOMEM && oom_hint ? errhint("%s", oom_hint) : 0));
 }

@@ -307,19 +307,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 	cbs.arg = &tp;
 	rc = gm_tune(&cfg, &ts->part, &ts->part_t, &ts->held, &cbs, ts->trials, &best,
 				 err, sizeof(err));
-	if (tp.error)
-		ReThrowError(tp.error);
-	if (rc == GM_ECANCELED)
-	{
-		CHECK_FOR_INTERRUPTS();
-		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("tuning canceled")));
-	}
-	if (rc != GM_OK)
-		ereport(ERROR,
-				(errcode(rc == GM_ENOMEM ? ERRCODE_OUT_OF_MEMORY :
-						 rc == GM_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED :
-						 ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("tuning failed: %s", err)));
+	gpumf_train_check_rc(rc, tp.error, "tuning", err, NULL);
 
 	for (int t = 0; t < cfg.budget; t++)
 	{
