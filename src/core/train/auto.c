@@ -46,6 +46,14 @@ typedef struct apoint
 	double		nu;
 } apoint;
 
+/* the caller's should_stop, and the search's deadline (0: none) */
+typedef struct deadline_stop
+{
+	const gm_callbacks *user;
+	double		deadline;
+	int			fired;
+} deadline_stop;
+
 typedef struct search
 {
 	const gm_auto_config *cfg;
@@ -68,6 +76,12 @@ typedef struct search
 	double		last_seconds[11];	/* the last trial's seconds by log2(factors) */
 	int			stopped_by_time;
 	int			time_up;		/* a trial was cut at the deadline: no more */
+	/*
+	 * the hooks every trial trains with: here, not on a trial's stack, since
+	 * a backend's state created in one trial keeps them for the next
+	 */
+	deadline_stop dl;
+	gm_callbacks cbs;
 	int			rc;
 	char	   *err;
 	size_t		errlen;
@@ -185,14 +199,6 @@ valid_rmse(const search *S, int k, double global_mean, int biases)
 	return n > 0 ? sqrt(se / n) : NAN;
 }
 
-/* the caller's should_stop, and the search's deadline (0: none) */
-typedef struct deadline_stop
-{
-	const gm_callbacks *user;
-	double		deadline;
-	int			fired;
-} deadline_stop;
-
 static int
 stop_at_deadline(void *arg)
 {
@@ -219,8 +225,6 @@ trial(search *S, apoint x)
 	gm_mf_eval	ev;
 	gm_mf_result res;
 	gm_mf_data	d;
-	gm_callbacks cb;
-	deadline_stop dl;
 	double		t0;
 
 	if (x.k < 1)
@@ -248,17 +252,17 @@ trial(search *S, apoint x)
 	memset(&ev, 0, sizeof(ev));
 	memset(&res, 0, sizeof(res));
 	/* every trial but the first stops at the budget's end (the first always gives a result) */
-	dl.user = S->cb;
-	dl.deadline = S->n == 0 ? 0 : S->t0 + S->cfg->seconds;
-	dl.fired = 0;
-	cb.should_stop = stop_at_deadline;
-	cb.on_iteration = NULL;
-	cb.arg = &dl;
+	S->dl.user = S->cb;
+	S->dl.deadline = S->n == 0 ? 0 : S->t0 + S->cfg->seconds;
+	S->dl.fired = 0;
+	S->cbs.should_stop = stop_at_deadline;
+	S->cbs.on_iteration = NULL;
+	S->cbs.arg = &S->dl;
 	t0 = gm_now();
 	if (S->explicit_model)
 	{
-		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &cb, NULL, &res, S->err, S->errlen);
-		if (S->rc == GM_ECANCELED && dl.fired)
+		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &S->cbs, NULL, &res, S->err, S->errlen);
+		if (S->rc == GM_ECANCELED && S->dl.fired)
 		{
 			/* cut at the deadline: a half-trained model says nothing */
 			S->rc = GM_OK;
@@ -279,8 +283,8 @@ trial(search *S, apoint x)
 		ev.K = S->cfg->K;
 		ev.every = S->cfg->eval_every > 0 ? S->cfg->eval_every : 1;
 		ev.patience = 2;
-		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &cb, &ev, &res, S->err, S->errlen);
-		if (S->rc == GM_ECANCELED && dl.fired)
+		S->rc = gm_mf_session_train(S->s, &tr->p, &d, &S->cbs, &ev, &res, S->err, S->errlen);
+		if (S->rc == GM_ECANCELED && S->dl.fired)
 		{
 			/* cut at the deadline: its evaluations so far count, then no more trials */
 			S->rc = GM_OK;
