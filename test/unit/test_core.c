@@ -2973,6 +2973,114 @@ fail:
 	return 1;
 }
 
+/*
+ * The bare call's search (gm_auto_tune) on planted implicit data and on
+ * ratings: it runs trials, keeps what is fixed, reports its best, and beats
+ * the fixed defaults' held-out metric.
+ */
+static int
+test_auto_tune(void)
+{
+	gm_csr		R = {0},
+				Rt = {0},
+				tr = {0},
+				trt = {0},
+				va = {0};
+	gm_tune_trial trials[40];
+	gm_auto_config c;
+	gm_auto_result r;
+	char		err[GM_ERRLEN];
+
+	/* planted: 300 users in 6 groups, each group on its own 30 of 180 items */
+	{
+		coo			m;
+		int64_t		n = 0;
+
+		m.r = malloc(sizeof(int32_t) * 300 * 30);
+		m.c = malloc(sizeof(int32_t) * 300 * 30);
+		m.v = malloc(sizeof(float) * 300 * 30);
+		for (int32_t u = 0; u < 300; u++)
+			for (int32_t j = 0; j < 30; j++)
+				if (runif() < 0.4)
+				{
+					m.r[n] = u;
+					m.c[n] = (u % 6) * 30 + j;
+					m.v[n++] = 1.0f;
+				}
+		CHECK(gm_csr_from_coo(300, 180, n, m.r, m.c, m.v, &R, err, sizeof(err)) == GM_OK, "%s", err);
+		free(m.r);
+		free(m.c);
+		free(m.v);
+	}
+	CHECK(gm_split_holdout(&R, 0.2, 5, &tr, &va, err, sizeof(err)) == GM_OK &&
+		  gm_csr_transpose(&tr, &trt, err, sizeof(err)) == GM_OK, "%s", err);
+	memset(&c, 0, sizeof(c));
+	gm_mf_params_defaults(&c.base, GM_ALG_ALS_IMPLICIT);
+	c.base.solver = GM_SOLVER_BLOCK;
+	c.base.threads = 2;
+	c.metric = GM_METRIC_RECALL;
+	c.K = 10;
+	c.eval_every = 2;
+	c.max_iterations = 10;
+	c.max_factors = 32;
+	c.max_trials = 40;
+	c.seconds = 60;
+	CHECK(gm_auto_tune(&c, &tr, &trt, &va, NULL, trials, &r, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(r.trials >= 5 && r.best_trial >= 0 && r.best_trial < r.trials &&
+		  r.metric == trials[r.best_trial].metric && r.best.factors <= 32 &&
+		  r.best.iterations >= 1 && r.best.iterations <= 10,
+		  "implicit search: %d trials, best %d, factors %d, iterations %d", r.trials,
+		  r.best_trial, r.best.factors, r.best.iterations);
+	for (int t = 0; t < r.trials; t++)
+		CHECK(trials[t].metric <= r.metric, "trial %d beats the reported best", t + 1);
+	/* planted groups: the search finds most of each user's held-out items */
+	CHECK(r.metric > 0.5, "held-out recall@10 %.3f on planted groups", r.metric);
+
+	/* fixed fields stay as given */
+	c.fixed = GM_AUTO_FIX_FACTORS | GM_AUTO_FIX_NU;
+	c.base.factors = 8;
+	c.base.nu = 0.25f;
+	CHECK(gm_auto_tune(&c, &tr, &trt, &va, NULL, trials, &r, err, sizeof(err)) == GM_OK, "%s", err);
+	for (int t = 0; t < r.trials; t++)
+		CHECK(trials[t].p.factors == 8 && trials[t].p.nu == 0.25f,
+			  "trial %d moved a fixed field: factors %d, nu %g", t + 1, trials[t].p.factors,
+			  trials[t].p.nu);
+
+	/* ratings: lambda and factors by held-out RMSE, finite */
+	for (int64_t e = 0; e < R.nnz; e++)
+		R.data[e] = (float) (1 + (R.indices[e] % 5));
+	gm_csr_free(&tr);
+	gm_csr_free(&trt);
+	gm_csr_free(&va);
+	CHECK(gm_split_holdout(&R, 0.2, 5, &tr, &va, err, sizeof(err)) == GM_OK &&
+		  gm_csr_transpose(&tr, &trt, err, sizeof(err)) == GM_OK, "%s", err);
+	memset(&c, 0, sizeof(c));
+	gm_mf_params_defaults(&c.base, GM_ALG_ALS_EXPLICIT);
+	c.base.threads = 2;
+	c.max_iterations = 8;
+	c.max_factors = 32;
+	c.max_trials = 40;
+	c.seconds = 60;
+	CHECK(gm_auto_tune(&c, &tr, &trt, &va, NULL, trials, &r, err, sizeof(err)) == GM_OK, "%s", err);
+	CHECK(r.trials >= 3 && isfinite(r.metric) && r.metric < 1.0,
+		  "explicit search: %d trials, held-out RMSE %g", r.trials, r.metric);
+	for (int t = 0; t < r.trials; t++)
+		CHECK(trials[t].metric >= r.metric, "trial %d has a lower RMSE than the best", t + 1);
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	gm_csr_free(&tr);
+	gm_csr_free(&trt);
+	gm_csr_free(&va);
+	return 0;
+fail:
+	gm_csr_free(&R);
+	gm_csr_free(&Rt);
+	gm_csr_free(&tr);
+	gm_csr_free(&trt);
+	gm_csr_free(&va);
+	return 1;
+}
+
 /* The holdout split: a partition of R, per-user counts, seeded. */
 static int
 test_split(void)
@@ -3420,6 +3528,7 @@ static const gm_test tests[] = {
 	{"mf_train every solver: loss non-increasing, objective of the factors", test_train_solvers},
 	{"rank_eval (recall, ndcg, precision @K) vs brute force", test_rank_eval},
 	{"holdout split", test_split},
+	{"automatic search (the bare call)", test_auto_tune},
 	{"mf_train_eval: held-out early stopping, keep_best", test_train_eval},
 	{"session trainings equal fresh ones", test_session},
 	{"mf_warmup trains its small problem for every algorithm and solver", test_warmup},
