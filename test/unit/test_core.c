@@ -3033,8 +3033,12 @@ test_auto_tune(void)
 		  r.best_trial, r.best.factors, r.best.iterations);
 	for (int t = 0; t < r.trials; t++)
 		CHECK(trials[t].metric <= r.metric, "trial %d beats the reported best", t + 1);
-	/* planted groups: the search finds most of each user's held-out items */
-	CHECK(r.metric > 0.5, "held-out recall@10 %.3f on planted groups", r.metric);
+	/*
+	 * planted groups: a model that finds them ranks the user's group first
+	 * (recall@10 about 10 / 20 unseen items of the group, 0.5), one that
+	 * does not about 10 / 170 (0.06)
+	 */
+	CHECK(r.metric > 0.3, "held-out recall@10 %.3f on planted groups", r.metric);
 
 	/* fixed fields stay as given */
 	c.fixed = GM_AUTO_FIX_FACTORS | GM_AUTO_FIX_NU;
