@@ -81,6 +81,16 @@ on_auto_trial(void *arg, const gm_tune_trial *t)
 	PG_END_TRY();
 }
 
+/* a number in JSON: null where it is not finite (a search whose every trial diverged) */
+static void
+json_number(StringInfo s, double v)
+{
+	if (isfinite(v))
+		appendStringInfo(s, "%.6g", v);
+	else
+		appendStringInfoString(s, "null");
+}
+
 #define AUTO_HOLDOUT	0.2
 #define AUTO_MAX_TRIALS 40
 #define AUTO_MIN_HELD	10		/* held-out rows a search needs */
@@ -198,27 +208,33 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 					 res.trials, res.best_trial + 1, res.seconds, gpumf_autotune_seconds,
 					 res.stopped_by_time ? "true" : "false", AUTO_HOLDOUT, (int64) as->held.nnz);
 	if (explicit_model)
-		appendStringInfo(&s, "\"metric\": \"rmse\", \"validation\": %.6g, \"searched\": [%s%s%s]}",
-						 res.metric,
-						 (a->auto_fixed & GM_AUTO_FIX_FACTORS) ? "" : "\"factors\"",
-						 (a->auto_fixed & (GM_AUTO_FIX_FACTORS | GM_AUTO_FIX_REG)) ? "" : ", ",
-						 (a->auto_fixed & GM_AUTO_FIX_REG) ? "" : "\"regularization\"");
+		appendStringInfoString(&s, "\"metric\": \"rmse\", ");
 	else
+	{
+		appendStringInfo(&s, "\"metric\": \"%s@%d\", \"ridge_average_user\": ",
+						 gm_rank_metric_name(cfg.metric), cfg.K);
+		json_number(&s, res.reg_eff);
+		appendStringInfoString(&s, ", ");
+	}
+	appendStringInfoString(&s, "\"validation\": ");
+	json_number(&s, res.metric);
+	appendStringInfoString(&s, ", \"searched\": [");
 	{
 		const char *sep = "";
 
-		appendStringInfo(&s, "\"metric\": \"%s@%d\", \"validation\": %.6g, "
-						 "\"ridge_average_user\": %.6g, \"searched\": [",
-						 gm_rank_metric_name(cfg.metric), cfg.K, res.metric, res.reg_eff);
 #define SEARCHED(bit, name) \
 		if (!(a->auto_fixed & (bit))) { appendStringInfo(&s, "%s\"%s\"", sep, name); sep = ", "; }
 		SEARCHED(GM_AUTO_FIX_FACTORS, "factors");
 		SEARCHED(GM_AUTO_FIX_REG, "regularization");
-		SEARCHED(GM_AUTO_FIX_ALPHA0, "alpha0");
-		SEARCHED(GM_AUTO_FIX_NU, "nu");
+		if (!explicit_model)
+		{
+			SEARCHED(GM_AUTO_FIX_ALPHA0, "alpha0");
+			SEARCHED(GM_AUTO_FIX_NU, "nu");
+			appendStringInfo(&s, "%s\"iterations\"", sep);
+		}
 #undef SEARCHED
-		appendStringInfo(&s, "%s\"iterations\"]}", sep);
 	}
+	appendStringInfoString(&s, "]}");
 	a->auto_json = s.data;
 	if (gpumf_progress)
 		ereport(NOTICE,
