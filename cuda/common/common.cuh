@@ -357,22 +357,7 @@ gm_smem_optin(void)
 
 /* ----------------------------------------------- factor widths, shapes */
 
-#define GM_MAXK			1024
-
-/*
- * Factors live on the device row-major with the row length padded to kp, a
- * multiple of 32 (of 128 above 256); padded columns stay exactly zero.
- * Returns kp, or 0 if k is out of range.
- */
-static inline int
-gm_padded_k(int k)
-{
-	if (k < 1 || k > GM_MAXK)
-		return 0;
-	if (k <= 256)
-		return (k + 31) / 32 * 32;
-	return (k + 127) / 128 * 128;
-}
+/* GM_MAXK and gm_padded_k: gm_algo.h (the core sizes the GPU's arrays too) */
 
 /*
  * The kernel shape for each padded width: X(KP, LG, V) with kp = 4 LG V,

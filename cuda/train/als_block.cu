@@ -190,7 +190,7 @@ block_pass_kernel(gm_block_args a)
 
 			if (ent < ce)
 			{
-				const float c = __ldg(a.data + ent);
+				const float c = gm_confidence(a.alpha, __ldg(a.data + ent));
 
 				id = __ldg(a.indices + ent);
 				w = c - a.alpha0;
@@ -367,7 +367,7 @@ block_pass_kernel(gm_block_args a)
 		/* ---- a row of several chunks: sum into the scratch, the last one solves */
 		if (nch > 1)
 		{
-			float	   *sc = a.scratch + (size_t) a.slot[row] * (B * B + B);
+			float	   *sc = a.scratch + (size_t) (a.slot[row] - a.slot0) * (B * B + B);
 			int			last = 0;
 
 #pragma unroll
@@ -413,7 +413,7 @@ block_pass_kernel(gm_block_args a)
 			const bool	pad = a.b0 + c >= a.k;
 
 			x[q] = a.X[(size_t) row * a.kp + a.b0 + c];
-			r[q] = pad ? 0.f : r[q] - a.H[(size_t) row * B + c] - regu * x[q];
+			r[q] = pad ? 0.f : r[q] - a.H[(size_t) (row - a.row0) * B + c] - regu * x[q];
 #pragma unroll
 			for (int i = 0; i < B; i++)
 			{
@@ -485,7 +485,7 @@ block_pass_kernel(gm_block_args a)
 			const float dq = ok ? d[q] : 0.f;
 
 			a.X[(size_t) row * a.kp + a.b0 + c] = x[q] + dq;
-			a.D[(size_t) row * B + c] = dq;
+			a.D[(size_t) (row - a.row0) * B + c] = dq;
 		}
 		__syncwarp();				/* the tile is the next chunk's */
 	}
@@ -510,7 +510,7 @@ block_apply_kernel(gm_block_args a)
 		const int64_t re = a.indptr[ch.x + 1];
 		const int64_t cb = rb + (int64_t) ch.y * GM_CHUNK;
 		const int64_t ce = cb + GM_CHUNK < re ? cb + GM_CHUNK : re;
-		const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) ch.x * B);
+		const float4 *dp = reinterpret_cast<const float4 *>(a.D + (size_t) (ch.x - a.row0) * B);
 		float4		d[CPL];
 
 		/* 8 lanes an entry, lane l holding float4 l % 8 (+ 8) of d: whole lines per load */

@@ -25,13 +25,11 @@
 
 #include "common.cuh"
 
-/* block widths the GPU solver supports: 32 and 64 coordinates */
-#define GM_BLOCK_MIN	32
-#define GM_BLOCK_MAX	64
+/* GM_BLOCK_MIN, GM_BLOCK_MAX and gm_gpu_block_width: gm_algo.h */
 
 typedef struct gm_block_args
 {
-	const int64_t *indptr;		/* this side's CSR (confidences) */
+	const int64_t *indptr;		/* this side's CSR (values as read) */
 	const int32_t *indices;
 	const float *data;
 	const int2 *chunks;			/* the rows' chunks (device_csr.cuh) */
@@ -40,18 +38,33 @@ typedef struct gm_block_args
 	float	   *X;				/* this side's factors, n x kp */
 	float	   *S;				/* per entry: y_e . x */
 	const float *G;				/* kp x kp */
-	const float *H;				/* n x b: (X G)(:, B) */
-	float	   *D;				/* n x b: the step taken */
+	const float *H;				/* slice rows x b: (X G)(:, B), row r at r - row0 */
+	float	   *D;				/* slice rows x b: the step taken, row r at r - row0 */
 	const float *reg;			/* per-row ridge, or NULL */
 	const int32_t *slot;		/* per row: its scratch slot, -1 for single-chunk rows */
-	float	   *scratch;		/* slots x (b^2 + b), zero between passes */
+	int32_t		slot0;			/* the slice's first slot: scratch starts there */
+	float	   *scratch;		/* the slice's slots x (b^2 + b), zero between passes */
 	int		   *counter;		/* per row, zero between passes */
 	int		   *queue;			/* the chunk queue (device_csr.cuh), or NULL */
 	int			kp;
 	int			k;				/* real factors; columns k .. kp-1 are padding */
 	int			b0;				/* the block's first coordinate */
+	int32_t		row0;			/* the slice's first row (H and D start there) */
+	float		alpha;			/* confidence = 1 + alpha value (gm_confidence) */
 	float		alpha0;
 } gm_block_args;
+
+/*
+ * c = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
+ * multiply-add), so both backends train on the same confidences.  The GPU
+ * keeps the values as read and forms each confidence where it is used: one
+ * copy of the values instead of two (values and confidences).
+ */
+__device__ __forceinline__ float
+gm_confidence(float alpha, float v)
+{
+	return __fadd_rn(1.0f, __fmul_rn(alpha, v));
+}
 
 /*
  * Launch steps 2 and 3 above for a slice's chunks; b is 32 or 64; tc: the

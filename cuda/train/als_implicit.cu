@@ -70,13 +70,17 @@ typedef struct als_gpu
 	/* the data (create) */
 	int32_t		n[2];			/* rows of side 0 (users) and 1 (items) */
 	int64_t		nnz;
-	gm_dcsr		m[2];			/* R and Rt, values turned into confidences */
-	float	   *vals[2];		/* R's and Rt's values as read */
+	gm_dcsr		m[2];			/* R and Rt, values as read (gm_confidence) */
 	gm_dchunks	ch[2];
 	const int64_t *indptr_h[2]; /* the caller's row pointers of R and Rt */
 	int32_t    *slot[2];		/* per row: scratch slot of a row of several chunks, or -1 */
+	int32_t    *slots_before[2];	/* host, n + 1: the slots of the rows before a row */
 	int32_t		nslots[2];
-	int64_t    *perm;			/* position in R -> position in Rt (block solver) */
+	int32_t		nslot_max;		/* block: scratch slots, the most a slice needs */
+	void	   *perm;			/* position in R -> position in Rt (block solver; built
+								 * at its first use), int32 when nnz fits, else int64 */
+	int			perm64;			/* perm holds int64 */
+	int32_t		wrows;			/* rows of the work arrays: a slice's at most */
 	int		   *counter;		/* max(n), zero between passes */
 	int		   *queue;			/* 2 after counter: the chunk queue (device_csr.cuh) */
 	double	   *acc;			/* loss sums */
@@ -98,13 +102,13 @@ typedef struct als_gpu
 	float	   *reg[2];			/* per-row ridges (nu > 0), else NULL */
 	float	   *R,
 			   *P,
-			   *AP;				/* CG: max(n) x kp work */
-	float	   *rs;				/* CG: max(n) */
+			   *AP;				/* CG: wrows x kp work, a slice's rows from its first */
+	float	   *rs;				/* CG: wrows */
 	float	   *S[2];			/* block: per-entry predictions of each side */
 	float	   *H,
-			   *D;				/* block: max(n) x b */
+			   *D;				/* block: wrows x b */
 	float	   *scratch;		/* block: max(nslots) x (b^2 + b) */
-	float	   *work;			/* evaluate: n_users x kp (block solver; CG uses AP) */
+	float	   *work;			/* evaluate: wrows x kp (block solver; CG uses AP) */
 	int			cache_side;		/* block: the side whose S is current, -1 none */
 	int			since_exact;	/* block: sides since S was computed from the factors */
 	int			prepared;		/* sweep begun, -1 none */
@@ -112,34 +116,24 @@ typedef struct als_gpu
 
 /* ------------------------------------------------------------ kernels */
 
-/*
- * c = 1 + alpha v, rounded like the CPU's 1.0f + alpha * v (no fused
- * multiply-add), so both backends train on the same confidences.
- */
-__global__ void
-to_confidence(const float *v, float *c, int64_t n, float alpha)
-{
-	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
-		 i += (int64_t) gridDim.x * blockDim.x)
-		c[i] = __fadd_rn(1.0f, __fmul_rn(alpha, v[i]));
-}
-
 struct pass_args
 {
 	const int64_t *indptr;
 	const int32_t *indices;
-	const float *data;
+	const float *data;			/* values as read (gm_confidence) */
 	const int2 *chunks;
 	int32_t		nchunks;
 	const float *Y;				/* the other side's factors */
 	float	   *X;				/* this side's factors */
-	float	   *R;
+	float	   *R;				/* R, P, AP, rs: the slice's rows, row r at r - row0 */
 	float	   *P;
 	float	   *AP;
 	float	   *rs;
+	int32_t		row0;
 	int		   *counter;
 	int		   *queue;			/* the chunk queue (device_csr.cuh), or NULL */
 	const float *reg;			/* per-row ridge, or NULL (then in G) */
+	float		alpha;
 	float		alpha0;
 };
 
@@ -164,17 +158,18 @@ cg_chunk(const pass_args &a, int32_t task)
 	const int	nch = sp.nch;
 	const int64_t b = sp.b;
 	const int64_t e = sp.e;
+	const size_t wrow = (size_t) (row - a.row0);	/* the row in the work arrays */
 	float		rsold = 0.0f;
 
 	if (!INIT)
 	{
-		rsold = a.rs[row];
+		rsold = a.rs[wrow];
 		if (rsold < 1e-20f)
 			return;				/* converged: the CPU's "break" */
 	}
 
 	const float4 *vrow = reinterpret_cast<const float4 *>(
-		(INIT ? a.X : a.P) + (size_t) row * (KP4 * 4));
+		INIT ? a.X + (size_t) row * (KP4 * 4) : a.P + wrow * (KP4 * 4));
 	float4		v[V],
 				acc[V];
 
@@ -198,12 +193,12 @@ cg_chunk(const pass_args &a, int32_t task)
 	if (b + g < e)
 	{
 		id0 = __ldg(a.indices + b + g);
-		c0 = __ldg(a.data + b + g);
+		c0 = gm_confidence(a.alpha, __ldg(a.data + b + g));
 	}
 	if (b + g + NG < e)
 	{
 		id1 = __ldg(a.indices + b + g + NG);
-		c1 = __ldg(a.data + b + g + NG);
+		c1 = gm_confidence(a.alpha, __ldg(a.data + b + g + NG));
 	}
 	for (int64_t base = b; base < e; base += 2 * NG)
 	{
@@ -229,12 +224,12 @@ cg_chunk(const pass_args &a, int32_t task)
 			if (n0 < e)
 			{
 				id0 = __ldg(a.indices + n0);
-				c0 = __ldg(a.data + n0);
+				c0 = gm_confidence(a.alpha, __ldg(a.data + n0));
 			}
 			if (n1 < e)
 			{
 				id1 = __ldg(a.indices + n1);
-				c1 = __ldg(a.data + n1);
+				c1 = gm_confidence(a.alpha, __ldg(a.data + n1));
 			}
 		}
 		float		s0 = 0.f,
@@ -284,7 +279,7 @@ cg_chunk(const pass_args &a, int32_t task)
 		}
 	}
 
-	float4	   *aprow = reinterpret_cast<float4 *>(a.AP + (size_t) row * (KP4 * 4));
+	float4	   *aprow = reinterpret_cast<float4 *>(a.AP + wrow * (KP4 * 4));
 	float4		ap[V];
 
 	if (nch == 1)
@@ -333,8 +328,8 @@ cg_chunk(const pass_args &a, int32_t task)
 			fma4(ap[t], rg, v[t]);
 	}
 
-	float4	   *rrow = reinterpret_cast<float4 *>(a.R + (size_t) row * (KP4 * 4));
-	float4	   *prow = reinterpret_cast<float4 *>(a.P + (size_t) row * (KP4 * 4));
+	float4	   *rrow = reinterpret_cast<float4 *>(a.R + wrow * (KP4 * 4));
+	float4	   *prow = reinterpret_cast<float4 *>(a.P + wrow * (KP4 * 4));
 
 	if (INIT)
 	{
@@ -354,7 +349,7 @@ cg_chunk(const pass_args &a, int32_t task)
 				prow[q + LG * t] = ap[t];
 			}
 			if (q == 0)
-				a.rs[row] = s;
+				a.rs[wrow] = s;
 		}
 		return;
 	}
@@ -409,7 +404,7 @@ cg_chunk(const pass_args &a, int32_t task)
 			prow[q + LG * t] = pp;
 		}
 		if (q == 0)
-			a.rs[row] = rsn;	/* < 1e-20 stops the row */
+			a.rs[wrow] = rsn;	/* < 1e-20 stops the row */
 	}
 }
 
@@ -434,7 +429,7 @@ __global__ void
 __launch_bounds__(WARPS * 32)
 entry_dots(const int64_t *indptr, const int32_t *indices, const float *data,
 		   const int2 *chunks, int32_t nchunks, const float *X, const float *Y,
-		   float alpha0, float *out, double *sum)
+		   float alpha, float alpha0, float *out, double *sum)
 {
 	constexpr int NG = 32 / LG;
 	constexpr int KP4 = LG * V;
@@ -470,7 +465,7 @@ entry_dots(const int64_t *indptr, const int32_t *indices, const float *data,
 				const float4 *yr = reinterpret_cast<const float4 *>(
 					Y + (size_t) __ldg(indices + i) * (KP4 * 4));
 
-				c = __ldg(data + i);
+				c = gm_confidence(alpha, __ldg(data + i));
 #pragma unroll
 				for (int t = 0; t < V; t++)
 					s += dot4(__ldg(yr + q + LG * t), x[t]);
@@ -565,8 +560,9 @@ add_diag(float *G, int k, int kp, float reg)
 }
 
 /* users <- items: dst[e] = src[perm[e]]; items <- users: dst[perm[e]] = src[e] */
+template <typename I>
 __global__ void
-permute_entries(const float *src, float *dst, const int64_t *perm, int64_t n, int gather)
+permute_entries(const float *src, float *dst, const I *perm, int64_t n, int gather)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < n;
 		 e += (int64_t) gridDim.x * blockDim.x)
@@ -621,7 +617,8 @@ launch_dots(const als_gpu *h, int side, bool loss, float *out, double *sum)
 	const gm_dcsr *m = &h->m[side];
 	const float *X = h->F[side],
 			   *Y = h->F[1 - side];
-	float		a0 = h->p.alpha0;
+	float		al = h->p.alpha,
+				a0 = h->p.alpha0;
 
 	if (nchunks == 0)
 		return cudaSuccess;
@@ -631,10 +628,10 @@ launch_dots(const als_gpu *h, int side, bool loss, float *out, double *sum)
 		case KP: \
 			if (loss) \
 				entry_dots<LG, V, 1><<<grid, WARPS * 32, 0, h->stream>>>( \
-					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, al, a0, out, sum); \
 			else \
 				entry_dots<LG, V, 0><<<grid, WARPS * 32, 0, h->stream>>>( \
-					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, a0, out, sum); \
+					m->indptr, m->indices, m->data, h->ch[side].chunks, nchunks, X, Y, al, a0, out, sum); \
 			break;
 			GM_SHAPES(CASE)
 #undef CASE
@@ -684,8 +681,8 @@ als_destroy(void *p)
 	{
 		gm_dcsr_free(&h->m[s]);
 		gm_dchunks_free(&h->ch[s]);
-		gm_dev_free(h->vals[s]);
 		gm_dev_free(h->slot[s]);
+		free(h->slots_before[s]);
 	}
 	gm_dev_free(h->perm);
 	gm_dev_free(h->counter);
@@ -696,24 +693,6 @@ als_destroy(void *p)
 		cudaStreamDestroy(h->stream);
 	(void) cudaGetLastError();
 	free(h);
-}
-
-/*
- * The block width the GPU uses for p at padded width kp: the exact solver
- * is one block (kp <= 64, else 0: not available); the block solver takes
- * 64 when asked for more than 32 and kp is a multiple of 64, else 32.
- * Returns -1 for CG.
- */
-static int
-gpu_block_width(const gm_mf_params *p, int kp)
-{
-	if (p->solver == GM_SOLVER_CG)
-		return -1;
-	if (p->solver == GM_SOLVER_EXACT)
-		return kp <= GM_BLOCK_MAX ? kp : 0;
-	if (gm_block_size(p) >= p->factors && kp <= GM_BLOCK_MAX)
-		return kp;
-	return gm_block_size(p) > GM_BLOCK_MIN && kp % GM_BLOCK_MAX == 0 ? GM_BLOCK_MAX : GM_BLOCK_MIN;
 }
 
 /* Rows longer than one chunk get scratch slots (block solver); host side. */
@@ -730,8 +709,19 @@ build_slots(als_gpu *h, int side, char *err, size_t errlen)
 		snprintf(err, errlen, "out of host memory for the block solver's slots");
 		return GM_ENOMEM;
 	}
+	h->slots_before[side] = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
+	if (!h->slots_before[side])
+	{
+		free(slot);
+		snprintf(err, errlen, "out of host memory for the block solver's slots");
+		return GM_ENOMEM;
+	}
 	for (int32_t r = 0; r < n; r++)
+	{
+		h->slots_before[side][r] = ns;
 		slot[r] = h->indptr_h[side][r + 1] - h->indptr_h[side][r] > GM_CHUNK ? ns++ : -1;
+	}
+	h->slots_before[side][n] = ns;
 	e = gm_dev_malloc((void **) &h->slot[side], sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
 	if (e == cudaSuccess)
 		e = cudaMemcpy(h->slot[side], slot, sizeof(int32_t) * (size_t) n, cudaMemcpyHostToDevice);
@@ -741,11 +731,27 @@ build_slots(als_gpu *h, int side, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* position in R -> position in Rt, on the host, uploaded (block solver) */
+/* perm[e] = position in Rt of R's entry e (next: Rt's row starts, advanced) */
+template <typename I>
+static void
+fill_perm(I *perm, const gm_csr *R, int64_t *next)
+{
+	/* Rt's rows list users in order, so the t-th visit of item i is Rt.indptr[i] + t */
+	for (int32_t u = 0; u < R->n_rows; u++)
+		for (int64_t e2 = R->indptr[u]; e2 < R->indptr[u + 1]; e2++)
+			perm[e2] = (I) next[R->indices[e2]]++;
+}
+
+/*
+ * position in R -> position in Rt, on the host, uploaded: the block solver's
+ * (built at its first use), in int32 when every position fits.
+ */
 static int
 build_perm(als_gpu *h, const gm_csr *R, const gm_csr *Rt, char *err, size_t errlen)
 {
-	int64_t    *perm = (int64_t *) malloc(sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
+	size_t		isz = h->nnz > INT32_MAX ? sizeof(int64_t) : sizeof(int32_t);
+	size_t		bytes = isz * (size_t) (h->nnz > 0 ? h->nnz : 1);
+	void	   *perm = malloc(bytes);
 	int64_t    *next = (int64_t *) malloc(sizeof(int64_t) * (size_t) (R->n_cols > 0 ? R->n_cols : 1));
 	cudaError_t e;
 
@@ -756,16 +762,17 @@ build_perm(als_gpu *h, const gm_csr *R, const gm_csr *Rt, char *err, size_t errl
 		snprintf(err, errlen, "out of host memory for the entry permutation");
 		return GM_ENOMEM;
 	}
-	/* Rt's rows list users in order, so the t-th visit of item i is Rt.indptr[i] + t */
 	memcpy(next, Rt->indptr, sizeof(int64_t) * (size_t) R->n_cols);
-	for (int32_t u = 0; u < R->n_rows; u++)
-		for (int64_t e2 = R->indptr[u]; e2 < R->indptr[u + 1]; e2++)
-			perm[e2] = next[R->indices[e2]]++;
-	e = gm_dev_malloc((void **) &h->perm, sizeof(int64_t) * (size_t) (h->nnz > 0 ? h->nnz : 1));
-	if (e == cudaSuccess && h->nnz > 0)
-		e = cudaMemcpy(h->perm, perm, sizeof(int64_t) * (size_t) h->nnz, cudaMemcpyHostToDevice);
-	free(perm);
+	h->perm64 = isz == sizeof(int64_t);
+	if (h->perm64)
+		fill_perm((int64_t *) perm, R, next);
+	else
+		fill_perm((int32_t *) perm, R, next);
 	free(next);
+	e = gm_dev_malloc(&h->perm, bytes);
+	if (e == cudaSuccess && h->nnz > 0)
+		e = cudaMemcpy(h->perm, perm, isz * (size_t) h->nnz, cudaMemcpyHostToDevice);
+	free(perm);
 	GM_CHECK(e);
 	return GM_OK;
 }
@@ -790,20 +797,14 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 
 	for (int s = 0; s < 2; s++)
 	{
+		/* the values as read: the kernels form the confidences (gm_confidence) */
 		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
 			return rc;
-		/* the values as read stay; data becomes the confidences */
-		GM_CHECK(gm_dev_malloc((void **) &h->vals[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
-		if (h->nnz > 0)
-			GM_CHECK(cudaMemcpy(h->vals[s], A[s]->data, sizeof(float) * (size_t) h->nnz,
-								cudaMemcpyHostToDevice));
 		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, h->n[s], err, errlen)) != GM_OK)
 			return rc;
 		if ((rc = build_slots(h, s, err, errlen)) != GM_OK)
 			return rc;
 	}
-	if ((rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
-		return rc;
 	nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
 	GM_CHECK(gm_dev_malloc((void **) &h->counter, sizeof(int) * (nmax + 2)));
 	GM_CHECK(gm_dev_malloc((void **) &h->acc, sizeof(double) * 4));
@@ -822,10 +823,11 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 			 size_t errlen)
 {
 	const float *Fh[2] = {d->X, d->Y};
-	size_t		nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]);
+	size_t		nmax = (size_t) (h->n[0] > h->n[1] ? h->n[0] : h->n[1]),
+				w;
 	int			kp = gm_padded_k(p->factors),
 				k = p->factors,
-				bw = gpu_block_width(p, kp);
+				bw = gm_gpu_block_width(p, kp);
 
 	if (kp == 0)
 	{
@@ -855,11 +857,6 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 	{
 		int32_t		n = h->n[s];
 
-		if (h->nnz > 0)
-		{
-			to_confidence<<<1024, 256, 0, h->stream>>>(h->vals[s], h->m[s].data, h->nnz, p->alpha);
-			GM_CHECK_LAUNCH();
-		}
 		GM_CHECK(gm_dev_malloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
 		GM_CHECK(cudaMemsetAsync(h->F[s], 0, sizeof(float) * (size_t) n * kp, h->stream));
 		GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
@@ -888,33 +885,58 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 		}
 	}
 	GM_CHECK(gm_dev_malloc((void **) &h->G, sizeof(float) * (size_t) kp * kp));
+	h->wrows = gm_als_work_rows((int64_t) nmax, kp, h->block);
+	{
+		/* GM_ALS_WORK_ROWS (tests): fewer work rows, so that small problems run in many slices */
+		const char *env = getenv("GM_ALS_WORK_ROWS");
+
+		if (env && atoi(env) > 0 && atoi(env) < h->wrows)
+			h->wrows = atoi(env);
+	}
+	w = (size_t) h->wrows;
 	if (h->block == 0)
 	{
-		GM_CHECK(gm_dev_malloc((void **) &h->R, sizeof(float) * nmax * kp));
-		GM_CHECK(gm_dev_malloc((void **) &h->P, sizeof(float) * nmax * kp));
-		GM_CHECK(gm_dev_malloc((void **) &h->AP, sizeof(float) * nmax * kp));
-		GM_CHECK(gm_dev_malloc((void **) &h->rs, sizeof(float) * nmax));
-		GM_CHECK(cudaMemsetAsync(h->R, 0xff, sizeof(float) * nmax * kp, h->stream));
-		GM_CHECK(cudaMemsetAsync(h->P, 0xff, sizeof(float) * nmax * kp, h->stream));
-		GM_CHECK(cudaMemsetAsync(h->AP, 0xff, sizeof(float) * nmax * kp, h->stream));
-		GM_CHECK(cudaMemsetAsync(h->rs, 0xff, sizeof(float) * nmax, h->stream));
+		GM_CHECK(gm_dev_malloc((void **) &h->R, sizeof(float) * w * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->P, sizeof(float) * w * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->AP, sizeof(float) * w * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->rs, sizeof(float) * w));
+		GM_CHECK(cudaMemsetAsync(h->R, 0xff, sizeof(float) * w * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->P, 0xff, sizeof(float) * w * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->AP, 0xff, sizeof(float) * w * kp, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->rs, 0xff, sizeof(float) * w, h->stream));
 	}
 	else
 	{
 		size_t		b = (size_t) h->block,
-					ns = (size_t) (h->nslots[0] > h->nslots[1] ? h->nslots[0] : h->nslots[1]);
+					ns = 0;
+		int			rc;
 
+		/* scratch for the most long rows a slice of wrows rows can hold */
+		for (int s = 0; s < 2; s++)
+			for (int32_t r = 0; r < h->n[s]; r++)
+			{
+				int32_t		e = h->n[s] - r > h->wrows ? r + h->wrows : h->n[s];
+				size_t		c = (size_t) (h->slots_before[s][e] - h->slots_before[s][r]);
+
+				if (c > ns)
+					ns = c;
+				if (e == h->n[s])
+					break;
+			}
+		h->nslot_max = (int32_t) ns;
+		if (h->perm == NULL && (rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
+			return rc;
 		for (int s = 0; s < 2; s++)
 		{
 			GM_CHECK(gm_dev_malloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
 			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1),
 									 h->stream));
 		}
-		GM_CHECK(gm_dev_malloc((void **) &h->H, sizeof(float) * nmax * b));
-		GM_CHECK(gm_dev_malloc((void **) &h->D, sizeof(float) * nmax * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->H, sizeof(float) * w * b));
+		GM_CHECK(gm_dev_malloc((void **) &h->D, sizeof(float) * w * b));
 		GM_CHECK(gm_dev_malloc((void **) &h->scratch, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b)));
-		GM_CHECK(cudaMemsetAsync(h->H, 0xff, sizeof(float) * nmax * b, h->stream));
-		GM_CHECK(cudaMemsetAsync(h->D, 0xff, sizeof(float) * nmax * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->H, 0xff, sizeof(float) * w * b, h->stream));
+		GM_CHECK(cudaMemsetAsync(h->D, 0xff, sizeof(float) * w * b, h->stream));
 		GM_CHECK(cudaMemsetAsync(h->scratch, 0, sizeof(float) * (ns > 0 ? ns : 1) * (b * b + b),
 								 h->stream));
 	}
@@ -956,7 +978,7 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 				 GM_MAXK, p->factors);
 		return GM_EINVAL;
 	}
-	if (gpu_block_width(p, gm_padded_k(p->factors)) == 0)
+	if (gm_gpu_block_width(p, gm_padded_k(p->factors)) == 0)
 	{
 		snprintf(err, errlen,
 				 "the exact solver runs on the GPU up to %d factors, not %d: use the block solver",
@@ -1055,8 +1077,12 @@ prepare_predictions(als_gpu *h, int side, char *err, size_t errlen)
 {
 	if (h->cache_side == 1 - side && h->since_exact < GM_REFRESH)
 	{
-		permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side], h->perm,
-													 h->nnz, side == 0);
+		if (h->perm64)
+			permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side],
+														 (const int64_t *) h->perm, h->nnz, side == 0);
+		else
+			permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side],
+														 (const int32_t *) h->perm, h->nnz, side == 0);
 		GM_CHECK_LAUNCH();
 		h->since_exact++;
 	}
@@ -1106,6 +1132,7 @@ als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 	}
 	h->prepared = s;
 	sw->n_rows = h->n[side];
+	sw->max_rows = h->wrows;
 	sw->indptr = h->indptr_h[side];
 	if (h->block)
 	{
@@ -1133,6 +1160,12 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 	int32_t		n = end - begin;
 	pass_args	a;
 
+	if (n > h->wrows)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS: a slice of %d rows, more than the %d its work arrays hold",
+				 n, h->wrows);
+		return GM_EINVAL;
+	}
 	a.indptr = h->m[side].indptr;
 	a.indices = h->m[side].indices;
 	a.data = h->m[side].data;
@@ -1144,9 +1177,11 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 	a.P = h->P;
 	a.AP = h->AP;
 	a.rs = h->rs;
+	a.row0 = begin;
 	a.counter = h->counter;
 	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
 	a.reg = h->reg[side];
+	a.alpha = h->p.alpha;
 	a.alpha0 = h->p.alpha0;
 
 	/* tf32: the dense products V G on tensor cores (TF32 inputs, FP32 accumulation) */
@@ -1154,14 +1189,12 @@ run_cg(als_gpu *h, int side, int32_t begin, int32_t end, char *err, size_t errle
 		GM_CHECK(cublasSetMathMode(h->blas, CUBLAS_TF32_TENSOR_OP_MATH));
 	/* AP = -X G for the slice (column-major: AP^T = G^T X^T, G symmetric) */
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &minus,
-						 h->G, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
-						 h->AP + (size_t) begin * kp, kp));
+						 h->G, kp, h->F[side] + (size_t) begin * kp, kp, &zero, h->AP, kp));
 	GM_CHECK(launch_pass(kp, true, a, h->stream));
 	for (int s = 0; s < h->p.cg_steps; s++)
 	{
 		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
-							 h->G, kp, h->P + (size_t) begin * kp, kp, &zero,
-							 h->AP + (size_t) begin * kp, kp));
+							 h->G, kp, h->P, kp, &zero, h->AP, kp));
 		GM_CHECK(launch_pass(kp, false, a, h->stream));
 	}
 	if (gm_use_tf32(&h->p))
@@ -1182,6 +1215,12 @@ run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
 	int32_t		n = end - begin;
 	gm_block_args a;
 
+	if (n > h->wrows)
+	{
+		snprintf(err, errlen, "CUDA implicit ALS: a slice of %d rows, more than the %d its work arrays hold",
+				 n, h->wrows);
+		return GM_EINVAL;
+	}
 	a.indptr = h->m[side].indptr;
 	a.indices = h->m[side].indices;
 	a.data = h->m[side].data;
@@ -1195,18 +1234,20 @@ run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
 	a.D = h->D;
 	a.reg = h->reg[side];
 	a.slot = h->slot[side];
+	a.slot0 = h->slots_before[side][begin];
 	a.scratch = h->scratch;
 	a.counter = h->counter;
 	a.queue = gm_chunk_queue_enabled ? h->queue : NULL;
 	a.kp = kp;
 	a.k = h->k;
 	a.b0 = b0;
+	a.row0 = begin;
+	a.alpha = h->p.alpha;
 	a.alpha0 = h->p.alpha0;
 
 	/* H = X G(:, B) for the slice (column-major: H^T (b x n) = G(B, :) X^T) */
 	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, b, n, kp, &one,
-						 h->G + b0, kp, h->F[side] + (size_t) begin * kp, kp, &zero,
-						 h->H + (size_t) begin * b, b));
+						 h->G + b0, kp, h->F[side] + (size_t) begin * kp, kp, &zero, h->H, b));
 	GM_CHECK(gm_block_pass(b, gm_use_tf32(&h->p), a, h->stream));
 	GM_CHECK(gm_block_apply(b, a, h->stream));
 	return GM_OK;
@@ -1301,16 +1342,21 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 	rc = gram(h, h->F[1], h->n[1], 1.0f, 0.0f, h->G, err, errlen);
 	if (rc != GM_OK)
 		return rc;
-	/* X (Y^T Y) into a work array of n_users x kp */
+	/* X (Y^T Y) into a work array of wrows x kp, a slice of users at a time */
 	if (h->block && h->work == NULL)
-		GM_CHECK(gm_dev_malloc((void **) &h->work, sizeof(float) * (size_t) h->n[0] * kp));
+		GM_CHECK(gm_dev_malloc((void **) &h->work, sizeof(float) * (size_t) h->wrows * kp));
 	tmp = h->block ? h->work : h->AP;
-	GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, h->n[0], kp, &one,
-						 h->G, kp, h->F[0], kp, &zero, tmp, kp));
 	GM_CHECK(cudaMemsetAsync(h->acc, 0, sizeof(double) * 4, h->stream));
-	dense_sums<<<1024, 256, 0, h->stream>>>(tmp, h->F[0], (size_t) h->n[0] * kp, h->reg[0],
-											kp, h->acc);
-	GM_CHECK_LAUNCH();
+	for (int32_t b = 0; b < h->n[0]; b += h->wrows)
+	{
+		int32_t		n = h->n[0] - b < h->wrows ? h->n[0] - b : h->wrows;
+
+		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
+							 h->G, kp, h->F[0] + (size_t) b * kp, kp, &zero, tmp, kp));
+		dense_sums<<<1024, 256, 0, h->stream>>>(tmp, h->F[0] + (size_t) b * kp, (size_t) n * kp,
+												h->reg[0] ? h->reg[0] + b : NULL, kp, h->acc);
+		GM_CHECK_LAUNCH();
+	}
 	dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1], (size_t) h->n[1] * kp, h->reg[1],
 										   kp, h->acc + 2);
 	GM_CHECK_LAUNCH();

@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define GM_ALGO_ABI_VERSION 3
+#define GM_ALGO_ABI_VERSION 4
 
 /* Compressed sparse rows; columns sorted and unique within each row. */
 typedef struct gm_csr
@@ -192,6 +192,7 @@ typedef struct gm_sweep
 	const int64_t *indptr;		/* host row pointers giving each row's nonzeros, or NULL */
 	double		row_work;		/* cost of a row, in multiply-adds (for slicing) */
 	double		nnz_work;		/* cost of a nonzero */
+	int32_t		max_rows;		/* rows a slice may have at most (0: no limit) */
 } gm_sweep;
 
 typedef struct gm_algo_ops
@@ -254,6 +255,72 @@ typedef struct gm_gpu_caps
 	char		archs[96];		/* what the module was built for, e.g.
 								 * "sm_75 sm_80 ... sm_120 compute_120" */
 } gm_gpu_caps;
+
+/*
+ * Factors live on the GPU row-major with the row length padded to kp, a
+ * multiple of 32 (of 128 above 256); padded columns stay exactly zero.
+ * Returns kp, or 0 if k is out of range.
+ */
+#define GM_MAXK			1024
+
+static inline int
+gm_padded_k(int k)
+{
+	if (k < 1 || k > GM_MAXK)
+		return 0;
+	if (k <= 256)
+		return (k + 31) / 32 * 32;
+	return (k + 127) / 128 * 128;
+}
+
+/* block widths the GPU's block solver supports: 32 and 64 coordinates */
+#define GM_BLOCK_MIN	32
+#define GM_BLOCK_MAX	64
+
+/*
+ * The block width the GPU uses for p at padded width kp: the exact solver
+ * is one block (kp <= 64, else 0: not available); the block solver takes
+ * 64 when asked for more than 32 and kp is a multiple of 64, else 32.
+ * Returns -1 for CG.
+ */
+static inline int
+gm_gpu_block_width(const gm_mf_params *p, int kp)
+{
+	if (p->solver == GM_SOLVER_CG)
+		return -1;
+	if (p->solver == GM_SOLVER_EXACT)
+		return kp <= GM_BLOCK_MAX ? kp : 0;
+	if (gm_block_size(p) >= p->factors && kp <= GM_BLOCK_MAX)
+		return kp;
+	return gm_block_size(p) > GM_BLOCK_MIN && kp % GM_BLOCK_MAX == 0 ? GM_BLOCK_MAX : GM_BLOCK_MIN;
+}
+
+/*
+ * Rows of the CUDA implicit ALS solver's work arrays (CG: R, P, AP and rs;
+ * block: H, D and the scratch of rows longer than a chunk; the loss: X G),
+ * and so the rows a slice may have (gm_sweep.max_rows): enough that the
+ * arrays take about GM_ALS_WORK_BYTES however many rows the sides have,
+ * never fewer than GM_ALS_WORK_MIN_ROWS (a slice that fills the GPU).  The
+ * block solver counts the worst case of its scratch, b^2 + b floats a row.
+ * kp: the padded factors; block: the block width, 0 for CG.
+ */
+#define GM_ALS_WORK_BYTES		((int64_t) 512 << 20)
+#define GM_ALS_WORK_MIN_ROWS	16384
+
+static inline int32_t
+gm_als_work_rows(int64_t nmax, int kp, int block)
+{
+	int64_t		per = block > 0 ?
+		(int64_t) ((2 * block > kp ? 2 * block : kp) + block * block + block) * 4 :
+		(int64_t) (3 * kp + 1) * 4;
+	int64_t		w = GM_ALS_WORK_BYTES / (per > 0 ? per : 1);
+
+	if (w < GM_ALS_WORK_MIN_ROWS)
+		w = GM_ALS_WORK_MIN_ROWS;
+	if (w > nmax)
+		w = nmax;
+	return (int32_t) (w > 0 ? w : 1);
+}
 
 #ifdef __cplusplus
 }

@@ -181,8 +181,9 @@ int			gm_mf_warmup(const gm_mf_params *p, char *err, size_t errlen);
 /*
  * The end of the slice of sw's rows that gm_mf_train hands to run() from
  * begin: the first end > begin whose rows [begin, end) cost at least budget
- * (row_work a row, nnz_work a nonzero), or sw->n_rows; *work gets the
- * slice's cost.  O(log n) (a binary search over the row pointers).
+ * (row_work a row, nnz_work a nonzero), or sw->n_rows, and never more
+ * than sw->max_rows rows (when > 0); *work gets the slice's cost.  O(log n)
+ * (a binary search over the row pointers).
  */
 int32_t		gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *work);
 
@@ -198,6 +199,28 @@ int32_t		gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, do
  */
 double		gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 						 int eval_K, int keep_best, double *per_thread);
+
+/*
+ * The device memory the CUDA backend allocates to train p on R and Rt, in
+ * bytes, by part: the two matrices as uploaded (row pointers, indices,
+ * values, the chunk lists), the factors (padded rows, biases, ridges), and
+ * the solver's own arrays (CG's work rows, the block solver's per-entry
+ * predictions and permutation, explicit ALS's batch of systems, CCD++'s
+ * feature-major copies).  It follows cuda/train/'s allocations; what the
+ * module allocates beside them (cuBLAS's workspace, the CUDA context) is
+ * not counted.  Callers compare it with the card's free memory before the
+ * upload (gpumf_check_gpu_memory).
+ */
+typedef struct gm_device_need
+{
+	double		matrices;
+	double		factors;
+	double		solver;
+	double		total;
+} gm_device_need;
+
+void		gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+								gm_device_need *need);
 
 /* gm_mf_train with a held-out evaluation (ev may be NULL: gm_mf_train). */
 int			gm_mf_train_eval(const gm_mf_params *p, gm_mf_data *d,
@@ -497,6 +520,13 @@ void		gm_cuda_memory_cap(int64_t bytes);
 
 /* Device memory the CUDA module's own allocations hold now (0 when not loaded). */
 int64_t		gm_cuda_memory_held(void);
+
+/*
+ * The card's free and total memory now (cudaMemGetInfo on device 0), and
+ * the cap gm_cuda_memory_cap set (-1: none).  GM_ENODEVICE when the module
+ * is not loaded or predates the query.
+ */
+int			gm_cuda_device_memory(int64_t *free_bytes, int64_t *total_bytes, int64_t *cap);
 
 /*
  * The GPU as the loaded CUDA module runs on it (gm_gpu_caps of gm_algo.h:

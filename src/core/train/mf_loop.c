@@ -117,6 +117,8 @@ gm_sweep_slice_end(const gm_sweep *sw, int32_t begin, double budget, double *wor
 	int32_t		lo = begin + 1,
 				hi = sw->n_rows;
 
+	if (sw->max_rows > 0 && hi - begin > sw->max_rows)
+		hi = begin + sw->max_rows;	/* the backend's work arrays hold no more */
 	if (begin >= sw->n_rows)
 	{
 		*work = 0.0;
@@ -676,4 +678,117 @@ gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt, int eval_
 	if (per_thread)
 		*per_thread = thread;
 	return shared + thread * nt;
+}
+
+/* Chunks of at most chunk nonzeros a row (at least one a row), as the GPU lists them. */
+static double
+chunk_count(const gm_csr *a, int64_t chunk)
+{
+	double		n = 0;
+
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		int64_t		len = a->indptr[r + 1] - a->indptr[r];
+
+		n += len > chunk ? (double) ((len + chunk - 1) / chunk) : 1.0;
+	}
+	return n;
+}
+
+/* The most rows longer than chunk among any w consecutive rows of a. */
+static double
+long_rows_in_window(const gm_csr *a, int64_t chunk, int32_t w)
+{
+	int32_t		in = 0,
+				most = 0;
+
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		in += a->indptr[r + 1] - a->indptr[r] > chunk;
+		if (r >= w)
+			in -= a->indptr[r - w + 1] - a->indptr[r - w] > chunk;
+		if (in > most)
+			most = in;
+	}
+	return most;
+}
+
+/*
+ * The sizes below are those of cuda/train/als_implicit.cu, als_explicit.cu
+ * and ccd.cu (GM_CHUNK 256 and ALS_CHUNK 2048 nonzeros a chunk, explicit
+ * ALS's 1 GB of batched systems); a change there changes them here.
+ */
+#define GPU_CHUNK		256
+#define GPU_ALS_CHUNK	2048
+#define GPU_ALS_WS		((double) (1 << 30))
+
+void
+gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+					gm_device_need *need)
+{
+	double		nu = R->n_rows,
+				ni = R->n_cols,
+				nnz = (double) R->nnz,
+				nmax = nu > ni ? nu : ni,
+				k = p->factors,
+				f = sizeof(float);
+
+	memset(need, 0, sizeof(*need));
+	/* both matrices: int64 row pointers, int32 indices, float values */
+	need->matrices = (nu + ni + 2) * sizeof(int64_t) + 2 * nnz * (sizeof(int32_t) + f);
+	switch (p->algorithm)
+	{
+		case GM_ALG_ALS_IMPLICIT:
+			{
+				int			kp = gm_padded_k(p->factors),
+							bw = gm_gpu_block_width(p, kp);
+				int32_t		w = gm_als_work_rows((int64_t) nmax, kp, bw > 0 ? bw : 0);
+
+				/* chunk lists (int2), scratch slots and the pass counters (int32) */
+				need->matrices += (chunk_count(R, GPU_CHUNK) + chunk_count(Rt, GPU_CHUNK)) * 8 +
+					(nu + ni) * sizeof(int32_t) + (nmax + 2) * sizeof(int32_t);
+				need->factors = (nu + ni) * kp * f + (p->nu != 0.0f ? (nu + ni) * f : 0) +
+					(double) kp * kp * f;
+				if (bw <= 0)
+					need->solver = (double) w * (3.0 * kp + 1) * f;
+				else
+				{
+					double		b = bw,
+								slots = long_rows_in_window(R, GPU_CHUNK, w),
+								t = long_rows_in_window(Rt, GPU_CHUNK, w);
+
+					if (t > slots)
+						slots = t;
+					/* predictions of both sides, the permutation, H and D, the long rows' scratch, the loss's X G */
+					need->solver = 2 * nnz * f + nnz * (R->nnz > INT32_MAX ? 8 : 4) +
+						(double) w * 2 * b * f + (slots > 0 ? slots : 1) * (b * b + b) * f +
+						(double) w * kp * f;
+				}
+				break;
+			}
+		case GM_ALG_ALS_EXPLICIT:
+			{
+				double		kk = k + (p->biases ? 1 : 0),
+							per = kk * kk * f,
+							batch = floor(GPU_ALS_WS / per);
+
+				if (batch > nmax)
+					batch = nmax;
+				if (batch < 1)
+					batch = 1;
+				need->matrices += (chunk_count(R, GPU_ALS_CHUNK) + chunk_count(Rt, GPU_ALS_CHUNK)) * 8;
+				need->factors = (nu + ni) * (k + 1) * f;
+				need->solver = batch * (per + kk * f + sizeof(int) + 2 * sizeof(float *));
+				break;
+			}
+		case GM_ALG_CCD:
+			/* both copies (the values become residuals), their schedules, packs and sums */
+			need->matrices += (chunk_count(R, GPU_CHUNK) + chunk_count(Rt, GPU_CHUNK)) * 16;
+			need->factors = (nu + ni) * (2 * k + 1 + 1 + GM_CCD_SLOTS) * f;
+			need->solver = (nu + ni) * (2 * 16 + 16 + 4);
+			break;
+		default:
+			break;
+	}
+	need->total = need->matrices + need->factors + need->solver;
 }

@@ -361,7 +361,21 @@ struct gpu_als
 	const gm_algo_ops *ops;
 	void	   *h;
 	int			k;
+	int32_t		max_rows;		/* the last begin_sweep's cap on a slice (0: none) */
 };
+
+/* rows [b, e) of sweep s, in slices of at most the backend's max_rows */
+static void
+ga_run_rows(gpu_als *g, int s, int32_t b, int32_t e)
+{
+	for (int32_t x = b; x < e;)
+	{
+		int32_t		y = g->max_rows > 0 && e - x > g->max_rows ? x + g->max_rows : e;
+
+		GM(g->ops->run(g->h, s, x, y, err, sizeof(err)));
+		x = y;
+	}
+}
 
 static gm_mf_params
 gpu_params(int k, int cg, float reg, float alpha)
@@ -402,7 +416,7 @@ ga_create_p(gpu_als *g, const gm_csr *A, const gm_csr *At, const float *X,
 	GM(g->ops->create(&g->h, &d, &p, NULL, name, sizeof(name), err, sizeof(err)));
 }
 
-/* one iteration the way gm_mf_train drives it, every sweep in one slice */
+/* one iteration the way gm_mf_train drives it, every sweep in as few slices as the backend takes */
 static void
 ga_iteration(gpu_als *g)
 {
@@ -413,13 +427,14 @@ ga_iteration(gpu_als *g)
 		gm_sweep	sw;
 
 		GM(g->ops->begin_sweep(g->h, s, &sw, err, sizeof(err)));
-		GM(g->ops->run(g->h, s, 0, sw.n_rows, err, sizeof(err)));
+		g->max_rows = sw.max_rows;
+		ga_run_rows(g, s, 0, sw.n_rows);
 		if (g->ops->end_sweep)
 			GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
 	}
 }
 
-/* the sweeps of one side (0 users, 1 items), each in one slice */
+/* the sweeps of one side (0 users, 1 items), each in as few slices as the backend takes */
 static void
 ga_side(gpu_als *g, int side)
 {
@@ -430,7 +445,8 @@ ga_side(gpu_als *g, int side)
 		gm_sweep	sw;
 
 		GM(g->ops->begin_sweep(g->h, s, &sw, err, sizeof(err)));
-		GM(g->ops->run(g->h, s, 0, sw.n_rows, err, sizeof(err)));
+		g->max_rows = sw.max_rows;
+		ga_run_rows(g, s, 0, sw.n_rows);
 		if (g->ops->end_sweep)
 			GM(g->ops->end_sweep(g->h, s, err, sizeof(err)));
 	}
@@ -465,13 +481,15 @@ ga_begin(gpu_als *g, int side, gm_sweep *sw = NULL)
 {
 	gm_sweep	s;
 
+	memset(&s, 0, sizeof(s));
 	GM(g->ops->begin_sweep(g->h, side, sw ? sw : &s, err, sizeof(err)));
+	g->max_rows = (sw ? sw : &s)->max_rows;
 }
 
 static void
 ga_run(gpu_als *g, int side, int32_t b, int32_t e)
 {
-	GM(g->ops->run(g->h, side, b, e, err, sizeof(err)));
+	ga_run_rows(g, side, b, e);
 }
 
 static void
