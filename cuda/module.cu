@@ -164,6 +164,23 @@ gm_cuda_set_memory_limit(long long bytes)
 	gm_dev_limit = bytes < 0 ? -1 : bytes;
 }
 
+/* Device 0's free and total memory (cudaMemGetInfo); 0 on success. */
+extern "C" int
+gm_cuda_mem_info(long long *free_bytes, long long *total_bytes)
+{
+	size_t		f = 0,
+				t = 0;
+
+	if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return -1;
+	}
+	*free_bytes = (long long) f;
+	*total_bytes = (long long) t;
+	return 0;
+}
+
 /* Device memory the module holds now, in bytes (its own allocations). */
 extern "C" long long
 gm_cuda_memory_in_use(void)

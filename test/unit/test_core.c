@@ -3505,6 +3505,90 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_mf_device_memory: the CUDA backend's bytes by part, against the sizes
+ * the issue of scale sets: the CG solver within 20 bytes an interaction
+ * beside the factors and a fixed work area, for any number of rows; the
+ * block solver 12 bytes an interaction more (two predictions, a 4-byte
+ * permutation); explicit ALS and CCD++ within 20.
+ */
+static int
+test_device_memory(void)
+{
+	int32_t		shapes[3][2] = {{3000, 500}, {200000, 40000}, {2000000, 100000}};
+
+	for (int sh = 0; sh < 3; sh++)
+	{
+		int32_t		nu = shapes[sh][0],
+					ni = shapes[sh][1];
+		int64_t		nnz = (int64_t) nu * 25;
+		gm_csr		R,
+					Rt;
+		char		err[GM_ERRLEN];
+		int32_t    *r = xmalloc(sizeof(int32_t) * (size_t) nnz),
+				   *c = xmalloc(sizeof(int32_t) * (size_t) nnz);
+		float	   *v = xmalloc(sizeof(float) * (size_t) nnz);
+
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			r[e] = (int32_t) (e / 25);
+			/* a popular head: a tenth of the entries on 20 items (rows longer than a chunk) */
+			c[e] = (int32_t) (e % 10 == 0 ? e % 20 : (e * 7919) % ni);
+			v[e] = 1.0f;
+		}
+		CHECK(gm_csr_from_coo(nu, ni, nnz, r, c, v, &R, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(gm_csr_transpose(&R, &Rt, err, sizeof(err)) == GM_OK, "%s", err);
+		free(r);
+		free(c);
+		free(v);
+		for (int f = 0; f < 3; f++)
+		{
+			int			k = (int[]) {32, 128, 1024}[f],
+						kp = gm_padded_k(k);
+			double		per_row = 8 + 8 + 4 + 4;	/* pointers, a chunk, a slot, a counter */
+			gm_mf_params p;
+			gm_device_need cg,
+						blk,
+						ex,
+						ccd;
+
+			gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+			p.backend = GM_BACKEND_CUDA;
+			p.factors = k;
+			gm_mf_device_memory(&p, &R, &Rt, &cg);
+			CHECK(fabs(cg.total - (cg.matrices + cg.factors + cg.solver)) < 1.0, "total is the parts' sum");
+			CHECK(cg.factors >= ((double) nu + ni) * kp * 4, "the padded factors are counted");
+			CHECK(cg.matrices <= 16.0 * R.nnz + per_row * ((double) nu + ni) + 8.0 * R.nnz / 256 + 64,
+				  "shape %d, k %d: the matrices take %.0f bytes, more than 16 an interaction", sh, k,
+				  cg.matrices);
+			CHECK(cg.solver <= (double) GM_ALS_WORK_BYTES + 4.0 * (3 * kp + 1) * GM_ALS_WORK_MIN_ROWS,
+				  "shape %d, k %d: CG's work %.0f bytes grows with the rows", sh, k, cg.solver);
+			p.solver = GM_SOLVER_BLOCK;
+			gm_mf_device_memory(&p, &R, &Rt, &blk);
+			CHECK(blk.solver >= 12.0 * R.nnz, "the block solver's per-entry arrays are counted");
+			CHECK(blk.matrices == cg.matrices, "the matrices do not depend on the solver");
+			gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
+			p.backend = GM_BACKEND_CUDA;
+			p.factors = k;
+			gm_mf_device_memory(&p, &R, &Rt, &ex);
+			CHECK(ex.matrices <= 16.0 * R.nnz + per_row * ((double) nu + ni) + 64,
+				  "explicit ALS: the matrices take more than 16 bytes an interaction");
+			CHECK(ex.solver <= (1 << 30) + 1e6 + 64.0 * ((double) nu + ni), "explicit ALS: its batch is bounded");
+			gm_mf_params_defaults(&p, GM_ALG_CCD);
+			p.backend = GM_BACKEND_CUDA;
+			p.factors = k;
+			gm_mf_device_memory(&p, &R, &Rt, &ccd);
+			CHECK(ccd.matrices + ccd.solver <= 20.0 * R.nnz + 128.0 * ((double) nu + ni),
+				  "CCD++: more than 20 bytes an interaction beside the factors");
+		}
+		gm_csr_free(&R);
+		gm_csr_free(&Rt);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
 /* ------------------------------------------------------------ main */
 
 static const gm_test tests[] = {
@@ -3536,6 +3620,7 @@ static const gm_test tests[] = {
 	{"mf_train_eval: held-out early stopping, keep_best", test_train_eval},
 	{"session trainings equal fresh ones", test_session},
 	{"mf_warmup trains its small problem for every algorithm and solver", test_warmup},
+	{"device memory of a training, by part, within 20 bytes an interaction", test_device_memory},
 };
 
 int

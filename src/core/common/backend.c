@@ -216,6 +216,26 @@ gm_cuda_memory_held(void)
 	return in_use ? (int64_t) in_use() : 0;
 }
 
+/* The card's free and total memory, and the cap (see gm_core.h). */
+int
+gm_cuda_device_memory(int64_t *free_bytes, int64_t *total_bytes, int64_t *cap)
+{
+	int			(*info) (long long *, long long *);
+	long long	f = 0,
+				t = 0;
+
+	*free_bytes = *total_bytes = 0;
+	*cap = cuda_memory_limit;
+	if (cu.lib == NULL)
+		return GM_ENODEVICE;
+	*(void **) &info = dlsym(cu.lib, "gm_cuda_mem_info");
+	if (info == NULL || info(&f, &t) != 0)
+		return GM_ENODEVICE;
+	*free_bytes = f;
+	*total_bytes = t;
+	return GM_OK;
+}
+
 /* A symbol of the loaded CUDA module, or NULL. */
 void *
 gm_cuda_symbol(const char *name)

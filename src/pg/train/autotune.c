@@ -144,8 +144,8 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 		need = gpumf_csr_bytes(R) * 4 +
 			((double) R->n_rows + R->n_cols) * (cfg.max_factors + 1) * sizeof(float) * 2 +
 			gm_mf_memory(&p, R, Rt, explicit_model ? 0 : cfg.K, 0, &per_thread);
-		if (need > (double) gpumf_memory_limit() && cfg.max_factors > 64 &&
-			!(a->auto_fixed & GM_AUTO_FIX_FACTORS))
+		if ((need > (double) gpumf_memory_limit() || !gpumf_gpu_memory_fits(&p, R, Rt)) &&
+			cfg.max_factors > 64 && !(a->auto_fixed & GM_AUTO_FIX_FACTORS))
 		{
 			cfg.max_factors /= 2;
 			continue;
@@ -153,6 +153,7 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 		gpumf_check_memory_threads(need, per_thread,
 								   p.threads > 0 ? p.threads : gm_default_threads(),
 								   "the automatic search");
+		gpumf_check_gpu_memory(&p, R, Rt, "the automatic search");
 		break;
 	}
 

@@ -31,6 +31,23 @@ extern void gpumf_train_check_rc(int rc, ErrorData *pending, const char *what,
  */
 extern bool gpumf_device_prefetch(const gm_mf_params *p, double est_rows);
 /*
+ * ERROR (53200, nothing uploaded) when training p on R and Rt needs more
+ * GPU memory than the card has free or gpumf.gpu_memory_limit leaves
+ * (gm_mf_device_memory and a margin for the libraries); what: "training".
+ * Nothing on the CPU backend, nor when this process has not loaded the
+ * CUDA module (the training service's worker trains).
+ */
+extern void gpumf_check_gpu_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+								   const char *what);
+/* Whether gpumf_check_gpu_memory would pass (true when it has nothing to check). */
+extern bool gpumf_gpu_memory_fits(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt);
+/*
+ * gpumf_check_gpu_memory as a message (the training service's worker, which
+ * reports rather than raises): true, with msg, when it would not fit.
+ */
+extern bool gpumf_gpu_memory_short(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
+								   const char *what, char *msg, size_t len);
+/*
  * gpumf_training_backend for gpumf_train: with try_service, *service says
  * the training goes to the training service (train_service.c), whose worker
  * then probed the GPU instead of this process.

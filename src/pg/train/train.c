@@ -484,6 +484,9 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	cbs.on_iteration = on_iteration;
 	cbs.arg = &pa;
 
+	/* GPU memory: refused before anything is uploaded when the card cannot hold it */
+	gpumf_check_gpu_memory(&a->p, d.R, d.Rt, "training");
+
 	/* on the training service's worker (its factors stay in its segment) */
 	if (service)
 	{

@@ -255,8 +255,12 @@ run_job(SvcJob *job)
 	if (job->p.backend == GM_BACKEND_CUDA)
 		gm_cuda_memory_cap(job->memory_cap);
 	job->err[0] = '\0';
-	job->rc = gm_mf_train_eval(&job->p, &d, &cbs, job->test_nnz > 0 ? &ev : NULL,
-							   &job->res, job->err, sizeof(job->err));
+	/* refused before the upload when the card cannot hold it, as in a backend */
+	if (gpumf_gpu_memory_short(&job->p, &R, &Rt, "training", job->err, sizeof(job->err)))
+		job->rc = GM_ENOMEM;
+	else
+		job->rc = gm_mf_train_eval(&job->p, &d, &cbs, job->test_nnz > 0 ? &ev : NULL,
+								   &job->res, job->err, sizeof(job->err));
 	if (job->rc == GM_ECANCELED && pg_atomic_read_u32(&job->cancel) == 0)
 	{
 		/* stopped by the worker's own shutdown, not by the requester */

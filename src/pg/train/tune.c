@@ -283,6 +283,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 			gm_mf_memory(&p, &ts->R, &ts->Rt, cfg.K, 1, &per_thread);
 		gpumf_check_memory_threads(need, per_thread,
 								   p.threads > 0 ? p.threads : gm_default_threads(), "tuning");
+		gpumf_check_gpu_memory(&p, &ts->R, &ts->Rt, "tuning");
 	}
 	if (gm_split_holdout(&ts->R, holdout, cfg.seed, &ts->part, &ts->held, err, sizeof(err)) != GM_OK ||
 		gm_csr_transpose(&ts->part, &ts->part_t, err, sizeof(err)) != GM_OK)

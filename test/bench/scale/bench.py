@@ -30,7 +30,8 @@ phase is timed, the first call returns N rows; prints "N passed, M failed".
         ITEMS=1000000 SESSIONS=15 ITERS=10 bash test/bench/scale/run.sh
 
 Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
-DEVICE (cpu) RECOMMEND_ALL GPUS ("1"; more GPUs are not supported yet: said in the table)
+DEVICE (cpu) RECOMMEND_ALL REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
+predicted need, which must be refused before the upload) GPUS ("1"; more GPUs are not supported yet: said in the table)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
@@ -53,12 +54,14 @@ DB = os.environ.get("BENCH_DB", "gpumf_scale")
 KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
 RECOMMEND_ALL = os.environ.get("RECOMMEND_ALL", "") != ""
+REFUSE = os.environ.get("REFUSE", "") != ""
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORES = os.cpu_count() or 2
 OPTS = "-c gpumf.progress=off -c client_min_messages=warning -c gpumf.training_service=off"
 
 passed = failed = 0
 lines = []
+last_err = [""]
 
 
 def say(s=""):
@@ -82,6 +85,7 @@ def psql(sql, opts="", db=DB, app=None, check_rc=True):
         env["PGAPPNAME"] = app
     p = subprocess.run(["psql", "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db, "-f", "-"],
                        input="\\timing on\n" + sql, capture_output=True, text=True, env=env)
+    last_err[0] = p.stderr
     if check_rc and p.returncode != 0:
         sys.exit("psql failed: %s\n-- in --\n%s" % (p.stderr.strip(), sql[:2000]))
     rows, times = [], []
@@ -211,9 +215,14 @@ rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
                "model => 'scale_model');\n"
                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
                "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
-               opts="-c gpumf.device=%s -c gpumf.unlogged_models=off" % DEVICE, app="gpumf_scale_train")
+               opts="-c gpumf.device=%s -c gpumf.unlogged_models=off -c client_min_messages=debug1" % DEVICE,
+               app="gpumf_scale_train")
 done.set()
 w.join()
+# the GPU memory the training predicted before its upload (gpumf_check_gpu_memory's DEBUG1 line)
+m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
+              last_err[0])
+predicted = [float(x) * 1048576 for x in m.groups()] if m else None
 r = rows[0]
 ph = [float(x) for x in r[:5]]
 nnz, n_users, n_items = int(r[5]), int(r[6]), int(r[7])
@@ -284,6 +293,23 @@ say("| backend (private memory, RssAnon every 50 ms) | %s GB | %s | VmHWM %s GB 
 say("| GPU (nvidia-smi, above %s MB before) | %s GB | %s | factors %.2f GB: %s bytes an interaction without them |"
     % (fmt(gpu0, 0), fmt(gpu / 1e9 if gpu else None), fmt(gpu / nnz if gpu else None, 1), fac / 1e9,
        fmt((gpu - fac) / nnz if gpu else None, 1)))
+if predicted:
+    say("| GPU, predicted before the upload (gm_mf_device_memory and the libraries' margin) | %s GB | %s | "
+        "matrices %.2f GB (%.1f bytes an interaction), factors %.2f GB, solver %.2f GB |"
+        % (fmt(predicted[0] / 1e9), fmt(predicted[0] / nnz, 1), predicted[1] / 1e9, predicted[1] / nnz,
+           predicted[2] / 1e9, predicted[3] / 1e9))
+refusal = None
+if DEVICE == "gpu" and predicted and REFUSE:
+    # the same training under a cap of half its need: refused before the upload, after the read and the matrices
+    limit_mb = int(predicted[0] / 2 / 1048576)
+    _, tr = psql("SELECT 1 FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, "
+                 "iterations => %d, model => 'scale_refused');" % (FACTORS, ITERS),
+                 opts="-c gpumf.device=gpu -c gpumf.gpu_memory_limit=%d" % limit_mb, check_rc=False)
+    msg = [l for l in last_err[0].splitlines() if "ERROR" in l]
+    refusal = (limit_mb, tr[0] if tr else None, msg[0] if msg else last_err[0].strip()[:300])
+    say()
+    say("Refusal: the same training with gpumf.gpu_memory_limit = %d MB ended after %s s: `%s`"
+        % (limit_mb, fmt(refusal[1]), refusal[2]))
 say()
 say("| serving | ms |")
 say("|---|---|")
@@ -309,6 +335,12 @@ check("every phase is timed", all(x >= 0 for x in ph) and t_stmt >= sum(ph) * 0.
 check("the first call after the commit returns 10 rows", r1[0][0] == "10", str(r1))
 check("the backend's peak memory was read", rss is not None and rss > 0)
 check("the floors are measured", read_floor > 0 and store_floor > 0 and (DEVICE != "gpu" or transfer_floor))
+if DEVICE == "gpu":
+    check("the training predicted its GPU memory before the upload", predicted is not None)
+if refusal:
+    check("under a cap of half the need the training is refused before the upload",
+          "needs about" in refusal[2] and "GPU memory" in refusal[2] and
+          one("SELECT count(*) FROM gpumf.models WHERE name = 'scale_refused'") == "0", refusal[2])
 if RECOMMEND_ALL:
     check("gpumf_recommend_all wrote 10 rows for every user", ra and int(ra[0]) == n_users and int(ra[1]) == 10 * n_users,
           str(ra))
