@@ -164,20 +164,31 @@ gm_cuda_set_memory_limit(long long bytes)
 	gm_dev_limit = bytes < 0 ? -1 : bytes;
 }
 
-/* Device 0's free and total memory (cudaMemGetInfo); 0 on success. */
+/* The least free and total memory of devices 0 .. ndev - 1 (cudaMemGetInfo); 0 on success. */
 extern "C" int
-gm_cuda_mem_info(long long *free_bytes, long long *total_bytes)
+gm_cuda_mem_info(int ndev, long long *free_bytes, long long *total_bytes)
 {
-	size_t		f = 0,
-				t = 0;
+	int			cur = 0;
 
-	if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess)
+	*free_bytes = *total_bytes = -1;
+	(void) cudaGetDevice(&cur);
+	for (int d = 0; d < (ndev > 1 ? ndev : 1); d++)
 	{
-		(void) cudaGetLastError();
-		return -1;
+		size_t		f = 0,
+					t = 0;
+
+		if (cudaSetDevice(d) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			(void) cudaSetDevice(cur);
+			return -1;
+		}
+		if (*free_bytes < 0 || (long long) f < *free_bytes)
+			*free_bytes = (long long) f;
+		if (*total_bytes < 0 || (long long) t < *total_bytes)
+			*total_bytes = (long long) t;
 	}
-	*free_bytes = (long long) f;
-	*total_bytes = (long long) t;
+	(void) cudaSetDevice(cur);
 	return 0;
 }
 

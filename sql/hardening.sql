@@ -146,6 +146,20 @@ SET ROLE regress_gpumf_carol;
 SET gpumf.gpu_memory_limit = '100GB';
 RESET ROLE;
 
+-- gpumf.gpus: GPUs an implicit ALS training spreads over; one by default, 1 to 16;
+-- a CPU training ignores it and its params say nothing of GPUs
+SHOW gpumf.gpus;
+SET gpumf.gpus = 0;
+SET gpumf.gpus = 17;
+SET gpumf.gpus = 2;
+SHOW gpumf.gpus;
+SET gpumf.device = 'cpu';
+SELECT backend, params ? 'gpus' AS params_name_gpus
+  FROM gpumf_train('hk', 'u', 'i', 'v', 4, 'gpus_cpu', iterations => 1);
+SELECT gpumf_drop_model('gpus_cpu');
+RESET gpumf.device;
+RESET gpumf.gpus;
+
 -- clean up
 SET ROLE regress_gpumf_carol;
 SELECT gpumf_drop_model(name) FROM gpumf.models WHERE owner = 'regress_gpumf_carol'::regrole ORDER BY name;

@@ -49,28 +49,45 @@ long long	gm_cuda_memory_in_use(void);
 
 /*
  * Every device allocation of the module goes through gm_dev_malloc and
- * gm_dev_free, which keep the bytes held per pointer and in total, so that
- * gpumf.gpu_memory_limit caps what one backend's gpumf holds on the card
+ * gm_dev_free, which keep the bytes held per pointer, per device and in
+ * total, so that gpumf.gpu_memory_limit caps what one backend's gpumf holds
+ * on each card
  * (cuBLAS / cuSOLVER workspaces and the CUDA context itself are not
  * counted), and so that a failed allocation says how much was asked for.
  * A request over the cap fails as cudaErrorMemoryAllocation, like a full
  * card; GM_CHECK turns either into GM_ENOMEM.  C++17 inline variables: one
  * instance in the module, whichever .cu file uses them.
  */
-inline std::atomic<long long> gm_dev_limit{-1};
-inline std::atomic<long long> gm_dev_used{0};
+inline std::atomic<long long> gm_dev_limit{-1};	/* on each device */
+inline std::atomic<long long> gm_dev_used{0};	/* on all devices */
+inline std::atomic<long long> gm_dev_used_on[GM_MAX_GPUS];
 inline std::mutex gm_dev_lock;
-inline std::unordered_map<void *, size_t> gm_dev_sizes;
+inline std::unordered_map<void *, std::pair<size_t, int>> gm_dev_sizes;
+
+/* the current device, as an index of gm_dev_used_on */
+static inline int
+gm_dev_index(void)
+{
+	int			d = 0;
+
+	if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= GM_MAX_GPUS)
+	{
+		(void) cudaGetLastError();
+		d = 0;
+	}
+	return d;
+}
 inline thread_local size_t gm_dev_last_request = 0;
 
 static inline cudaError_t
 gm_dev_malloc_bytes(void **p, size_t bytes)
 {
 	long long	limit = gm_dev_limit.load();
+	int			dev = gm_dev_index();
 	cudaError_t e;
 
 	gm_dev_last_request = bytes;
-	if (limit >= 0 && gm_dev_used.load() + (long long) bytes > limit)
+	if (limit >= 0 && gm_dev_used_on[dev].load() + (long long) bytes > limit)
 	{
 		*p = NULL;
 		return cudaErrorMemoryAllocation;
@@ -84,9 +101,10 @@ gm_dev_malloc_bytes(void **p, size_t bytes)
 	{
 		std::lock_guard<std::mutex> g(gm_dev_lock);
 
-		gm_dev_sizes[*p] = bytes;
+		gm_dev_sizes[*p] = std::make_pair(bytes, dev);
 	}
 	gm_dev_used += (long long) bytes;
+	gm_dev_used_on[dev] += (long long) bytes;
 	return cudaSuccess;
 }
 
@@ -110,7 +128,8 @@ gm_dev_free(void *p)
 
 		if (it != gm_dev_sizes.end())
 		{
-			gm_dev_used -= (long long) it->second;
+			gm_dev_used -= (long long) it->second.first;
+			gm_dev_used_on[it->second.second] -= (long long) it->second.first;
 			gm_dev_sizes.erase(it);
 		}
 	}
@@ -164,9 +183,9 @@ gm_oom_message(const char *call, const char *file, int line, char *err, size_t e
 		snprintf(cap, sizeof(cap), "none");
 	if (err && errlen)
 		snprintf(err, errlen,
-				 "out of GPU memory: %s asked for %.1f MB; gpumf holds %.1f MB in this session, "
+				 "out of GPU memory: %s asked for %.1f MB; gpumf holds %.1f MB on this card in this session, "
 				 "gpumf.gpu_memory_limit is %s, the card has %.1f MB free of %.1f MB (%s:%d)",
-				 call, gm_dev_last_request / 1048576.0, gm_dev_used.load() / 1048576.0, cap,
+				 call, gm_dev_last_request / 1048576.0, gm_dev_used_on[gm_dev_index()].load() / 1048576.0, cap,
 				 free_b / 1048576.0, total_b / 1048576.0, file, line);
 	return GM_ENOMEM;
 }

@@ -7,10 +7,16 @@
  *
  * How it works (see test/bench/gpu/README.md for the measurements):
  *
- *  - create uploads R and Rt (device_csr.cuh) and their values; the
- *    confidences c = 1 + alpha v are derived on the device, rounded as the
- *    CPU rounds them, and again by reset for another alpha; the sum of the
- *    confidences (for the loss) is taken on the host.
+ *  - create uploads R and Rt (device_csr.cuh) with the values as read; the
+ *    kernels form each confidence c = 1 + alpha v where they use it
+ *    (gm_confidence, rounded as the CPU rounds it), so one copy of the
+ *    values serves every alpha; the sum of the confidences (for the loss)
+ *    is taken on the host.  16 bytes an interaction for CG; the block
+ *    solver adds its per-entry predictions (8) and a permutation (4).
+ *  - The solvers' work arrays hold one slice of rows (gm_als_work_rows,
+ *    about 512 MB; the core's slices never have more rows, gm_sweep
+ *    max_rows), indexed from the slice's first row.
+ *  - Several GPUs (gm_mf_params.gpus): als_top, below the solvers.
  *  - Factors live on the device row-major with the row length padded to kp
  *    (gm_padded_k); padded columns stay exactly zero.
  *  - G = alpha0 F^T F of the other side (cuBLAS sgemm, FP32), plus the
@@ -68,8 +74,15 @@
 typedef struct als_gpu
 {
 	/* the data (create) */
+	int			dev;			/* the CUDA device */
+	int			multi;			/* one of several devices: owns rows own0 .. own1 of
+								 * each side, holds only their entries (a row view),
+								 * and keeps no entry permutation */
+	int32_t		own0[2],
+				own1[2];
 	int32_t		n[2];			/* rows of side 0 (users) and 1 (items) */
-	int64_t		nnz;
+	int64_t		nnz;			/* R's entries here (with multi: the owned users') */
+	int64_t		nnzs[2];		/* each side's entries here */
 	gm_dcsr		m[2];			/* R and Rt, values as read (gm_confidence) */
 	gm_dchunks	ch[2];
 	const int64_t *indptr_h[2]; /* the caller's row pointers of R and Rt */
@@ -668,12 +681,13 @@ free_params(als_gpu *h)
 
 /* Free all device memory and handles; safe on NULL and after errors. */
 static void
-als_destroy(void *p)
+dev_destroy(void *p)
 {
 	als_gpu    *h = (als_gpu *) p;
 
 	if (h == NULL)
 		return;
+	(void) cudaSetDevice(h->dev);
 	if (h->have_stream)
 		cudaStreamSynchronize(h->stream);
 	free_params(h);
@@ -785,7 +799,7 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	size_t		nmax;
 	int			rc;
 
-	GM_CHECK(cudaSetDevice(0));
+	GM_CHECK(cudaSetDevice(h->dev));
 	/* a blocking stream: events on the legacy default stream bracket it */
 	GM_CHECK(cudaStreamCreate(&h->stream));
 	h->have_stream = 1;
@@ -924,12 +938,12 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 					break;
 			}
 		h->nslot_max = (int32_t) ns;
-		if (h->perm == NULL && (rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
+		if (!h->multi && h->perm == NULL && (rc = build_perm(h, d->R, d->Rt, err, errlen)) != GM_OK)
 			return rc;
 		for (int s = 0; s < 2; s++)
 		{
-			GM_CHECK(gm_dev_malloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1)));
-			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnz > 0 ? h->nnz : 1),
+			GM_CHECK(gm_dev_malloc((void **) &h->S[s], sizeof(float) * (size_t) (h->nnzs[s] > 0 ? h->nnzs[s] : 1)));
+			GM_CHECK(cudaMemsetAsync(h->S[s], 0xff, sizeof(float) * (size_t) (h->nnzs[s] > 0 ? h->nnzs[s] : 1),
 									 h->stream));
 		}
 		GM_CHECK(gm_dev_malloc((void **) &h->H, sizeof(float) * w * b));
@@ -953,20 +967,22 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 	return GM_OK;
 }
 
-/* Take the problem: upload it (see the file's comment). */
+/*
+ * Take the problem onto device dev: upload it (see the file's comment).
+ * own0 / own1: the rows of each side it solves (all, unless multi, when d
+ * holds row views with those rows' entries only).
+ */
 static int
-als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
-		   const gm_callbacks *cb, char *device, size_t devlen,
-		   char *err, size_t errlen)
+dev_create(als_gpu **out, const gm_mf_data *d, const gm_mf_params *p, int dev, int multi,
+		   const int32_t *own0, const int32_t *own1, char *err, size_t errlen)
 {
 	als_gpu    *h;
 	int			rc;
 
-	(void) cb;					/* the core polls between slices */
 	*out = NULL;
 	if (!d || !p || !d->R || !d->Rt || !d->X || !d->Y || !d->R->indptr || !d->Rt->indptr ||
-		d->R->n_rows < 1 || d->R->n_cols < 1 || d->R->nnz < 0 ||
-		d->Rt->n_rows != d->R->n_cols || d->Rt->nnz != d->R->nnz || p->cg_steps < 0 ||
+		d->R->n_rows < 1 || d->R->n_cols < 1 || d->R->nnz < 0 || d->Rt->nnz < 0 ||
+		d->Rt->n_rows != d->R->n_cols || (!multi && d->Rt->nnz != d->R->nnz) || p->cg_steps < 0 ||
 		(d->R->nnz > 0 && (!d->R->indices || !d->R->data || !d->Rt->indices || !d->Rt->data)))
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
@@ -991,44 +1007,53 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		snprintf(err, errlen, "out of host memory");
 		return GM_ENOMEM;
 	}
+	h->dev = dev;
+	h->multi = multi;
 	h->n[0] = d->R->n_rows;
 	h->n[1] = d->R->n_cols;
 	h->nnz = d->R->nnz;
+	h->nnzs[0] = d->R->nnz;
+	h->nnzs[1] = d->Rt->nnz;
 	h->indptr_h[0] = d->R->indptr;
 	h->indptr_h[1] = d->Rt->indptr;
+	for (int s = 0; s < 2; s++)
+	{
+		h->own0[s] = own0[s];
+		h->own1[s] = own1[s];
+	}
 	rc = create_data(h, d, err, errlen);
 	if (rc == GM_OK)
 		rc = setup_params(h, d, p, err, errlen);
 	if (rc != GM_OK)
 	{
-		als_destroy(h);
+		dev_destroy(h);
 		return rc;
 	}
-	gm_device_name(device, devlen);
 	*out = h;
 	return GM_OK;
 }
 
 /* Start over with parameters p on the uploaded data (gm_algo_ops.reset). */
 static int
-als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err,
+dev_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err,
 		  size_t errlen)
 {
 	als_gpu    *h = (als_gpu *) ph;
 
-	if (!h || !d || !p || !d->R || !d->X || !d->Y || d->R->n_rows != h->n[0] ||
+	if (!h || !d || !p || !d->R || !d->Rt || !d->X || !d->Y || d->R->n_rows != h->n[0] ||
 		d->R->n_cols != h->n[1] || d->R->nnz != h->nnz)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS reset");
 		return GM_EINVAL;
 	}
+	GM_CHECK(cudaSetDevice(h->dev));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	return setup_params(h, d, p, err, errlen);
 }
 
 /* CG: two sweeps an iteration; block: one per block, pass and side. */
 static int
-als_n_sweeps(void *ph)
+dev_n_sweeps(void *ph)
 {
 	als_gpu    *h = (als_gpu *) ph;
 
@@ -1075,7 +1100,7 @@ sweep_of(const als_gpu *h, int s, int *side, int *blk, int *first, int *last)
 static int
 prepare_predictions(als_gpu *h, int side, char *err, size_t errlen)
 {
-	if (h->cache_side == 1 - side && h->since_exact < GM_REFRESH)
+	if (!h->multi && h->cache_side == 1 - side && h->since_exact < GM_REFRESH)
 	{
 		if (h->perm64)
 			permute_entries<<<1024, 256, 0, h->stream>>>(h->S[1 - side], h->S[side],
@@ -1101,7 +1126,7 @@ prepare_predictions(als_gpu *h, int side, char *err, size_t errlen)
  * CPU; a block b (2 kp + b^2 / 3) + len b (b + 2).
  */
 static int
-als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
+dev_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 {
 	als_gpu    *h = (als_gpu *) ph;
 	int			side,
@@ -1110,11 +1135,12 @@ als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 				last,
 				rc;
 
-	if (!h || s < 0 || s >= als_n_sweeps(h) || !sw)
+	if (!h || s < 0 || s >= dev_n_sweeps(h) || !sw)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS begin_sweep");
 		return GM_EINVAL;
 	}
+	GM_CHECK(cudaSetDevice(h->dev));
 	sweep_of(h, s, &side, &blk, &first, &last);
 	if (first)
 	{
@@ -1255,7 +1281,7 @@ run_block(als_gpu *h, int side, int blk, int32_t begin, int32_t end, char *err,
 
 /* Launch the solve of rows [begin, end) of sweep s (after begin_sweep).  Asynchronous. */
 static int
-als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+dev_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
 	als_gpu    *h = (als_gpu *) ph;
 	int			side,
@@ -1263,7 +1289,7 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 				first,
 				last;
 
-	if (!h || s < 0 || s >= als_n_sweeps(h))
+	if (!h || s < 0 || s >= dev_n_sweeps(h))
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
 		return GM_EINVAL;
@@ -1281,13 +1307,14 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	}
 	if (end == begin || (!h->block && h->p.cg_steps == 0))
 		return GM_OK;
+	GM_CHECK(cudaSetDevice(h->dev));
 	return h->block ? run_block(h, side, blk, begin, end, err, errlen) :
 		run_cg(h, side, begin, end, err, errlen);
 }
 
 /* A side's last block leaves its predictions current. */
 static int
-als_end_sweep(void *ph, int s, char *err, size_t errlen)
+dev_end_sweep(void *ph, int s, char *err, size_t errlen)
 {
 	als_gpu    *h = (als_gpu *) ph;
 	int			side,
@@ -1305,7 +1332,7 @@ als_end_sweep(void *ph, int s, char *err, size_t errlen)
 
 /* Wait for queued work; reports asynchronous kernel errors. */
 static int
-als_sync(void *ph, char *err, size_t errlen)
+dev_sync(void *ph, char *err, size_t errlen)
 {
 	als_gpu    *h = (als_gpu *) ph;
 
@@ -1314,29 +1341,31 @@ als_sync(void *ph, char *err, size_t errlen)
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS sync");
 		return GM_EINVAL;
 	}
+	GM_CHECK(cudaSetDevice(h->dev));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	GM_CHECK(cudaGetLastError());
 	return GM_OK;
 }
 
-/* The implicit-ALS loss (the core's definition), in float64; no RMSE. */
+/*
+ * The implicit-ALS loss's sums over what this device owns, in float64:
+ * [0] x'Gx and [1] the (weighted) |x|^2 of its users, [2] the sparse part of
+ * its users' entries, [3] the (weighted) |y|^2 of its items.
+ */
 static int
-als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
+dev_partial(als_gpu *h, double *acc, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) ph;
 	const float one = 1.0f,
 				zero = 0.0f;
-	const int	kp = h ? h->kp : 0;
-	double		acc[4],
-				ridge;
+	const int	kp = h->kp;
+	const int32_t u0 = h->own0[0],
+				u1 = h->own1[0],
+				i0 = h->own0[1],
+				i1 = h->own1[1];
 	int			rc;
 	float	   *tmp;
 
-	if (!h || !m)
-	{
-		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS evaluate");
-		return GM_EINVAL;
-	}
+	GM_CHECK(cudaSetDevice(h->dev));
 	/* G is rebuilt by the next begin_sweep */
 	h->prepared = -1;
 	rc = gram(h, h->F[1], h->n[1], 1.0f, 0.0f, h->G, err, errlen);
@@ -1347,9 +1376,9 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 		GM_CHECK(gm_dev_malloc((void **) &h->work, sizeof(float) * (size_t) h->wrows * kp));
 	tmp = h->block ? h->work : h->AP;
 	GM_CHECK(cudaMemsetAsync(h->acc, 0, sizeof(double) * 4, h->stream));
-	for (int32_t b = 0; b < h->n[0]; b += h->wrows)
+	for (int32_t b = u0; b < u1; b += h->wrows)
 	{
-		int32_t		n = h->n[0] - b < h->wrows ? h->n[0] - b : h->wrows;
+		int32_t		n = u1 - b < h->wrows ? u1 - b : h->wrows;
 
 		GM_CHECK(cublasSgemm(h->blas, CUBLAS_OP_N, CUBLAS_OP_N, kp, n, kp, &one,
 							 h->G, kp, h->F[0] + (size_t) b * kp, kp, &zero, tmp, kp));
@@ -1357,40 +1386,495 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 												h->reg[0] ? h->reg[0] + b : NULL, kp, h->acc);
 		GM_CHECK_LAUNCH();
 	}
-	dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1], (size_t) h->n[1] * kp, h->reg[1],
-										   kp, h->acc + 2);
-	GM_CHECK_LAUNCH();
+	if (i1 > i0)
+	{
+		dense_sums<<<256, 256, 0, h->stream>>>(NULL, h->F[1] + (size_t) i0 * kp, (size_t) (i1 - i0) * kp,
+											   h->reg[1] ? h->reg[1] + i0 : NULL, kp, h->acc + 2);
+		GM_CHECK_LAUNCH();
+	}
 	GM_CHECK(launch_dots(h, 0, true, NULL, h->acc + 2));	/* acc[2] is unused by dense_sums */
 	GM_CHECK(cudaMemcpyAsync(acc, h->acc, sizeof(double) * 4, cudaMemcpyDeviceToHost, h->stream));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
+	return GM_OK;
+}
+
+/* Copy the factors of the rows this device owns back into d->X and d->Y (a NULL array is skipped). */
+static int
+dev_download(als_gpu *h, gm_mf_data *d, char *err, size_t errlen)
+{
+	float	   *out[2];
+
+	out[0] = d->X;
+	out[1] = d->Y;
+	GM_CHECK(cudaSetDevice(h->dev));
+	GM_CHECK(cudaStreamSynchronize(h->stream));
+	for (int s = 0; s < 2; s++)
+		if (out[s] && h->own1[s] > h->own0[s])
+			GM_CHECK(cudaMemcpy2D(out[s] + (size_t) h->own0[s] * h->k, sizeof(float) * h->k,
+								  h->F[s] + (size_t) h->own0[s] * h->kp, sizeof(float) * h->kp,
+								  sizeof(float) * h->k, h->own1[s] - h->own0[s],
+								  cudaMemcpyDeviceToHost));
+	return GM_OK;
+}
+
+/* ------------------------------------------------------ the devices */
+
+/*
+ * The handle the core drives: one device, or several (p->gpus), each
+ * solving a share of each side's rows.  With several, the rows of a side
+ * are cut where the entries are shared evenly; a device holds the full
+ * factors of both sides and only its rows' entries (a row view of R and of
+ * Rt: every row pointer, the owned rows' indices and values), so the
+ * matrices are split and the factors copied.  A sweep's slice runs on
+ * every device over the owned part of it, at once (a stream each); after
+ * a side's last sweep each device sends the rows it solved to the others
+ * (peer copies, over NVLink where the devices reach each other), which is
+ * the all-gather of the factors; every device then builds the same Gram
+ * matrix from the same factors.  The loss adds the devices' sums.  The
+ * arithmetic of a row is the one-device arithmetic, so the CG solver's
+ * factors are the same bit for bit; the block solver recomputes its
+ * per-entry predictions from the factors at each side (a device holds no
+ * permutation between the two orders of entries it does not hold).
+ */
+typedef struct als_top
+{
+	int			ndev;
+	als_gpu    *g[GM_MAX_GPUS];
+	int32_t		n[2];
+	int64_t		nnz;
+	double		sum_c;			/* the devices' confidence sums, added */
+	const int64_t *indptr_h[2]; /* the caller's row pointers (slicing) */
+	int64_t    *vptr[GM_MAX_GPUS][2];	/* the row views' pointers (several devices) */
+
+	/*
+	 * Several devices: the core slices "virtual" rows, row r of a side
+	 * being row own0 + r of every device at once, so that every slice keeps
+	 * every device busy; vrow[side][r]: the entries of virtual rows before r.
+	 */
+	int32_t		vn[2];
+	int64_t    *vrow[2];
+} als_top;
+
+static void
+als_destroy(void *ph)
+{
+	als_top    *t = (als_top *) ph;
+
+	if (t == NULL)
+		return;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		dev_destroy(t->g[i]);
+		free(t->vptr[i][0]);
+		free(t->vptr[i][1]);
+	}
+	free(t->vrow[0]);
+	free(t->vrow[1]);
+	(void) cudaSetDevice(0);
+	free(t);
+}
+
+/*
+ * The row view of A's rows r0 .. r1: every row pointer (rows outside are
+ * empty), the indices and values of those rows where they are in A.
+ */
+static int
+row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr)
+{
+	int64_t		e0 = A->indptr[r0],
+				e1 = A->indptr[r1];
+	int64_t    *q = (int64_t *) malloc(sizeof(int64_t) * ((size_t) A->n_rows + 1));
+
+	if (!q)
+		return GM_ENOMEM;
+	for (int32_t r = 0; r <= A->n_rows; r++)
+		q[r] = r <= r0 ? 0 : r >= r1 ? e1 - e0 : A->indptr[r] - e0;
+	*v = *A;
+	v->indptr = q;
+	v->indices = A->indices ? A->indices + e0 : NULL;
+	v->data = A->data ? A->data + e0 : NULL;
+	v->nnz = e1 - e0;
+	*ptr = q;
+	return GM_OK;
+}
+
+/* Row cuts of A into n parts of about equal entries: cut[0] = 0 .. cut[n] = rows. */
+static void
+cut_rows(const gm_csr *A, int n, int32_t *cut)
+{
+	int32_t		r = 0;
+
+	cut[0] = 0;
+	for (int i = 1; i < n; i++)
+	{
+		int64_t		want = (int64_t) ((double) A->nnz * i / n);
+
+		while (r < A->n_rows && A->indptr[r] < want)
+			r++;
+		cut[i] = r > cut[i - 1] ? r : cut[i - 1];
+	}
+	cut[n] = A->n_rows;
+}
+
+/* Every device's rows of side sent to the others (after its solves; synchronous). */
+static int
+exchange(als_top *t, int side, char *err, size_t errlen)
+{
+	for (int i = 0; i < t->ndev; i++)
+	{
+		GM_CHECK(cudaSetDevice(t->g[i]->dev));
+		GM_CHECK(cudaStreamSynchronize(t->g[i]->stream));
+	}
+	for (int i = 0; i < t->ndev; i++)
+	{
+		als_gpu    *src = t->g[i];
+		size_t		rows = (size_t) (src->own1[side] - src->own0[side]),
+					off = (size_t) src->own0[side] * src->kp;
+
+		if (rows == 0)
+			continue;
+		GM_CHECK(cudaSetDevice(src->dev));
+		for (int j = 0; j < t->ndev; j++)
+			if (j != i)
+				GM_CHECK(cudaMemcpyPeerAsync(t->g[j]->F[side] + off, t->g[j]->dev, src->F[side] + off,
+											 src->dev, sizeof(float) * rows * src->kp, src->stream));
+	}
+	for (int i = 0; i < t->ndev; i++)
+	{
+		GM_CHECK(cudaSetDevice(t->g[i]->dev));
+		GM_CHECK(cudaStreamSynchronize(t->g[i]->stream));
+	}
+	return GM_OK;
+}
+
+static int
+als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	als_top    *t;
+	int			ndev = p && p->gpus > 1 ? p->gpus : 1,
+				visible = 0,
+				rc = GM_OK;
+	/* GM_GPUS_SHARE_DEVICE (tests): every share on device 0, as streams of one GPU */
+	int			share = getenv("GM_GPUS_SHARE_DEVICE") != NULL;
+	int32_t		cut[2][GM_MAX_GPUS + 1];
+
+	(void) cb;					/* the core polls between slices */
+	*out = NULL;
+	if (!d || !p || !d->R || !d->Rt || !d->R->indptr || !d->Rt->indptr || ndev > GM_MAX_GPUS)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
+		return GM_EINVAL;
+	}
+	GM_CHECK(cudaGetDeviceCount(&visible));
+	if (ndev > visible && !share)
+	{
+		snprintf(err, errlen, "%d GPUs asked for, %d visible", ndev, visible);
+		return GM_ENODEVICE;
+	}
+	t = (als_top *) calloc(1, sizeof(als_top));
+	if (!t)
+	{
+		snprintf(err, errlen, "out of host memory");
+		return GM_ENOMEM;
+	}
+	t->n[0] = d->R->n_rows;
+	t->n[1] = d->R->n_cols;
+	t->nnz = d->R->nnz;
+	t->indptr_h[0] = d->R->indptr;
+	t->indptr_h[1] = d->Rt->indptr;
+	cut_rows(d->R, ndev, cut[0]);
+	cut_rows(d->Rt, ndev, cut[1]);
+	for (int i = 0; i < ndev && rc == GM_OK; i++)
+	{
+		gm_mf_data	dv = *d;
+		gm_csr		v[2];
+		int32_t		own0[2] = {cut[0][i], cut[1][i]},
+					own1[2] = {cut[0][i + 1], cut[1][i + 1]};
+
+		if (ndev > 1)
+		{
+			if (row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
+				row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
+			{
+				snprintf(err, errlen, "out of host memory for the row views");
+				rc = GM_ENOMEM;
+				break;
+			}
+			dv.R = &v[0];
+			dv.Rt = &v[1];
+			/* each device reaches the others directly where it can (NVLink, PCIe peer) */
+			GM_CHECK(cudaSetDevice(share ? 0 : i));
+			for (int j = 0; j < ndev && !share; j++)
+			{
+				int			can = 0;
+
+				if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can)
+				{
+					cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
+
+					if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+						GM_CHECK(e);
+					(void) cudaGetLastError();
+				}
+			}
+		}
+		t->ndev = i + 1;
+		rc = dev_create(&t->g[i], &dv, p, share ? 0 : i, ndev > 1, own0, own1, err, errlen);
+		if (rc == GM_OK)
+			t->sum_c = i == 0 ? t->g[i]->sum_c : t->sum_c + t->g[i]->sum_c;
+	}
+	for (int s = 0; s < 2 && rc == GM_OK && ndev > 1; s++)
+	{
+		const int64_t *ptr = s == 0 ? d->R->indptr : d->Rt->indptr;
+
+		t->vn[s] = 0;
+		for (int i = 0; i < ndev; i++)
+			if (cut[s][i + 1] - cut[s][i] > t->vn[s])
+				t->vn[s] = cut[s][i + 1] - cut[s][i];
+		t->vrow[s] = (int64_t *) malloc(sizeof(int64_t) * ((size_t) t->vn[s] + 1));
+		if (!t->vrow[s])
+		{
+			snprintf(err, errlen, "out of host memory for the row views");
+			rc = GM_ENOMEM;
+			break;
+		}
+		t->vrow[s][0] = 0;
+		for (int32_t r = 0; r < t->vn[s]; r++)
+		{
+			int64_t		e = 0;
+
+			for (int i = 0; i < ndev; i++)
+				if (cut[s][i] + r < cut[s][i + 1])
+					e += ptr[cut[s][i] + r + 1] - ptr[cut[s][i] + r];
+			t->vrow[s][r + 1] = t->vrow[s][r] + e;
+		}
+	}
+	if (rc != GM_OK)
+	{
+		als_destroy(t);
+		return rc;
+	}
+	(void) cudaSetDevice(0);
+	gm_device_name(device, devlen);
+	if (ndev > 1 && device && devlen > 0)
+	{
+		size_t		l = strlen(device);
+
+		snprintf(device + l, devlen - l, " x %d", ndev);
+	}
+	*out = t;
+	return GM_OK;
+}
+
+static int
+als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+
+	if (!t || !d || !p || !d->R || !d->Rt || (p->gpus > 1 ? p->gpus : 1) != t->ndev)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS reset");
+		return GM_EINVAL;
+	}
+	t->sum_c = 0;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		gm_mf_data	dv = *d;
+		gm_csr		v[2];
+		int			rc;
+
+		if (t->ndev > 1)
+		{
+			/* the same views as create's, on d's arrays */
+			als_gpu    *h = t->g[i];
+
+			v[0] = *d->R;
+			v[0].indptr = t->vptr[i][0];
+			v[0].indices = d->R->indices ? d->R->indices + d->R->indptr[h->own0[0]] : NULL;
+			v[0].data = d->R->data ? d->R->data + d->R->indptr[h->own0[0]] : NULL;
+			v[0].nnz = h->nnzs[0];
+			v[1] = *d->Rt;
+			v[1].indptr = t->vptr[i][1];
+			v[1].indices = d->Rt->indices ? d->Rt->indices + d->Rt->indptr[h->own0[1]] : NULL;
+			v[1].data = d->Rt->data ? d->Rt->data + d->Rt->indptr[h->own0[1]] : NULL;
+			v[1].nnz = h->nnzs[1];
+			dv.R = &v[0];
+			dv.Rt = &v[1];
+		}
+		if ((rc = dev_reset(t->g[i], &dv, p, err, errlen)) != GM_OK)
+			return rc;
+		t->sum_c += t->g[i]->sum_c;
+	}
+	return GM_OK;
+}
+
+static int
+als_n_sweeps(void *ph)
+{
+	return dev_n_sweeps(((als_top *) ph)->g[0]);
+}
+
+static int
+als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			side,
+				blk,
+				first,
+				last,
+				rc;
+
+	if (!t || !sw)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS begin_sweep");
+		return GM_EINVAL;
+	}
+	for (int i = 0; i < t->ndev; i++)
+	{
+		gm_sweep	one;
+
+		memset(&one, 0, sizeof(one));
+		if ((rc = dev_begin_sweep(t->g[i], s, i == 0 ? sw : &one, err, errlen)) != GM_OK)
+			return rc;
+		if (i > 0 && one.max_rows < sw->max_rows)
+			sw->max_rows = one.max_rows;
+	}
+	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	if (t->ndev > 1)
+	{
+		/*
+		 * the virtual rows: a slice runs on every device at once, and is
+		 * sized as one device's slice (a virtual row's entries are every
+		 * device's): smaller slices would underfill each GPU
+		 */
+		sw->n_rows = t->vn[side];
+		sw->indptr = t->vrow[side];
+		sw->nnz_work /= t->ndev;
+	}
+	return GM_OK;
+}
+
+static int
+als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			side,
+				blk,
+				first,
+				last,
+				rc;
+
+	if (!t || s < 0 || s >= dev_n_sweeps(t->g[0]))
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	if (t->ndev == 1)
+		return dev_run(t->g[0], s, begin, end, err, errlen);
+	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	if (begin < 0 || end > t->vn[side] || begin > end)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
+		return GM_EINVAL;
+	}
+	/* virtual rows begin .. end: the same rows of every device's share */
+	for (int i = 0; i < t->ndev; i++)
+	{
+		als_gpu    *h = t->g[i];
+		int32_t		b = h->own0[side] + begin,
+					e = h->own0[side] + end < h->own1[side] ? h->own0[side] + end : h->own1[side];
+
+		if (b < e && (rc = dev_run(h, s, b, e, err, errlen)) != GM_OK)
+			return rc;
+	}
+	return GM_OK;
+}
+
+static int
+als_end_sweep(void *ph, int s, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			side,
+				blk,
+				first,
+				last,
+				rc;
+
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_end_sweep(t->g[i], s, err, errlen)) != GM_OK)
+			return rc;
+	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	if (t->ndev > 1 && last)
+		return exchange(t, side, err, errlen);
+	return GM_OK;
+}
+
+static int
+als_sync(void *ph, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			rc;
+
+	if (!t)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS sync");
+		return GM_EINVAL;
+	}
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_sync(t->g[i], err, errlen)) != GM_OK)
+			return rc;
+	return GM_OK;
+}
+
+/* The implicit-ALS loss (the core's definition), in float64, the devices' sums added; no RMSE. */
+static int
+als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	double		acc[4] = {0, 0, 0, 0},
+				ridge;
+	const gm_mf_params *p;
+
+	if (!t || !m)
+	{
+		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS evaluate");
+		return GM_EINVAL;
+	}
+	for (int i = 0; i < t->ndev; i++)
+	{
+		double		a[4];
+		int			rc = dev_partial(t->g[i], a, err, errlen);
+
+		if (rc != GM_OK)
+			return rc;
+		for (int j = 0; j < 4; j++)
+			acc[j] += a[j];
+	}
+	p = &t->g[0]->p;
 	/* acc: [0] x'Gx  [1] (weighted) |X|^2  [2] sparse  [3] (weighted) |Y|^2 */
-	ridge = h->p.nu == 0.0f ? h->p.regularization * (acc[1] + acc[3]) : acc[1] + acc[3];
-	m->loss = (h->p.alpha0 * acc[0] + acc[2] + ridge) /
-		(h->sum_c + h->p.alpha0 * ((double) h->n[0] * h->n[1] - (double) h->nnz));
+	ridge = p->nu == 0.0f ? p->regularization * (acc[1] + acc[3]) : acc[1] + acc[3];
+	m->loss = (p->alpha0 * acc[0] + acc[2] + ridge) /
+		(t->sum_c + p->alpha0 * ((double) t->n[0] * t->n[1] - (double) t->nnz));
 	m->rmse = NAN;
 	return GM_OK;
 }
 
-/* Copy the factors back into d->X and d->Y (a NULL array is skipped). */
 static int
 als_download(void *ph, gm_mf_data *d, char *err, size_t errlen)
 {
-	als_gpu    *h = (als_gpu *) ph;
-	float	   *out[2];
+	als_top    *t = (als_top *) ph;
+	int			rc;
 
-	if (!h || !d)
+	if (!t || !d)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS download");
 		return GM_EINVAL;
 	}
-	out[0] = d->X;
-	out[1] = d->Y;
-	GM_CHECK(cudaStreamSynchronize(h->stream));
-	for (int s = 0; s < 2; s++)
-		if (out[s])
-			GM_CHECK(cudaMemcpy2D(out[s], sizeof(float) * h->k, h->F[s],
-								  sizeof(float) * h->kp, sizeof(float) * h->k,
-								  h->n[s], cudaMemcpyDeviceToHost));
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_download(t->g[i], d, err, errlen)) != GM_OK)
+			return rc;
 	return GM_OK;
 }
 

@@ -129,8 +129,13 @@ _PG_init(void)
 							"The search doubles the factors from 64 while the held-out metric improves and the time budget allows.",
 							&gpumf_autotune_max_factors, 1024, 1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.gpus",
+							"GPUs of this host an implicit ALS training spreads its rows over.",
+							"1: one GPU (the default). More: the first N visible GPUs, each solving a share of the users and of the items, holding every factor and its share of the interactions, the factors exchanged after each half-iteration; the model is the one-GPU model. Explicit ALS and CCD++ train on one GPU.",
+							&gpumf_gpus, 1, 1, GM_MAX_GPUS,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.gpu_memory_limit",
-							"Largest amount of GPU memory gpumf's own allocations may hold in one session.",
+							"Largest amount of GPU memory gpumf's own allocations may hold on each GPU in one session.",
 							"-1: no cap (the card's memory). An allocation over the cap fails like one on a full card: the call stops with an out-of-GPU-memory ERROR and changes nothing. The CUDA context and cuBLAS/cuSOLVER workspaces are not counted.",
 							&gpumf_gpu_memory_limit_mb, -1, -1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_MB, NULL, assign_gpu_memory_limit, NULL);

@@ -3513,6 +3513,33 @@ fail:
  * permutation); explicit ALS and CCD++ within 20.
  */
 static int
+test_gpus_param(void)
+{
+	gm_mf_params p;
+	char		err[GM_ERRLEN];
+
+	gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+	CHECK(p.gpus == 1, "one GPU by default, not %d", p.gpus);
+	p.gpus = 2;
+	CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_OK, "two GPUs for implicit ALS: %s", err);
+	p.gpus = GM_MAX_GPUS + 1;
+	CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_EINVAL && strstr(err, "gpus") != NULL,
+		  "more GPUs than GM_MAX_GPUS refused: %s", err);
+	p.gpus = -1;
+	CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_EINVAL, "negative gpus refused");
+	for (int a = GM_ALG_ALS_EXPLICIT; a <= GM_ALG_CCD; a++)
+	{
+		gm_mf_params_defaults(&p, (gm_algorithm) a);
+		p.gpus = 2;
+		CHECK(gm_mf_params_check(&p, err, sizeof(err)) == GM_ENOTSUP && strstr(err, "implicit ALS only") != NULL,
+			  "%s on two GPUs refused: %s", gm_algorithm_name(p.algorithm), err);
+	}
+	return 0;
+fail:
+	return 1;
+}
+
+static int
 test_device_memory(void)
 {
 	int32_t		shapes[3][2] = {{3000, 500}, {200000, 40000}, {2000000, 100000}};
@@ -3567,6 +3594,20 @@ test_device_memory(void)
 			gm_mf_device_memory(&p, &R, &Rt, &blk);
 			CHECK(blk.solver >= 12.0 * R.nnz, "the block solver's per-entry arrays are counted");
 			CHECK(blk.matrices == cg.matrices, "the matrices do not depend on the solver");
+			/* two GPUs: each holds every row pointer and about half the entries, all the factors */
+			{
+				gm_device_need two;
+
+				p.solver = GM_SOLVER_CG;
+				p.gpus = 2;
+				gm_mf_device_memory(&p, &R, &Rt, &two);
+				CHECK(two.factors == cg.factors && two.solver == cg.solver,
+					  "two GPUs: each holds the same factors and work arrays");
+				CHECK(two.matrices < cg.matrices && two.matrices >= cg.matrices / 2,
+					  "shape %d, k %d: two GPUs hold %.0f bytes of matrices each, one %.0f", sh, k,
+					  two.matrices, cg.matrices);
+				p.gpus = 1;
+			}
 			gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
 			p.backend = GM_BACKEND_CUDA;
 			p.factors = k;
@@ -3621,6 +3662,7 @@ static const gm_test tests[] = {
 	{"session trainings equal fresh ones", test_session},
 	{"mf_warmup trains its small problem for every algorithm and solver", test_warmup},
 	{"device memory of a training, by part, within 20 bytes an interaction", test_device_memory},
+	{"gpus: one by default, implicit ALS only, at most GM_MAX_GPUS", test_gpus_param},
 };
 
 int

@@ -218,9 +218,9 @@ gm_cuda_memory_held(void)
 
 /* The card's free and total memory, and the cap (see gm_core.h). */
 int
-gm_cuda_device_memory(int64_t *free_bytes, int64_t *total_bytes, int64_t *cap)
+gm_cuda_device_memory(int ndev, int64_t *free_bytes, int64_t *total_bytes, int64_t *cap)
 {
-	int			(*info) (long long *, long long *);
+	int			(*info) (int, long long *, long long *);
 	long long	f = 0,
 				t = 0;
 
@@ -229,7 +229,7 @@ gm_cuda_device_memory(int64_t *free_bytes, int64_t *total_bytes, int64_t *cap)
 	if (cu.lib == NULL)
 		return GM_ENODEVICE;
 	*(void **) &info = dlsym(cu.lib, "gm_cuda_mem_info");
-	if (info == NULL || info(&f, &t) != 0)
+	if (info == NULL || info(ndev, &f, &t) != 0)
 		return GM_ENODEVICE;
 	*free_bytes = f;
 	*total_bytes = t;

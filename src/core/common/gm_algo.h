@@ -121,7 +121,12 @@ typedef struct gm_mf_params
 	/* explicit models (ratings) */
 	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */
 	int			biases;			/* global mean and user/item biases on (1) or off (0) */
+
+	/* the CUDA backend: GPUs a training spreads its rows over (0 or 1: one; implicit ALS) */
+	int			gpus;
 } gm_mf_params;
+
+#define GM_MAX_GPUS		16
 
 /* Does the GPU put its products on tensor cores (tf32, or its default)? */
 static inline int

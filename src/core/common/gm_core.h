@@ -202,7 +202,7 @@ double		gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 
 /*
  * The device memory the CUDA backend allocates to train p on R and Rt, in
- * bytes, by part: the two matrices as uploaded (row pointers, indices,
+ * bytes (on each GPU, with p->gpus > 1), by part: the two matrices as uploaded (row pointers, indices,
  * values, the chunk lists), the factors (padded rows, biases, ridges), and
  * the solver's own arrays (CG's work rows, the block solver's per-entry
  * predictions and permutation, explicit ALS's batch of systems, CCD++'s
@@ -522,11 +522,12 @@ void		gm_cuda_memory_cap(int64_t bytes);
 int64_t		gm_cuda_memory_held(void);
 
 /*
- * The card's free and total memory now (cudaMemGetInfo on device 0), and
- * the cap gm_cuda_memory_cap set (-1: none).  GM_ENODEVICE when the module
+ * The cards' free and total memory now (cudaMemGetInfo on devices 0 ..
+ * ndev - 1: the least of them), and the cap gm_cuda_memory_cap set (-1:
+ * none).  GM_ENODEVICE when the module
  * is not loaded or predates the query.
  */
-int			gm_cuda_device_memory(int64_t *free_bytes, int64_t *total_bytes, int64_t *cap);
+int			gm_cuda_device_memory(int ndev, int64_t *free_bytes, int64_t *total_bytes, int64_t *cap);
 
 /*
  * The GPU as the loaded CUDA module runs on it (gm_gpu_caps of gm_algo.h:

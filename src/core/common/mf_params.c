@@ -73,6 +73,7 @@ gm_mf_params_defaults(gm_mf_params *p, gm_algorithm a)
 	p->tf32 = -1;
 	p->inner_iterations = 3;
 	p->biases = gm_algorithm_is_explicit(a) ? 1 : 0;
+	p->gpus = 1;
 }
 
 /* Writes the message for an integer out of [lo, hi]; returns GM_EINVAL. */
@@ -120,6 +121,13 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 	}
 	CHECK_REAL("regularization", p->regularization, 0.0);
 	CHECK_REAL("tolerance", p->tolerance, 0.0);
+	CHECK_INT("gpus", p->gpus, 0, GM_MAX_GPUS);
+	if (p->gpus > 1 && p->algorithm != GM_ALG_ALS_IMPLICIT)
+	{
+		snprintf(err, errlen, "more than one GPU trains implicit ALS only, not %s",
+				 gm_algorithm_name(p->algorithm));
+		return GM_ENOTSUP;
+	}
 	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
 	{
 		CHECK_REAL("alpha", p->alpha, 0.0);

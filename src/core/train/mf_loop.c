@@ -733,8 +733,24 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 				k = p->factors,
 				f = sizeof(float);
 
+	int			ndev = p->algorithm == GM_ALG_ALS_IMPLICIT && p->gpus > 1 ? p->gpus : 1;
+
 	memset(need, 0, sizeof(*need));
-	/* both matrices: int64 row pointers, int32 indices, float values */
+	/*
+	 * both matrices: int64 row pointers, int32 indices, float values; with
+	 * several GPUs each holds every row pointer and a share of the entries
+	 * (rows cut where the entries are shared evenly: a share and the
+	 * longest row at most)
+	 */
+	if (ndev > 1)
+	{
+		int64_t		a = longest_row(R),
+					b = longest_row(Rt);
+
+		nnz = ceil(nnz / ndev) + (double) (a > b ? a : b);
+		if (nnz > (double) R->nnz)
+			nnz = (double) R->nnz;
+	}
 	need->matrices = (nu + ni + 2) * sizeof(int64_t) + 2 * nnz * (sizeof(int32_t) + f);
 	switch (p->algorithm)
 	{

@@ -21,6 +21,7 @@ bool		gpumf_shared_models = true;
 bool		gpumf_warm_new_models = true;
 bool		gpumf_warm_at_start = true;
 int			gpumf_gpu_memory_limit_mb = -1;
+int			gpumf_gpus = 1;
 int			gpumf_keep_versions = 2;
 bool		gpumf_fold_in = true;
 int			gpumf_training_service = GPUMF_SERVICE_GPU;

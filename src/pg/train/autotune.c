@@ -116,6 +116,7 @@ gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt)
 	if (!explicit_model && !a->auto_solver_given)
 		cfg.base.solver = GM_SOLVER_BLOCK;
 	cfg.base.backend = gpumf_training_backend(devname, sizeof(devname));
+	gpumf_apply_gpus(&cfg.base);
 	cfg.fixed = a->auto_fixed;
 	cfg.metric = a->metric;
 	cfg.K = a->K;

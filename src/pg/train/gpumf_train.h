@@ -31,6 +31,12 @@ extern void gpumf_train_check_rc(int rc, ErrorData *pending, const char *what,
  */
 extern bool gpumf_device_prefetch(const gm_mf_params *p, double est_rows);
 /*
+ * p->gpus from gpumf.gpus for a training on p->backend: several GPUs for
+ * implicit ALS on the GPU, else one (a NOTICE when gpumf.gpus asked for
+ * more for an explicit model).
+ */
+extern void gpumf_apply_gpus(gm_mf_params *p);
+/*
  * ERROR (53200, nothing uploaded) when training p on R and Rt needs more
  * GPU memory than the card has free or gpumf.gpu_memory_limit leaves
  * (gm_mf_device_memory and a margin for the libraries); what: "training".

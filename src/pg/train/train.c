@@ -315,6 +315,8 @@ params_jsonb(const TrainArgs *a)
 			appendStringInfo(&s, ", \"inner_iterations\": %d", p->inner_iterations);
 		appendStringInfo(&s, ", \"biases\": %s", p->biases ? "true" : "false");
 	}
+	if (p->gpus > 1)
+		appendStringInfo(&s, ", \"gpus\": %d", p->gpus);
 	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT,
 					 real_text((float) p->tolerance), (int64) p->seed);
 	if (a->auto_json)
@@ -643,6 +645,7 @@ gpumf_train_args(const TrainArgs *args)
 
 	/* ---- device and training */
 	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
+	gpumf_apply_gpus(&a.p);
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);

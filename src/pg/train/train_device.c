@@ -218,6 +218,21 @@ gpumf_train_backend(char *name, size_t namelen, bool try_service, bool *service)
 }
 
 void
+gpumf_apply_gpus(gm_mf_params *p)
+{
+	p->gpus = 1;
+	if (p->backend != GM_BACKEND_CUDA || gpumf_gpus <= 1)
+		return;
+	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
+		p->gpus = gpumf_gpus;
+	else
+		ereport(NOTICE,
+				(errmsg("gpumf.gpus is %d, but %s trains on one GPU", gpumf_gpus,
+						gm_algorithm_name(p->algorithm)),
+				 errdetail("Several GPUs train implicit ALS only.")));
+}
+
+void
 gpumf_train_check_rc(int rc, ErrorData *pending, const char *what, const char *err,
 					 const char *oom_hint)
 {
@@ -262,7 +277,7 @@ gpu_room(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt, GpuRoom *g)
 	int64_t		cap;
 
 	if (p->backend != GM_BACKEND_CUDA ||
-		gm_cuda_device_memory(&g->free_b, &g->total_b, &cap) != GM_OK)
+		gm_cuda_device_memory(p->gpus > 1 ? p->gpus : 1, &g->free_b, &g->total_b, &cap) != GM_OK)
 		return false;			/* the training service's worker checks its own allocations */
 	gm_mf_device_memory(p, R, Rt, &g->need);
 	g->want = g->need.total * (1 + GPU_SLACK_SHARE) + GPU_SLACK_BYTES;
@@ -291,11 +306,11 @@ gpumf_gpu_memory_short(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 		return false;
 	snprintf(msg, len,
 			 "%s needs about %.0f MB of GPU memory, more than the %.0f MB available%s "
-			 "(the card has %.0f MB free of %.0f MB; %lld interactions at %d factors: matrices %.0f MB, "
+			 "(%s %.0f MB free of %.0f MB; %lld interactions at %d factors: matrices %.0f MB, "
 			 "factors %.0f MB, solver %.0f MB); nothing was uploaded",
 			 what, g.want / 1048576.0, Max(g.avail, 0) / 1048576.0,
 			 g.capped ? " (what gpumf.gpu_memory_limit leaves gpumf)" : "",
-			 g.free_b / 1048576.0, g.total_b / 1048576.0, (long long) R->nnz, p->factors,
+			 p->gpus > 1 ? "each GPU has at least" : "the card has", g.free_b / 1048576.0, g.total_b / 1048576.0, (long long) R->nnz, p->factors,
 			 g.need.matrices / 1048576.0, g.need.factors / 1048576.0, g.need.solver / 1048576.0);
 	return true;
 }
@@ -321,14 +336,15 @@ gpumf_check_gpu_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 			(errcode(ERRCODE_OUT_OF_MEMORY),
 			 errmsg("%s needs about %.0f MB of GPU memory, more than the %.0f MB available%s",
 					what, g.want / 1048576.0, Max(g.avail, 0) / 1048576.0, limit_note),
-			 errdetail("The card has %.0f MB free of %.0f MB. For " INT64_FORMAT " interactions of %d users and %d items "
+			 errdetail("%s %.0f MB free of %.0f MB. For " INT64_FORMAT " interactions of %d users and %d items "
 					   "at %d factors: the matrices take %.0f MB, the factors %.0f MB, the solver %.0f MB, "
-					   "the libraries' workspaces about %.0f MB. Nothing was uploaded.",
-					   g.free_b / 1048576.0, g.total_b / 1048576.0, R->nnz, R->n_rows, R->n_cols,
+					   "the libraries' workspaces about %.0f MB%s. Nothing was uploaded.",
+					   p->gpus > 1 ? "Each GPU has at least" : "The card has", g.free_b / 1048576.0, g.total_b / 1048576.0, R->nnz, R->n_rows, R->n_cols,
 					   p->factors, g.need.matrices / 1048576.0, g.need.factors / 1048576.0,
-					   g.need.solver / 1048576.0, (g.want - g.need.total) / 1048576.0),
-			 errhint("Train on the CPU (SET gpumf.device = 'cpu'), with fewer factors%s, or on a sample of the rows; "
-					 "or free the GPU of other work first.",
+					   g.need.solver / 1048576.0, (g.want - g.need.total) / 1048576.0,
+					   p->gpus > 1 ? psprintf(", on each of the %d GPUs", p->gpus) : ""),
+			 errhint("Train on the CPU (SET gpumf.device = 'cpu'), with fewer factors%s, on more GPUs (gpumf.gpus, implicit ALS), "
+					 "or on a sample of the rows; or free the GPU of other work first.",
 					 p->algorithm == GM_ALG_ALS_IMPLICIT && p->solver != GM_SOLVER_CG ?
 					 ", with solver 'cg' (the block solver keeps two predictions and a permutation an interaction)" : "")));
 }

@@ -271,6 +271,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 
 	/* ---- the held-out split, made here; everything counted first (the largest factors) */
 	cfg.base.backend = gpumf_training_backend(devname, sizeof(devname));
+	gpumf_apply_gpus(&cfg.base);
 	{
 		gm_mf_params p = cfg.base;
 		double		per_thread;

@@ -1232,6 +1232,114 @@ test_session_gpu(void)
 	dataset_free(&d);
 }
 
+/*
+ * 6b: the same training on several GPUs (gm_mf_params.gpus: rows cut in
+ * shares, factors exchanged after each side) from the same start: the
+ * one-GPU factors within float rounding (a row's arithmetic is the same;
+ * rows longer than a chunk add their chunks' sums with atomics, in any
+ * order, on one GPU as on several), and the block solver within a little
+ * more (it recomputes its per-entry predictions each side instead of
+ * permuting them).  On a machine with one
+ * GPU the shares run as streams of that GPU (GM_GPUS_SHARE_DEVICE).
+ */
+static void
+test_multi_gpu(void)
+{
+	dataset		d;
+	int			visible = 0;
+	bool		shared;
+
+	cudaGetDeviceCount(&visible);
+	shared = visible < 2;
+	if (shared)
+		setenv("GM_GPUS_SHARE_DEVICE", "1", 1);
+	make_dataset(&d, 3000, 1200, 180000, 8, 10, 0.6, 777, 1.0f);
+	for (int c = 0; c < 4; c++)
+	{
+		gm_mf_params p;
+		int			ngpu = c == 3 ? 3 : 2;
+		const char *what = c == 0 ? "CG 3 k=64" : c == 1 ? "CG 3 k=200 nu 0.5" : c == 2 ? "block 64 k=128" : "CG 3 k=96 on three";
+
+		gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+		p.backend = GM_BACKEND_CUDA;
+		p.iterations = 6;
+		p.factors = c == 1 ? 200 : c == 2 ? 128 : c == 3 ? 96 : 64;
+		p.tf32 = 0;
+		if (c == 1)
+		{
+			p.nu = 0.5f;
+			p.alpha0 = 0.3f;
+		}
+		if (c == 2)
+		{
+			p.solver = GM_SOLVER_BLOCK;
+			p.block_size = 64;
+			p.alpha0 = 0.1f;
+		}
+		if (ngpu > visible && !shared)
+		{
+			printf("  [skip] %s on %d GPUs: %d visible\n", what, ngpu, visible);
+			continue;
+		}
+		{
+			int			k = p.factors;
+			std::vector<float> X[3], Y[3];
+			gm_mf_result r[3];
+			double		diff[2] = {0.0, 0.0},
+						rel[2],
+						scale = 0.0;
+
+			/* one GPU twice (its own run-to-run noise), then the shares */
+			for (int t = 0; t < 3; t++)
+			{
+				gm_mf_data	dd;
+
+				X[t].assign((size_t) d.A.n_rows * k, 0.0f);
+				Y[t].assign((size_t) d.A.n_cols * k, 0.0f);
+				memset(&dd, 0, sizeof(dd));
+				dd.R = &d.A;
+				dd.Rt = &d.At;
+				dd.X = X[t].data();
+				dd.Y = Y[t].data();
+				p.gpus = t < 2 ? 1 : ngpu;
+				GM(gm_mf_train(&p, &dd, NULL, &r[t], err, sizeof(err)));
+			}
+			for (int t = 0; t < 2; t++)
+			{
+				for (size_t i = 0; i < X[0].size(); i++)
+				{
+					diff[t] = std::max(diff[t], (double) fabsf(X[0][i] - X[t + 1][i]));
+					scale = std::max(scale, (double) fabsf(X[0][i]));
+				}
+				for (size_t i = 0; i < Y[0].size(); i++)
+				{
+					diff[t] = std::max(diff[t], (double) fabsf(Y[0][i] - Y[t + 1][i]));
+					scale = std::max(scale, (double) fabsf(Y[0][i]));
+				}
+				rel[t] = fabs(r[0].final.loss - r[t + 1].final.loss) / fabs(r[0].final.loss);
+			}
+			/* the block solver: also its own path to the predictions (recomputed, not permuted) */
+			/*
+			 * within ten times the one-GPU noise (each pair's noise varies:
+			 * the loss within 3e-5 relative at least, the factors 1e-6 of
+			 * their scale); a share computed wrongly, or not exchanged, is
+			 * off by far more
+			 */
+			CHECK(((diff[1] <= std::max(10.0 * diff[0], 1e-6 * scale) &&
+					rel[1] <= std::max(10.0 * rel[0], 3e-5)) ||
+				   (p.solver == GM_SOLVER_BLOCK && diff[1] < 1e-3 * scale && rel[1] < 1e-5)) &&
+				  strstr(r[2].device_name, " x ") != NULL,
+				  "%s on %d %s vs one GPU: factors max abs diff %.2e, loss rel %.1e; one GPU twice: %.2e, %.1e "
+				  "(rows longer than a chunk add with atomics in any order); scale %.2e, device \"%s\"",
+				  what, ngpu, shared ? "shares of one GPU" : "GPUs", diff[1], rel[1], diff[0], rel[0],
+				  scale, r[2].device_name);
+		}
+	}
+	if (shared)
+		unsetenv("GM_GPUS_SHARE_DEVICE");
+	dataset_free(&d);
+}
+
 /* 7: ranking metrics with the scores computed on the GPU equal the CPU's */
 static void
 test_rank_eval_gpu(void)
@@ -1689,6 +1797,7 @@ main(int argc, char **argv)
 			test_backends("cg 3 tf32", p, 10, 1e-2, 8.0);
 		}
 		test_session_gpu();
+		test_multi_gpu();
 		test_rank_eval_gpu();
 		{
 			/* errors are reported, not crashes */

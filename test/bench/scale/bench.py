@@ -17,7 +17,7 @@ memory it takes and the first serving call after the commit.  One table a run.
     gpumf.device = DEVICE and the training service off (the session trains),
     logged model tables: its phases from the catalog row, the whole
     statement, the backend's peak private memory (RssAnon, polled) and the GPU's peak memory use
-    above its use before (nvidia-smi every 50 ms), per interaction.
+    above its use before (nvidia-smi every 50 ms; the busiest GPU's), per interaction.
  4. A new session's first gpumf_recommend after the commit, and the next;
     with RECOMMEND_ALL=1, gpumf_recommend_all of every user (n 10) into a
     table, by phase.
@@ -30,8 +30,9 @@ phase is timed, the first call returns N rows; prints "N passed, M failed".
         ITEMS=1000000 SESSIONS=15 ITERS=10 bash test/bench/scale/run.sh
 
 Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
-DEVICE (cpu) RECOMMEND_ALL REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
-predicted need, which must be refused before the upload) GPUS ("1"; more GPUs are not supported yet: said in the table)
+DEVICE (cpu) RECOMMEND_ALL CAP_MB (gpu: gpumf.gpu_memory_limit on each GPU; a
+one-GPU training that does not fit is shown refused, the others run under it) REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
+predicted need, which must be refused before the upload) GPUS ("1": the GPU counts to train on, one table each, e.g. "1 2")
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
@@ -55,6 +56,7 @@ KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
 RECOMMEND_ALL = os.environ.get("RECOMMEND_ALL", "") != ""
 REFUSE = os.environ.get("REFUSE", "") != ""
+CAP_MB = int(os.environ.get("CAP_MB", "0"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORES = os.cpu_count() or 2
 OPTS = "-c gpumf.progress=off -c client_min_messages=warning -c gpumf.training_service=off"
@@ -104,9 +106,10 @@ def one(sql, opts=""):
 
 def gpu_used_mb():
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                              "-i", "0"], capture_output=True, text=True, timeout=10).stdout
-        return float(out.split()[0])
+        # the most any one GPU uses (with gpumf.gpus > 1: each holds its share)
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return max(float(x) for x in out.split())
     except Exception:
         return None
 
@@ -172,177 +175,205 @@ rows, t = psql("DROP TABLE IF EXISTS scale_write_probe; "
                "DROP TABLE scale_write_probe;" % (FACTORS, probe_rows))
 write_rate = float(rows[-1][0]) / t[2]          # bytes a second (heap and WAL) of the CREATE TABLE AS
 
-# ------------------------------------------------------------ 3. the training
-gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
-peak = {"gpu": gpu0, "rss": None}
-done = threading.Event()
-
-
-def watch():
-    pid = None
-    while not done.is_set():
-        if pid is None:
-            r = subprocess.run(["psql", "-X", "-qAt", "-d", DB, "-c",
-                                "SELECT pid FROM pg_stat_activity WHERE application_name = 'gpumf_scale_train'"],
-                               capture_output=True, text=True).stdout.strip()
-            pid = int(r) if r.isdigit() else None
-        if pid:
-            try:
-                with open("/proc/%d/status" % pid) as f:
-                    st = f.read()
-                # private memory (RssAnon), polled: VmHWM also counts the
-                # shared buffers the scan touched
-                m = re.search(r"RssAnon:\s+(\d+) kB", st)
-                if m:
-                    peak["rss"] = max(peak["rss"] or 0, int(m.group(1)) * 1024)
-                m = re.search(r"VmHWM:\s+(\d+) kB", st)
-                if m:
-                    peak["hwm"] = max(peak.get("hwm") or 0, int(m.group(1)) * 1024)
-            except OSError:
-                pass
-        if DEVICE == "gpu":
-            g = gpu_used_mb()
-            if g is not None:
-                peak["gpu"] = max(peak["gpu"] or 0, g)
-        time.sleep(0.05)
-
-
-w = threading.Thread(target=watch)
-w.start()
-rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
-               "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, nnz, n_users, n_items "
-               "FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, iterations => %d, "
-               "model => 'scale_model');\n"
-               "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
-               "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
-               opts="-c gpumf.device=%s -c gpumf.unlogged_models=off -c client_min_messages=debug1" % DEVICE,
-               app="gpumf_scale_train")
-done.set()
-w.join()
-# the GPU memory the training predicted before its upload (gpumf_check_gpu_memory's DEBUG1 line)
-m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
-              last_err[0])
-predicted = [float(x) * 1048576 for x in m.groups()] if m else None
-r = rows[0]
-ph = [float(x) for x in r[:5]]
-nnz, n_users, n_items = int(r[5]), int(r[6]), int(r[7])
-t_stmt = t[1]
-wal = float(rows[1][0])
-fact_bytes = int(one("SELECT pg_total_relation_size(user_table::regclass) + pg_total_relation_size(item_table::regclass) "
-                     "FROM gpumf.models WHERE name = 'scale_model'"))
-device_name = one("SELECT device FROM gpumf.models WHERE name = 'scale_model'")
-
-# ------------------------------------------------------------ 4. serving
-user = one("SELECT user_id FROM scale_src LIMIT 1")
-r1, t1 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
-r2, t2 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
-
-ra = None
-if RECOMMEND_ALL:
-    rows_ra, t_ra = psql("DROP TABLE IF EXISTS scale_recs;\n"
-                         "SELECT scored_users, rows_written, read_seconds, transfer_seconds, compute_seconds, "
-                         "write_seconds FROM gpumf_recommend_all('scale_model', 10, 'scale_recs');",
-                         opts="-c gpumf.device=%s" % DEVICE)
-    ra = [float(x) for x in rows_ra[0]] + [t_ra[-1]]
-    psql("DROP TABLE scale_recs")
-
-# ------------------------------------------------------------ the table
-os.makedirs(OUT, exist_ok=True)
-read_floor = t_count
-csr_bytes = 16.0 * nnz + 8.0 * (n_users + n_items + 2)
-fac = 4.0 * FACTORS * (n_users + n_items)
-# the transfer phase uploads the CSR, the CSC and the starting factors and downloads the factors
-transfer_floor = ((csr_bytes + fac) / (copy_pageable * 1e9) + fac / (copy_down * 1e9)
-                  if copy_pageable and copy_down else None)
-store_floor = (fact_bytes + wal) / write_rate
+# ------------------------------------------------------------ 3. the training, once per GPU count
 
 
 def ratio(x, f):
     return "-" if not f else "%.1fx" % (x / f)
 
 
-say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores"
-    % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES))
-say()
-say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s)."
-    % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level")))
-say()
-say("| phase | seconds | floor s | what the floor is | phase / floor |")
-say("|---|---|---|---|---|")
-say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
-    % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
-say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
-say("| transfer | %.2f | %s | %.1f GB of CSR and CSC and %.1f GB of factors up at %s GB/s from pageable memory "
-    "(pinned: %s GB/s), the factors down at %s GB/s | %s |"
-    % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fac / 1e9, fmt(copy_pageable), fmt(copy_pinned),
-       fmt(copy_down), ratio(ph[2], transfer_floor)))
-say("| train | %.2f | - | | - |" % ph[3])
-say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
-    % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
-say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
-    % (t_stmt, read_floor + (transfer_floor or 0) + store_floor,
-       ratio(t_stmt, read_floor + (transfer_floor or 0) + store_floor)))
-say()
-rss = peak["rss"]
-gpu = (peak["gpu"] - gpu0) * 1048576 if DEVICE == "gpu" and peak["gpu"] is not None and gpu0 is not None else None
-say("| memory | peak | bytes an interaction | beside |")
-say("|---|---|---|---|")
-hwm = peak.get("hwm")
-say("| backend (private memory, RssAnon every 50 ms) | %s GB | %s | VmHWM %s GB (shared buffers touched included) |"
-    % (fmt(rss / 1e9 if rss else None), fmt(rss / nnz if rss else None, 1), fmt(hwm / 1e9 if hwm else None)))
-say("| GPU (nvidia-smi, above %s MB before) | %s GB | %s | factors %.2f GB: %s bytes an interaction without them |"
-    % (fmt(gpu0, 0), fmt(gpu / 1e9 if gpu else None), fmt(gpu / nnz if gpu else None, 1), fac / 1e9,
-       fmt((gpu - fac) / nnz if gpu else None, 1)))
-if predicted:
-    say("| GPU, predicted before the upload (gm_mf_device_memory and the libraries' margin) | %s GB | %s | "
-        "matrices %.2f GB (%.1f bytes an interaction), factors %.2f GB, solver %.2f GB |"
-        % (fmt(predicted[0] / 1e9), fmt(predicted[0] / nnz, 1), predicted[1] / 1e9, predicted[1] / nnz,
-           predicted[2] / 1e9, predicted[3] / 1e9))
-refusal = None
-if DEVICE == "gpu" and predicted and REFUSE:
-    # the same training under a cap of half its need: refused before the upload, after the read and the matrices
-    limit_mb = int(predicted[0] / 2 / 1048576)
+def refused_run(gpus, cap_opt):
+    """A training expected to be refused under CAP_MB: its error and how long it took."""
     _, tr = psql("SELECT 1 FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, "
-                 "iterations => %d, model => 'scale_refused');" % (FACTORS, ITERS),
-                 opts="-c gpumf.device=gpu -c gpumf.gpu_memory_limit=%d" % limit_mb, check_rc=False)
+                 "iterations => %d, model => 'scale_model');" % (FACTORS, ITERS),
+                 opts="-c gpumf.device=gpu -c gpumf.gpus=%d%s" % (gpus, cap_opt), check_rc=False)
     msg = [l for l in last_err[0].splitlines() if "ERROR" in l]
-    refusal = (limit_mb, tr[0] if tr else None, msg[0] if msg else last_err[0].strip()[:300])
+    return (tr[0] if tr else None), (msg[0] if msg else last_err[0].strip()[:300])
+
+
+def run_one(gpus):
+    cap_opt = " -c gpumf.gpu_memory_limit=%d" % CAP_MB if CAP_MB else ""
+    if CAP_MB and gpus == 1:
+        # the table does not fit one GPU under the cap: refused before the upload, nothing else runs
+        t_ref, msg = refused_run(1, cap_opt)
+        say("### one GPU under gpumf.gpu_memory_limit = %d MB" % CAP_MB)
+        say()
+        say("Refused after %s s: `%s`" % (fmt(t_ref), msg))
+        say()
+        check("one GPU under the cap: refused before the upload", "needs about" in msg and "GPU memory" in msg, msg)
+        return
+    expect_refusal = False
+    # ------------------------------------------------------------ 3. the training
+    gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
+    peak = {"gpu": gpu0, "rss": None}
+    done = threading.Event()
+
+
+    def watch():
+        pid = None
+        while not done.is_set():
+            if pid is None:
+                r = subprocess.run(["psql", "-X", "-qAt", "-d", DB, "-c",
+                                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'gpumf_scale_train'"],
+                                   capture_output=True, text=True).stdout.strip()
+                pid = int(r) if r.isdigit() else None
+            if pid:
+                try:
+                    with open("/proc/%d/status" % pid) as f:
+                        st = f.read()
+                    # private memory (RssAnon), polled: VmHWM also counts the
+                    # shared buffers the scan touched
+                    m = re.search(r"RssAnon:\s+(\d+) kB", st)
+                    if m:
+                        peak["rss"] = max(peak["rss"] or 0, int(m.group(1)) * 1024)
+                    m = re.search(r"VmHWM:\s+(\d+) kB", st)
+                    if m:
+                        peak["hwm"] = max(peak.get("hwm") or 0, int(m.group(1)) * 1024)
+                except OSError:
+                    pass
+            if DEVICE == "gpu":
+                g = gpu_used_mb()
+                if g is not None:
+                    peak["gpu"] = max(peak["gpu"] or 0, g)
+            time.sleep(0.05)
+
+
+    w = threading.Thread(target=watch)
+    w.start()
+    rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
+                   "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, nnz, n_users, n_items "
+                   "FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, iterations => %d, "
+                   "model => 'scale_model');\n"
+                   "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
+                   "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
+                   opts="-c gpumf.device=%s -c gpumf.unlogged_models=off -c client_min_messages=debug1 -c gpumf.gpus=%d%s"
+                   % (DEVICE, gpus, cap_opt), check_rc=not expect_refusal,
+                   app="gpumf_scale_train")
+    done.set()
+    w.join()
+    # the GPU memory the training predicted before its upload (gpumf_check_gpu_memory's DEBUG1 line)
+    m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
+                  last_err[0])
+    predicted = [float(x) * 1048576 for x in m.groups()] if m else None
+    r = rows[0]
+    ph = [float(x) for x in r[:5]]
+    nnz, n_users, n_items = int(r[5]), int(r[6]), int(r[7])
+    t_stmt = t[1]
+    wal = float(rows[1][0])
+    fact_bytes = int(one("SELECT pg_total_relation_size(user_table::regclass) + pg_total_relation_size(item_table::regclass) "
+                         "FROM gpumf.models WHERE name = 'scale_model'"))
+    device_name = one("SELECT device FROM gpumf.models WHERE name = 'scale_model'")
+
+    # ------------------------------------------------------------ 4. serving
+    user = one("SELECT user_id FROM scale_src LIMIT 1")
+    r1, t1 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
+    r2, t2 = psql("SELECT count(*) FROM gpumf_recommend('scale_model', %s, 10)" % user)
+
+    ra = None
+    if RECOMMEND_ALL:
+        rows_ra, t_ra = psql("DROP TABLE IF EXISTS scale_recs;\n"
+                             "SELECT scored_users, rows_written, read_seconds, transfer_seconds, compute_seconds, "
+                             "write_seconds FROM gpumf_recommend_all('scale_model', 10, 'scale_recs');",
+                             opts="-c gpumf.device=%s" % DEVICE)
+        ra = [float(x) for x in rows_ra[0]] + [t_ra[-1]]
+        psql("DROP TABLE scale_recs")
+
+    # ------------------------------------------------------------ the table
+    os.makedirs(OUT, exist_ok=True)
+    read_floor = t_count
+    csr_bytes = 16.0 * nnz + 8.0 * (n_users + n_items + 2)
+    fac = 4.0 * FACTORS * (n_users + n_items)
+    # the transfer phase uploads the CSR, the CSC and the starting factors and downloads the factors
+    transfer_floor = ((csr_bytes + fac) / (copy_pageable * 1e9) + fac / (copy_down * 1e9)
+                      if copy_pageable and copy_down else None)
+    store_floor = (fact_bytes + wal) / write_rate
+
+
+    say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores%s"
+        % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES,
+           ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else ""))
     say()
-    say("Refusal: the same training with gpumf.gpu_memory_limit = %d MB ended after %s s: `%s`"
-        % (limit_mb, fmt(refusal[1]), refusal[2]))
-say()
-say("| serving | ms |")
-say("|---|---|")
-say("| a new session's first gpumf_recommend after the commit (connection included) | %.1f |" % (t1[0] * 1000))
-say("| the next session's | %.1f |" % (t2[0] * 1000))
-say()
-if ra:
-    say("| gpumf_recommend_all(n 10) | users | rows written | read s | transfer s | compute s | write s | whole s | users a second |")
-    say("|---|---|---|---|---|---|---|---|---|")
-    say("| every user | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |"
-        % (format(int(ra[0]), ","), format(int(ra[1]), ","), ra[2], ra[3], ra[4], ra[5], ra[6],
-           format(int(ra[0] / ra[6]), ",")))
+    say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s)."
+        % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level")))
     say()
-if [g for g in GPUS if g != "1"]:
-    say("GPUS=%s: gpumf trains on one GPU; more than one is not supported yet, so only one was measured." % " ".join(GPUS))
+    say("| phase | seconds | floor s | what the floor is | phase / floor |")
+    say("|---|---|---|---|---|")
+    say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
+        % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
+    say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
+    say("| transfer | %.2f | %s | %.1f GB of CSR and CSC and %.1f GB of factors up at %s GB/s from pageable memory "
+        "(pinned: %s GB/s), the factors down at %s GB/s | %s |"
+        % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fac / 1e9, fmt(copy_pageable), fmt(copy_pinned),
+           fmt(copy_down), ratio(ph[2], transfer_floor)))
+    say("| train | %.2f | - | | - |" % ph[3])
+    say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
+        % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
+    say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
+        % (t_stmt, read_floor + (transfer_floor or 0) + store_floor,
+           ratio(t_stmt, read_floor + (transfer_floor or 0) + store_floor)))
     say()
+    rss = peak["rss"]
+    gpu = (peak["gpu"] - gpu0) * 1048576 if DEVICE == "gpu" and peak["gpu"] is not None and gpu0 is not None else None
+    say("| memory | peak | bytes an interaction | beside |")
+    say("|---|---|---|---|")
+    hwm = peak.get("hwm")
+    say("| backend (private memory, RssAnon every 50 ms) | %s GB | %s | VmHWM %s GB (shared buffers touched included) |"
+        % (fmt(rss / 1e9 if rss else None), fmt(rss / nnz if rss else None, 1), fmt(hwm / 1e9 if hwm else None)))
+    say("| GPU (nvidia-smi, above %s MB before) | %s GB | %s | factors %.2f GB: %s bytes an interaction without them |"
+        % (fmt(gpu0, 0), fmt(gpu / 1e9 if gpu else None), fmt(gpu / nnz if gpu else None, 1), fac / 1e9,
+           fmt((gpu - fac) / nnz if gpu else None, 1)))
+    if predicted:
+        say("| GPU, predicted before the upload (gm_mf_device_memory and the libraries' margin) | %s GB | %s | "
+            "matrices %.2f GB (%.1f bytes an interaction), factors %.2f GB, solver %.2f GB |"
+            % (fmt(predicted[0] / 1e9), fmt(predicted[0] / nnz, 1), predicted[1] / 1e9, predicted[1] / nnz,
+               predicted[2] / 1e9, predicted[3] / 1e9))
+    refusal = None
+    if DEVICE == "gpu" and predicted and REFUSE and gpus == 1 and not CAP_MB:
+        # the same training under a cap of half its need: refused before the upload, after the read and the matrices
+        limit_mb = int(predicted[0] / 2 / 1048576)
+        _, tr = psql("SELECT 1 FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, "
+                     "iterations => %d, model => 'scale_refused');" % (FACTORS, ITERS),
+                     opts="-c gpumf.device=gpu -c gpumf.gpus=%d -c gpumf.gpu_memory_limit=%d" % (gpus, limit_mb),
+                     check_rc=False)
+        msg = [l for l in last_err[0].splitlines() if "ERROR" in l]
+        refusal = (limit_mb, tr[0] if tr else None, msg[0] if msg else last_err[0].strip()[:300])
+        say()
+        say("Refusal: the same training with gpumf.gpu_memory_limit = %d MB ended after %s s: `%s`"
+            % (limit_mb, fmt(refusal[1]), refusal[2]))
+    say()
+    say("| serving | ms |")
+    say("|---|---|")
+    say("| a new session's first gpumf_recommend after the commit (connection included) | %.1f |" % (t1[0] * 1000))
+    say("| the next session's | %.1f |" % (t2[0] * 1000))
+    say()
+    if ra:
+        say("| gpumf_recommend_all(n 10) | users | rows written | read s | transfer s | compute s | write s | whole s | users a second |")
+        say("|---|---|---|---|---|---|---|---|---|")
+        say("| every user | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |"
+            % (format(int(ra[0]), ","), format(int(ra[1]), ","), ra[2], ra[3], ra[4], ra[5], ra[6],
+               format(int(ra[0] / ra[6]), ",")))
+        say()
+
+    check("the model has every row of the source", nnz == n_rows, "nnz %d, rows %d" % (nnz, n_rows))
+    check("every phase is timed", all(x >= 0 for x in ph) and t_stmt >= sum(ph) * 0.99,
+          "phases %s, statement %.3f" % (ph, t_stmt))
+    check("the first call after the commit returns 10 rows", r1[0][0] == "10", str(r1))
+    check("the backend's peak memory was read", rss is not None and rss > 0)
+    check("the floors are measured", read_floor > 0 and store_floor > 0 and (DEVICE != "gpu" or transfer_floor))
+    if DEVICE == "gpu":
+        check("the training predicted its GPU memory before the upload", predicted is not None)
+    if refusal:
+        check("under a cap of half the need the training is refused before the upload",
+              "needs about" in refusal[2] and "GPU memory" in refusal[2] and
+              one("SELECT count(*) FROM gpumf.models WHERE name = 'scale_refused'") == "0", refusal[2])
+    if RECOMMEND_ALL:
+        check("gpumf_recommend_all wrote 10 rows for every user", ra and int(ra[0]) == n_users and int(ra[1]) == 10 * n_users,
+              str(ra))
+
+
+for g in GPUS:
+    run_one(int(g))
 with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
-
-check("the model has every row of the source", nnz == n_rows, "nnz %d, rows %d" % (nnz, n_rows))
-check("every phase is timed", all(x >= 0 for x in ph) and t_stmt >= sum(ph) * 0.99,
-      "phases %s, statement %.3f" % (ph, t_stmt))
-check("the first call after the commit returns 10 rows", r1[0][0] == "10", str(r1))
-check("the backend's peak memory was read", rss is not None and rss > 0)
-check("the floors are measured", read_floor > 0 and store_floor > 0 and (DEVICE != "gpu" or transfer_floor))
-if DEVICE == "gpu":
-    check("the training predicted its GPU memory before the upload", predicted is not None)
-if refusal:
-    check("under a cap of half the need the training is refused before the upload",
-          "needs about" in refusal[2] and "GPU memory" in refusal[2] and
-          one("SELECT count(*) FROM gpumf.models WHERE name = 'scale_refused'") == "0", refusal[2])
-if RECOMMEND_ALL:
-    check("gpumf_recommend_all wrote 10 rows for every user", ra and int(ra[0]) == n_users and int(ra[1]) == 10 * n_users,
-          str(ra))
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(0 if failed == 0 else 1)
