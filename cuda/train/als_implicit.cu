@@ -1716,14 +1716,26 @@ als_n_sweeps(void *ph)
 	return dev_n_sweeps(((als_top *) ph)->g[0]);
 }
 
+/* The side of sweep s (last: whether it is the side's last sweep). */
+static int
+sweep_side(const als_gpu *h, int s, int *last)
+{
+	int			side,
+				blk,
+				first,
+				l;
+
+	sweep_of(h, s, &side, &blk, &first, &l);
+	if (last)
+		*last = l;
+	return side;
+}
+
 static int
 als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 {
 	als_top    *t = (als_top *) ph;
 	int			side,
-				blk,
-				first,
-				last,
 				rc;
 
 	if (!t || !sw)
@@ -1741,7 +1753,7 @@ als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 		if (i > 0 && one.max_rows < sw->max_rows)
 			sw->max_rows = one.max_rows;
 	}
-	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	side = sweep_side(t->g[0], s, NULL);
 	if (t->ndev > 1)
 	{
 		/*
@@ -1761,9 +1773,6 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
 	als_top    *t = (als_top *) ph;
 	int			side,
-				blk,
-				first,
-				last,
 				rc;
 
 	if (!t || s < 0 || s >= dev_n_sweeps(t->g[0]))
@@ -1773,7 +1782,7 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	}
 	if (t->ndev == 1)
 		return dev_run(t->g[0], s, begin, end, err, errlen);
-	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	side = sweep_side(t->g[0], s, NULL);
 	if (begin < 0 || end > t->vn[side] || begin > end)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
@@ -1797,15 +1806,13 @@ als_end_sweep(void *ph, int s, char *err, size_t errlen)
 {
 	als_top    *t = (als_top *) ph;
 	int			side,
-				blk,
-				first,
 				last,
 				rc;
 
 	for (int i = 0; i < t->ndev; i++)
 		if ((rc = dev_end_sweep(t->g[i], s, err, errlen)) != GM_OK)
 			return rc;
-	sweep_of(t->g[0], s, &side, &blk, &first, &last);
+	side = sweep_side(t->g[0], s, &last);
 	if (t->ndev > 1 && last)
 		return exchange(t, side, err, errlen);
 	return GM_OK;
