@@ -11,7 +11,7 @@ PG_TRAIN    = train train_device gpu_memory train_service autotune tune synth
 PG_SERVE    = model_cache served_tables shared_models warm_worker serving fold_in recommend similar predict model_load batch evaluate split versions vectors
 PG_LINALG   = linalg_device solve ols
 CORE_COMMON = util csr keymap gram backend mf_params
-CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd tune auto rank_eval synth synth_ratings
+CORE_TRAIN  = algorithms mf_loop als_implicit als_explicit ccd graph_filter tune auto rank_eval synth synth_ratings
 CORE_SERVE  = topk serve foldin score metrics
 CORE_LINALG = spmat spmv pcg ols ols_finish student_t linalg_backend
 OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model/%.o) \
@@ -21,7 +21,7 @@ OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model
        $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
-          serving foldin parallel batch evaluate split history ials vectors autotune
+          serving foldin parallel batch evaluate split history ials vectors autotune graph_filter
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config

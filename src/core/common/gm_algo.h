@@ -29,6 +29,7 @@
 #ifndef GM_ALGO_H
 #define GM_ALGO_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,7 +39,7 @@
 extern "C" {
 #endif
 
-#define GM_ALGO_ABI_VERSION 4
+#define GM_ALGO_ABI_VERSION 5
 
 /* Compressed sparse rows; columns sorted and unique within each row. */
 typedef struct gm_csr
@@ -63,6 +64,9 @@ typedef enum gm_algorithm
 								 * Rendle et al. 2022 with alpha0 and nu) */
 	GM_ALG_ALS_EXPLICIT = 1,	/* SQL 'als_explicit': ratings, weighted-lambda ALS (Zhou 2008) */
 	GM_ALG_CCD = 2,				/* SQL 'ccd': ratings, CCD++ (Yu et al. 2012) */
+	GM_ALG_GRAPH_FILTER = 3,	/* SQL 'graph_filter': implicit feedback, a low-pass
+								 * filter of the normalized item-item graph kept on
+								 * its top eigenvectors (graph_filter.c) */
 	GM_ALG_COUNT
 } gm_algorithm;
 
@@ -167,6 +171,8 @@ typedef struct gm_mf_data
 	float	   *user_bias;		/* n_users, or NULL when biases are off */
 	float	   *item_bias;		/* n_items, or NULL */
 	double		global_mean;	/* 0 when biases are off */
+	float	   *filter;			/* graph_filter: download writes the filter of each
+								 * factor column here (factors floats) when not NULL */
 } gm_mf_data;
 
 /*
@@ -330,5 +336,88 @@ gm_als_work_rows(int64_t nmax, int kp, int block)
 #ifdef __cplusplus
 }
 #endif
+
+/*
+ * graph_filter (src/core/train/graph_filter.c, cuda/train/graph_filter.cu):
+ * ChebyCF's low-pass filter (Kim et al., SIGIR 2025) of the normalized
+ * item-item graph P = Rn^T Rn, Rn = D_U^-1/2 R D_I^-1/2, plus an ideal
+ * low-pass on its top GM_GF_IDEAL eigenvectors (weight p->alpha), kept on
+ * the top `factors` eigenvectors V of P, so that the model is a
+ * factorization: item i's factors q_i = d_i^beta V_i, user u's
+ * p_u = sum over u's items of d_i^-2beta (q_i o h), h the filter of each
+ * column.  Constants chosen on Gowalla's validation split
+ * (test/bench/quality/graphfilter).
+ */
+#define GM_GF_MAXK			8192	/* factors at most (serving keeps up to this) */
+#define GM_GF_BETA			0.4		/* degree exponent of the item factors */
+#define GM_GF_IDEAL			512		/* columns the ideal low-pass adds alpha to */
+#define GM_GF_ORDER			8		/* Chebyshev order (phi 1.5 plateau target) */
+#define GM_GF_DEFAULT_FACTORS	1024
+#define GM_GF_DEFAULT_ITERATIONS	6
+#define GM_GF_DEFAULT_ALPHA		0.2f
+
+/* Columns of the subspace iteration for d factors and n items: d + d/4, at most n. */
+static inline int64_t
+gm_gf_columns(int d, int64_t n_items)
+{
+	int64_t		l = (int64_t) d + ((int64_t) d + 3) / 4;
+
+	return l < n_items ? l : n_items;
+}
+
+/*
+ * The filter of the column with eigenvalue lambda (in [0, 1]) at rank j
+ * (0: the largest): sum_k c_k T_k(1 - 2 lambda), plus alpha for j <
+ * GM_GF_IDEAL.  c: ChebyCF's interpolation of the plateau 0.5 -/+ 0.5|x|^1.5
+ * at order 8.
+ */
+static inline double
+gm_gf_filter(double lambda, int j, double alpha)
+{
+	static const double c[GM_GF_ORDER + 1] = {
+		0.5, -0.49267887685291178, 0.0, -0.032331615074619097, 0.0,
+		0.021115259731685501, 0.0, -0.0011070975442090249, 0.0
+	};
+	double		x = 1.0 - 2.0 * lambda,
+				t0 = 1.0,
+				t1 = x,
+				h = c[0] + c[1] * x;
+
+	for (int k = 2; k <= GM_GF_ORDER; k++)
+	{
+		double		t2 = 2.0 * x * t1 - t0;
+
+		h += c[k] * t2;
+		t0 = t1;
+		t1 = t2;
+	}
+	return h + (j < GM_GF_IDEAL ? alpha : 0.0);
+}
+
+/* The starting subspace: a standard normal value for (row, column), seeded. */
+static inline float
+gm_gf_gauss(uint64_t seed, int64_t row, int64_t col)
+{
+	uint64_t	z = seed ^ ((uint64_t) row * 0x9E3779B97F4A7C15ULL) ^
+		((uint64_t) col * 0xC2B2AE3D27D4EB4FULL);
+	uint64_t	a,
+				b;
+	double		u1,
+				u2;
+
+	z += 0x9E3779B97F4A7C15ULL;
+	a = z;
+	a = (a ^ (a >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	a = (a ^ (a >> 27)) * 0x94D049BB133111EBULL;
+	a ^= a >> 31;
+	z += 0x9E3779B97F4A7C15ULL;
+	b = z;
+	b = (b ^ (b >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	b = (b ^ (b >> 27)) * 0x94D049BB133111EBULL;
+	b ^= b >> 31;
+	u1 = ((double) (a >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+	u2 = (double) (b >> 11) * (1.0 / 9007199254740992.0);
+	return (float) (sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
 
 #endif							/* GM_ALGO_H */

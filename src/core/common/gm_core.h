@@ -569,6 +569,8 @@ typedef struct gm_foldin_params
 	float		nu;				/* als: 0 for a fixed lambda */
 	int			biases;			/* als_explicit, ccd */
 	double		global_mean;	/* with biases */
+	const float *filter;		/* graph_filter: each factor column's filter (k) */
+	const float *item_weight;	/* graph_filter: each item's d_i^-2beta (n_items) */
 } gm_foldin_params;
 
 /* doubles of work gm_foldin needs for k factors */
@@ -579,7 +581,9 @@ size_t		gm_foldin_work(int k);
  * the entries idx/vals (sorted, distinct item indices) gets against the
  * fixed item factors Y (n_items x k) and item_bias (explicit models with
  * biases): the exact solve of the trainer's per-row least squares (see
- * foldin.c for each algorithm's system).  G = Y^T Y (k x k, double) for
+ * foldin.c for each algorithm's system); for graph_filter the trainer's own
+ * sum, x = filter o sum over the entries of item_weight[i] Y_i (values
+ * ignored).  G = Y^T Y (k x k, double) for
  * implicit models, NULL otherwise.  GM_EINVAL for bad entries or a system
  * that is not positive definite.
  */
@@ -687,7 +691,7 @@ void		gm_synth_free(gm_synth *g);
  * error bound lets them reach the top n.  The result equals gm_topk over the
  * float32 scores Y·x, with a quarter of the bytes read per call.
  */
-#define GM_QMAT_MAX_K 1024
+#define GM_QMAT_MAX_K GM_GF_MAXK	/* graph_filter models: up to 8192 */
 
 typedef struct gm_qmat
 {

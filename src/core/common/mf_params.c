@@ -14,6 +14,7 @@ static const char *const algorithm_names[GM_ALG_COUNT] = {
 	[GM_ALG_ALS_IMPLICIT] = "als",
 	[GM_ALG_ALS_EXPLICIT] = "als_explicit",
 	[GM_ALG_CCD] = "ccd",
+	[GM_ALG_GRAPH_FILTER] = "graph_filter",
 };
 
 /* The SQL name of an algorithm, or NULL. */
@@ -74,6 +75,13 @@ gm_mf_params_defaults(gm_mf_params *p, gm_algorithm a)
 	p->inner_iterations = 3;
 	p->biases = gm_algorithm_is_explicit(a) ? 1 : 0;
 	p->gpus = 1;
+	if (a == GM_ALG_GRAPH_FILTER)
+	{
+		p->factors = GM_GF_DEFAULT_FACTORS;
+		p->iterations = GM_GF_DEFAULT_ITERATIONS;
+		p->alpha = GM_GF_DEFAULT_ALPHA;
+		p->regularization = 0.0f;
+	}
 }
 
 /* Writes the message for an integer out of [lo, hi]; returns GM_EINVAL. */
@@ -111,7 +119,7 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 		snprintf(err, errlen, "unknown backend %d", (int) p->backend);
 		return GM_EINVAL;
 	}
-	CHECK_INT("factors", p->factors, 1, 1024);
+	CHECK_INT("factors", p->factors, 1, p->algorithm == GM_ALG_GRAPH_FILTER ? GM_GF_MAXK : GM_MAXK);
 	CHECK_INT("iterations", p->iterations, 1, 1000000);
 	if (p->threads > 1024)
 	{
@@ -150,6 +158,15 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 		{
 			CHECK_INT("block_size", p->block_size, 0, p->factors);
 			CHECK_INT("block_sweeps", p->block_sweeps, 1, 1000);
+		}
+	}
+	else if (p->algorithm == GM_ALG_GRAPH_FILTER)
+	{
+		CHECK_REAL("alpha", p->alpha, 0.0);
+		if (p->biases)
+		{
+			snprintf(err, errlen, "graph_filter has no biases");
+			return GM_EINVAL;
 		}
 	}
 	else

@@ -203,6 +203,26 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 			return GM_EINVAL;
 		}
 	}
+	if (p->algorithm == GM_ALG_GRAPH_FILTER)
+	{
+		/* the user map of graph_filter.c: every entry counts 1 */
+		if (p->filter == NULL || p->item_weight == NULL)
+		{
+			snprintf(err, errlen, "fold-in: graph_filter models need the filter and the item weights");
+			return GM_EINVAL;
+		}
+		for (int32_t e = 0; e < n; e++)
+		{
+			const float *y = Y + (size_t) idx[e] * k;
+			float		w = p->item_weight[idx[e]];
+
+			for (int f = 0; f < k; f++)
+				x[f] += w * y[f];
+		}
+		for (int f = 0; f < k; f++)
+			x[f] *= p->filter[f];
+		return GM_OK;
+	}
 	if (implicit && G == NULL)
 	{
 		snprintf(err, errlen, "fold-in: implicit models need Y^T Y");

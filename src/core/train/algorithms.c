@@ -19,7 +19,8 @@
 #define GM_CPU_ALGORITHMS(X) \
 	X(GM_ALG_ALS_IMPLICIT, gm_cpu_als_implicit_ops) \
 	X(GM_ALG_ALS_EXPLICIT, gm_cpu_als_explicit_ops) \
-	X(GM_ALG_CCD, gm_cpu_ccd_ops)
+	X(GM_ALG_CCD, gm_cpu_ccd_ops) \
+	X(GM_ALG_GRAPH_FILTER, gm_cpu_graph_filter_ops)
 
 #define GM_DECLARE_OPS(alg, ops) extern const gm_algo_ops ops;
 GM_CPU_ALGORITHMS(GM_DECLARE_OPS)

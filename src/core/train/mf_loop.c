@@ -647,6 +647,15 @@ gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt, int eval_
 				shared = (nu + ni) * (k + 1 + GM_CCD_SLOTS) * sizeof(float) +
 					2 * nnz * sizeof(float) + (nu + ni) * 8 * sizeof(float);
 				break;
+			case GM_ALG_GRAPH_FILTER:
+				{
+					double		l = (double) gm_gf_columns(p->factors, R->n_cols);
+
+					/* Rn's values twice, Z and P Z, Y, the l x l Grams, E, LAPACK's work */
+					shared = 2 * nnz * sizeof(float) + (2 * ni + nu) * l * sizeof(float) +
+						l * l * (sizeof(float) + 2 * sizeof(double)) + l * k * sizeof(float);
+					break;
+				}
 			default:
 				break;
 		}
@@ -795,6 +804,16 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 				need->matrices += (chunk_count(R, GPU_ALS_CHUNK) + chunk_count(Rt, GPU_ALS_CHUNK)) * 8;
 				need->factors = (nu + ni) * (k + 1) * f;
 				need->solver = batch * (per + kk * f + sizeof(int) + 2 * sizeof(float *));
+				break;
+			}
+		case GM_ALG_GRAPH_FILTER:
+			{
+				double		l = (double) gm_gf_columns(p->factors, R->n_cols);
+
+				/* the factors it returns; Z, P Z and Y; the l x l Grams and the eigensolver's work */
+				need->factors = (nu + ni) * k * f;
+				need->solver = (2 * ni + nu) * l * f + l * l * (2 * f + 3 * sizeof(double)) +
+					l * k * f + nnz * f;
 				break;
 			}
 		case GM_ALG_CCD:

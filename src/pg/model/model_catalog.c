@@ -180,7 +180,8 @@ lookup(const char *name, GpumfModel *m, Snapshot snap, Datum *copy)
 		m->has_bias = !isnan(m->global_mean);
 		m->value_min = col_float4(rel, tup, "value_min");
 		m->value_max = col_float4(rel, tup, "value_max");
-		m->explicit_values = strcmp(m->algorithm, "als") != 0;
+		m->explicit_values = strcmp(m->algorithm, "als") != 0 &&
+			strcmp(m->algorithm, "graph_filter") != 0;
 		m->source = col_text(rel, tup, "source");
 		m->source_relid = DatumGetObjectId(col(rel, tup, "source_relid", &isnull));
 		if (isnull)

@@ -68,6 +68,36 @@ gram(GpumfServed *m)
 	return sv->gram;
 }
 
+/*
+ * graph_filter's fold-in: its filter (params) and each item's weight
+ * d_i^-2beta, the degrees counted from the users' seen lists once a
+ * served version.
+ */
+static void
+graph_filter_foldin(GpumfServed *m, const char *model, gm_foldin_params *p)
+{
+	GpumfServing *sv = gpumf_serving(m);
+
+	if (sv->gf_filter == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", model, m->k),
+				 errhint("Retrain the model.")));
+	if (sv->gf_weight == NULL)
+	{
+		int64	   *deg = palloc(sizeof(int64) * Max(m->n_items, 1));
+		float	   *w = MemoryContextAlloc(sv->cxt, sizeof(float) * Max(m->n_items, 1));
+
+		gpumf_served_item_degrees(m, deg);
+		for (int32 i = 0; i < m->n_items; i++)
+			w[i] = deg[i] > 0 ? (float) pow((double) deg[i], -2.0 * GM_GF_BETA) : 0.0f;
+		pfree(deg);
+		sv->gf_weight = w;
+	}
+	p->filter = sv->gf_filter;
+	p->item_weight = sv->gf_weight;
+}
+
 /* Solve for the factors of the entries idx/vals (sorted, distinct). */
 static void
 solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, int32 n,
@@ -82,7 +112,9 @@ solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, in
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("model \"%s\" was trained with an algorithm fold-in does not know", model)));
-	if (sv->work == NULL)
+	if (p->algorithm == GM_ALG_GRAPH_FILTER)
+		graph_filter_foldin(m, model, p);
+	else if (sv->work == NULL)
 		sv->work = MemoryContextAllocHuge(sv->cxt, sizeof(double) * gm_foldin_work(m->k));
 	if (gm_foldin(p, m->Y, m->item_bias, m->n_items, m->k,
 				  p->algorithm == GM_ALG_ALS_IMPLICIT ? gram(m) : NULL,
@@ -363,7 +395,7 @@ source_user_rows(GpumfServed *m, const char *model, Datum userkey, int32 **idx_o
 	int32	   *idx;
 	float	   *vals;
 	int32		n = 0;
-	bool		implicit = sv->foldin.algorithm == GM_ALG_ALS_IMPLICIT;
+	bool		implicit = !gm_algorithm_is_explicit(sv->foldin.algorithm);
 
 	*why = src;
 	if (!OidIsValid(src.relid))
@@ -496,5 +528,5 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 bool
 gpumf_served_implicit(GpumfServed *m)
 {
-	return gpumf_serving(m)->foldin.algorithm == GM_ALG_ALS_IMPLICIT;
+	return !gm_algorithm_is_explicit(gpumf_serving(m)->foldin.algorithm);
 }

@@ -156,6 +156,8 @@ typedef struct GpumfServing
 	gm_keymap  *item_map;		/* item key -> index */
 	double	   *gram;			/* Y^T Y, for implicit fold-in */
 	double	   *work;			/* gm_foldin_work(k) doubles */
+	float	   *gf_filter;		/* graph_filter: params' filter (k), NULL: absent */
+	float	   *gf_weight;		/* graph_filter: each item's d_i^-2beta, built on first use */
 	float	   *item_norms;
 	double		vector_radius_sq;	/* vectors.c's l2 form: the largest item's; 0: not yet */
 	/* the users, loaded by gpumf_similar_users */
@@ -249,6 +251,7 @@ typedef struct GpumfUsers
 
 /* read the users table of m's version (m's tables are locked by gpumf_served_get) */
 extern GpumfUsers *gpumf_users_read(GpumfServed *m);
+extern void gpumf_served_item_degrees(GpumfServed *m, int64 *deg);
 /* the item keys of m -> their indexes (freed with the context) */
 extern gm_keymap *gpumf_items_keymap(GpumfServed *m);
 /* add d (a value of column type coltype) to map / find it (-1 when absent) */

@@ -180,6 +180,58 @@ gpumf_users_read(GpumfServed *m)
 	return u;
 }
 
+/*
+ * Each item's number of users in m's version, from the users' seen lists
+ * (one pass over the heap, the seen column only): deg has n_items slots.
+ */
+void
+gpumf_served_item_degrees(GpumfServed *m, int64 *deg)
+{
+	Relation	rel = table_open(m->user_rel, NoLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	TableScanDesc scan;
+	HeapTuple	tup;
+	int64		n = 0;
+	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpumf degrees",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old;
+
+	memset(deg, 0, sizeof(int64) * m->n_items);
+	scan = table_beginscan(rel, snap, 0, NULL);
+	old = MemoryContextSwitchTo(tmp);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, m->user_att_seen, desc, &isnull);
+		ArrayType  *seen;
+		int32		ns;
+		const int32 *sv;
+
+		if (isnull)
+			damaged(m, "a seen list is NULL");
+		seen = DatumGetArrayTypeP(d);
+		if (ARR_HASNULL(seen) || ARR_NDIM(seen) > 1)
+			damaged(m, "a seen list has NULLs");
+		ns = ArrayGetNItems(ARR_NDIM(seen), ARR_DIMS(seen));
+		sv = (const int32 *) ARR_DATA_PTR(seen);
+		for (int32 e = 0; e < ns; e++)
+		{
+			if (sv[e] < 0 || sv[e] >= m->n_items)
+				damaged(m, "a seen list is not item indexes");
+			deg[sv[e]]++;
+		}
+		MemoryContextReset(tmp);
+		if ((++n & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextSwitchTo(old);
+	table_endscan(scan);
+	MemoryContextDelete(tmp);
+	UnregisterSnapshot(snap);
+	table_close(rel, NoLock);
+}
+
 /* item key -> idx, in idx order */
 gm_keymap *
 gpumf_items_keymap(GpumfServed *m)

@@ -71,6 +71,45 @@ param_number(Jsonb *params, const char *key, double def)
 	return def;
 }
 
+/*
+ * The numbers of params' array key, n of them, into a new float array in
+ * cxt; NULL when the key is missing or is not an array of n numbers.
+ */
+static float *
+param_floats(Jsonb *params, const char *key, int n, MemoryContext cxt)
+{
+	JsonbValue	v;
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	float	   *out;
+	int			got = 0;
+
+	if (params == NULL ||
+		getKeyJsonValueFromContainer(&params->root, key, strlen(key), &v) == NULL ||
+		v.type != jbvBinary)
+		return NULL;
+	out = MemoryContextAlloc(cxt, sizeof(float) * Max(n, 1));
+	it = JsonbIteratorInit(v.val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvNumeric || got >= n)
+		{
+			pfree(out);
+			return NULL;
+		}
+		out[got++] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
+															  NumericGetDatum(v.val.numeric)));
+	}
+	if (got != n)
+	{
+		pfree(out);
+		return NULL;
+	}
+	return out;
+}
+
 /* The serving state of a newly loaded version: what its catalog row says. */
 void
 gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
@@ -104,6 +143,8 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	sv->foldin.nu = (float) param_number(cat->params, "nu", 0.0);
 	sv->foldin.biases = cat->has_bias;
 	sv->foldin.global_mean = cat->has_bias ? cat->global_mean : 0.0;
+	if (alg == GM_ALG_GRAPH_FILTER)
+		sv->gf_filter = param_floats(cat->params, "filter", cat->factors, cxt);
 	sv->source = cat->source ? MemoryContextStrdup(cxt, cat->source) : NULL;
 	sv->source_relid = cat->source_relid;
 	sv->user_col = cat->user_col ? MemoryContextStrdup(cxt, cat->user_col) : NULL;

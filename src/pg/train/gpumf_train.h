@@ -105,6 +105,9 @@ typedef struct TrainArgs
 	int			auto_max_iterations;
 	bool		auto_solver_given;
 	char	   *auto_json;			/* the search's summary for params, once it ran */
+	/* graph_filter: the items trained on and the filter download returned */
+	int32		n_items;
+	float	   *filter;
 } TrainArgs;
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */

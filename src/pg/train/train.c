@@ -93,6 +93,8 @@ given(FunctionCallInfo fcinfo, int argno, const char *name, const char *algorith
 						 "Algorithm \"als\" takes factors, iterations, regularization, alpha, alpha0, nu, solver, cg_steps (solver cg), block_size (solver block), holdout, metric, tolerance and seed." :
 						 strcmp(algorithm, "ccd") == 0 ?
 						 "Algorithm \"ccd\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for als_explicit), inner_iterations, biases, tolerance and seed." :
+						 strcmp(algorithm, "graph_filter") == 0 ?
+						 "Algorithm \"graph_filter\" takes factors, iterations (of its subspace iteration), alpha (the weight of its ideal low-pass), tolerance and seed." :
 						 "Algorithm \"als_explicit\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for ccd), biases, tolerance and seed.")));
 	return true;
 }
@@ -114,7 +116,8 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 {
 	const char *alg;
 	gm_algorithm algorithm;
-	bool		implicit;
+	bool		implicit,
+				gf;
 	bool		hyper = false;	/* a hyper-parameter was given */
 	bool		solver_given = false;
 	bool		metric_given;
@@ -133,15 +136,16 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown algorithm \"%s\"", alg),
-				 errhint("Valid algorithms: \"als\" (implicit feedback), \"als_explicit\" and \"ccd\" (ratings).")));
+				 errhint("Valid algorithms: \"als\" and \"graph_filter\" (implicit feedback), \"als_explicit\" and \"ccd\" (ratings).")));
 	implicit = algorithm == GM_ALG_ALS_IMPLICIT;
+	gf = algorithm == GM_ALG_GRAPH_FILTER;
 	gm_mf_params_defaults(&a->p, algorithm);
 
 	a->relid = PG_GETARG_OID(ARG_SOURCE);
 	a->ucol = NameStr(*PG_GETARG_NAME(ARG_USER_COL));
 	a->icol = NameStr(*PG_GETARG_NAME(ARG_ITEM_COL));
 	a->vcol = PG_ARGISNULL(ARG_VALUE_COL) ? NULL : NameStr(*PG_GETARG_NAME(ARG_VALUE_COL));
-	if (!implicit && a->vcol == NULL)
+	if (!implicit && !gf && a->vcol == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("algorithm \"%s\" needs a value column", alg),
@@ -157,7 +161,7 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	if (!PG_ARGISNULL(ARG_FACTORS))
 	{
 		a->p.factors = PG_GETARG_INT32(ARG_FACTORS);
-		gpumf_check_int_range("factors", a->p.factors, 1, 1024);
+		gpumf_check_int_range("factors", a->p.factors, 1, gf ? GM_GF_MAXK : GM_MAXK);
 		a->auto_fixed |= GM_AUTO_FIX_FACTORS;
 		hyper = true;
 	}
@@ -168,14 +172,14 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		hyper = true;
 	}
 	a->p.seed = (uint64) PG_GETARG_INT64(ARG_SEED);
-	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, true))
+	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, !gf))
 	{
 		a->auto_fixed |= GM_AUTO_FIX_REG;
 		hyper = true;
 		a->p.regularization = PG_GETARG_FLOAT4(ARG_REGULARIZATION);
 		gpumf_check_positive("regularization", a->p.regularization);
 	}
-	if (given(fcinfo, ARG_ALPHA, "alpha", alg, implicit))
+	if (given(fcinfo, ARG_ALPHA, "alpha", alg, implicit || gf))
 	{
 		hyper = true;
 		a->p.alpha = PG_GETARG_FLOAT4(ARG_ALPHA);
@@ -193,7 +197,7 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		a->p.inner_iterations = PG_GETARG_INT32(ARG_INNER_ITERATIONS);
 		gpumf_check_int_range("inner_iterations", a->p.inner_iterations, 1, 100);
 	}
-	if (given(fcinfo, ARG_BIASES, "biases", alg, !implicit))
+	if (given(fcinfo, ARG_BIASES, "biases", alg, !implicit && !gf))
 	{
 		hyper = true;
 		a->p.biases = PG_GETARG_BOOL(ARG_BIASES);
@@ -251,7 +255,12 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	if (PG_NARGS() > ARG_AUTOTUNE && !PG_ARGISNULL(ARG_AUTOTUNE))
 		a->autotune = PG_GETARG_BOOL(ARG_AUTOTUNE);
 	else
-		a->autotune = gpumf_autotune && !hyper && !metric_given;
+		a->autotune = gpumf_autotune && !hyper && !metric_given && !gf;
+	if (gf && a->autotune)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("algorithm \"graph_filter\" has no automatic search"),
+				 errhint("Its defaults were chosen on held-out data (see the README): leave autotune out, or give factors, iterations and alpha yourself.")));
 	if (metric_given)
 	{
 		if (a->holdout <= 0 && !a->autotune)
@@ -294,6 +303,20 @@ params_jsonb(const TrainArgs *a)
 	StringInfoData s;
 
 	initStringInfo(&s);
+	if (p->algorithm == GM_ALG_GRAPH_FILTER)
+	{
+		/* its constants (gm_algo.h) and the filter fold-in applies to new users */
+		appendStringInfo(&s, "{\"iterations\": %d, \"alpha\": %s, \"columns\": " INT64_FORMAT
+						 ", \"beta\": %s, \"ideal_columns\": %d, \"chebyshev_order\": %d, \"filter\": [",
+						 p->iterations, real_text(p->alpha),
+						 (int64) gm_gf_columns(p->factors, a->n_items), real_text((float) GM_GF_BETA),
+						 GM_GF_IDEAL, GM_GF_ORDER);
+		for (int f = 0; f < p->factors; f++)
+			appendStringInfo(&s, "%s%s", f ? ", " : "", real_text(a->filter ? a->filter[f] : 0.0f));
+		appendStringInfo(&s, "], \"tolerance\": %s, \"seed\": " INT64_FORMAT "}",
+						 real_text((float) p->tolerance), (int64) p->seed);
+		return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+	}
 	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
 					 real_text(p->regularization));
 	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
@@ -478,7 +501,7 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 		ev->arg = &pa;
 	}
 	pa.iterations = a->p.iterations;
-	pa.explicit_model = a->p.algorithm != GM_ALG_ALS_IMPLICIT;
+	pa.explicit_model = gm_algorithm_is_explicit(a->p.algorithm);
 	pa.error = NULL;
 	pa.metric = a->metric;
 	pa.K = a->K;
@@ -489,6 +512,13 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	/* GPU memory: refused before anything is uploaded when the card cannot hold it */
 	gpumf_check_gpu_memory(&a->p, d.R, d.Rt, "training");
 
+	/* graph_filter returns its filter too: this process trains it */
+	if (a->p.algorithm == GM_ALG_GRAPH_FILTER)
+	{
+		Assert(!service);
+		a->filter = palloc0(sizeof(float) * k);
+		d.filter = a->filter;
+	}
 	/* on the training service's worker (its factors stay in its segment) */
 	if (service)
 	{
@@ -600,7 +630,7 @@ gpumf_train_args(const TrainArgs *args)
 	memset(&ev, 0, sizeof(ev));
 	/* the source is locked before its columns are checked */
 	src = gpumf_source_open(a.relid, a.ucol, a.icol, a.vcol,
-					  a.p.algorithm == GM_ALG_ALS_IMPLICIT ? GPUMF_VALUES_IMPLICIT :
+					  !gm_algorithm_is_explicit(a.p.algorithm) ? GPUMF_VALUES_IMPLICIT :
 					  GPUMF_VALUES_RATINGS);
 
 	ts = palloc0(sizeof(TrainState));
@@ -645,7 +675,24 @@ gpumf_train_args(const TrainArgs *args)
 
 	/* ---- device and training */
 	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
+	if (a.p.algorithm == GM_ALG_GRAPH_FILTER && service)
+	{
+		/* graph_filter returns its filter beside the factors: it trains in this process */
+		service = false;
+		a.p.backend = gpumf_training_backend(devname, sizeof(devname));
+	}
 	gpumf_apply_gpus(&a.p);
+	a.n_items = ts->R.n_cols;
+	if (a.p.algorithm == GM_ALG_GRAPH_FILTER && a.p.factors > ts->R.n_cols)
+	{
+		if (a.auto_fixed & GM_AUTO_FIX_FACTORS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("graph_filter needs at most as many factors as items: %d factors, %d items",
+							a.p.factors, ts->R.n_cols),
+					 errhint("Give factors => %d or fewer.", ts->R.n_cols)));
+		a.p.factors = ts->R.n_cols; /* the default, 1024, on fewer items */
+	}
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);
@@ -662,7 +709,7 @@ gpumf_train_args(const TrainArgs *args)
 	row.m.user_type = src->utype;
 	row.m.item_type = src->itype;
 	row.m.owner = exists && OidIsValid(old.owner) ? old.owner : caller;
-	row.m.explicit_values = a.p.algorithm != GM_ALG_ALS_IMPLICIT;
+	row.m.explicit_values = gm_algorithm_is_explicit(a.p.algorithm);
 	row.m.has_bias = a.p.biases != 0;
 	row.m.global_mean = a.p.biases ? ts->global_mean : NAN;
 	row.m.value_min = src->vmin;

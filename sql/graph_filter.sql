@@ -1,0 +1,67 @@
+-- graph_filter: a low-pass filter of the normalized item-item graph kept on
+-- its top eigenvectors, served as a factorization by the same functions as
+-- every other model (src/core/train/graph_filter.c)
+SET gpumf.progress = off;
+CREATE TABLE gf_all AS
+SELECT user_id, item_id, holdout FROM gpumf_synthetic(600, 300, 24000, seed => 11, min_per_user => 10, clusters => 8, affinity => 0.7);
+CREATE TABLE gf_train AS SELECT user_id, item_id FROM gf_all WHERE NOT holdout;
+CREATE TABLE gf_test AS SELECT user_id, item_id FROM gf_all WHERE holdout;
+
+-- defaults: 1024 factors, on 300 items all of them; the filter goes to params
+SELECT name, algorithm, factors, iterations_run, final_loss < 1e-3 AS whole_space,
+       params - 'filter' AS params, jsonb_array_length(params->'filter') AS filters,
+       (params->'filter'->>0)::float8 > (params->'filter'->>299)::float8 AS low_pass
+  FROM gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', model => 'gf');
+-- truncated: the loss (energy outside the subspace) falls with the iterations
+SELECT a.final_loss > b.final_loss AS loss_falls
+  FROM gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 32,
+                   iterations => 1, model => 'gf32') a,
+       gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 32,
+                   iterations => 8, model => 'gf32') b;
+-- a value column is allowed and ignored: every pair counts once
+CREATE TABLE gf_valued AS SELECT user_id, item_id, (user_id % 5 + 1)::real AS v FROM gf_train;
+SELECT name FROM gpumf_train('gf_valued', 'user_id', 'item_id', 'v', algorithm => 'graph_filter',
+                             factors => 32, iterations => 8, model => 'gfv');
+SELECT count(*) AS differ FROM (
+  SELECT item, round(score::numeric, 4) FROM gpumf_recommend('gf32', 7, 10)
+  EXCEPT SELECT item, round(score::numeric, 4) FROM gpumf_recommend('gfv', 7, 10)) d;
+
+-- held-out quality on planted communities: well above popularity
+WITH pop AS (SELECT item_id FROM gf_train GROUP BY item_id ORDER BY count(*) DESC, item_id LIMIT 20)
+SELECT e.recall > 0.3 AS learns, e.recall > 1.5 * (
+         SELECT count(*)::float8 / (SELECT count(*) FROM gf_test) FROM gf_test t JOIN pop USING (item_id))
+       AS beats_popularity
+  FROM gpumf_evaluate('gf32', 'gf_test', k => 20) e;
+
+-- fold-in: a user recomputed from the source, or a basket of its items, gets
+-- the stored vector (the same sum over its items)
+SELECT count(*) AS differ FROM (
+  SELECT item, round(score::numeric, 4) FROM gpumf_recommend('gf32', 5, 10)
+  EXCEPT SELECT item, round(score::numeric, 4) FROM gpumf_recommend('gf32', 5, 10, recompute => true)) d;
+SELECT count(*) AS differ FROM (
+  SELECT item FROM gpumf_recommend('gf32', 5, 10)
+  EXCEPT SELECT item FROM gpumf_recommend_items('gf32', (SELECT array_agg(item_id) FROM gf_train WHERE user_id = 5), 10)) d;
+-- a new user: a basket of two items ranks other items, none of its own
+SELECT count(*) AS n, bool_and(item NOT IN (3, 8)) AS basket_excluded
+  FROM gpumf_recommend_items('gf32', ARRAY[3, 8], 10);
+-- filters and batch serving work as for any model
+SELECT count(*) FROM gpumf_recommend('gf32', 5, 10, candidates => ARRAY[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+SELECT scored_users, rows_written FROM gpumf_recommend_all('gf32', 3, 'gf_recs');
+SELECT count(*) AS differ FROM (
+  SELECT item FROM gf_recs WHERE "user" = 9
+  EXCEPT SELECT item FROM gpumf_recommend('gf32', 9, 3)) d;
+
+-- bad calls change nothing
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 301, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 8193, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', regularization => 0.1, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', alpha => -1, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', autotune => true, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', biases => true, model => 'gf_bad');
+SELECT count(*) FROM gpumf.models WHERE name = 'gf_bad';
+-- a damaged catalog row (no filter) refuses fold-in with a hint
+UPDATE gpumf.models SET params = params - 'filter' WHERE name = 'gfv';
+\c
+SET gpumf.progress = off;
+SELECT count(*) FROM gpumf_recommend_items('gfv', ARRAY[3, 8], 10);
+SELECT gpumf_drop_model(name) FROM gpumf.models WHERE name LIKE 'gf%' ORDER BY name;
