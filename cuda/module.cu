@@ -37,7 +37,8 @@ gm_arch_probe_kernel(int *out)
 #define GM_CUDA_ALGORITHMS(X) \
 	X(GM_ALG_ALS_IMPLICIT, gm_cuda_als_implicit_ops) \
 	X(GM_ALG_ALS_EXPLICIT, gm_cuda_als_explicit_ops) \
-	X(GM_ALG_CCD, gm_cuda_ccd_ops)
+	X(GM_ALG_CCD, gm_cuda_ccd_ops) \
+	X(GM_ALG_GRAPH_FILTER, gm_cuda_graph_filter_ops)
 
 #define GM_DECLARE_OPS(alg, ops) extern const gm_algo_ops ops;
 GM_CUDA_ALGORITHMS(GM_DECLARE_OPS)
