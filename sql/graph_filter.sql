@@ -51,6 +51,16 @@ SELECT count(*) AS differ FROM (
   SELECT item FROM gf_recs WHERE "user" = 9
   EXCEPT SELECT item FROM gpumf_recommend('gf32', 9, 3)) d;
 
+-- more than 1024 factors: rows of 4.4 kB factors, stored out of line when a row would not fit
+CREATE TABLE gf_wide AS SELECT u, i FROM generate_series(1, 200) u, generate_series(1, 1100) i
+ WHERE (u * 7 + i * 13) % 17 < 3;
+SELECT factors, n_items FROM gpumf_train('gf_wide', 'u', 'i', algorithm => 'graph_filter', factors => 1100,
+                                         iterations => 1, model => 'gf_wide');
+SELECT count(*), count(DISTINCT item) FROM gpumf_recommend('gf_wide', 5, 10);
+SELECT count(*) AS differ FROM (
+  SELECT item FROM gpumf_recommend('gf_wide', 5, 10)
+  EXCEPT SELECT item FROM gpumf_recommend('gf_wide', 5, 10, recompute => true)) d;
+
 -- bad calls change nothing
 SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 301, model => 'gf_bad');
 SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 8193, model => 'gf_bad');

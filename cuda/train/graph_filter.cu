@@ -12,8 +12,8 @@
  *  - sweep 0 (users):  Y = Rn Z, skipped while Y is fresh for Z;
  *    sweep 1 (items):  Zn = Rn^T Y; end_sweep(1) swaps Z and Zn and
  *    orthonormalizes Z by the shifted CholeskyQR of the CPU: G = Z^T Z
- *    (cublasSsyrk, float), to double with both triangles, + s I (s = 1e-6 of
- *    the mean diagonal), L = potrf(G) (cuSOLVER, double), Z = Z L^-T
+ *    (cublasSsyrk, float), to double with both triangles, + s I (s = GM_GF_SHIFT of
+ *    the largest diagonal element), L = potrf(G) (cuSOLVER, double), Z = Z L^-T
  *    (cublasStrsm with L as float).  Both products are cuSPARSE SpMMs
  *    (CSR, row-major dense); a sweep's whole product is launched by its
  *    first run() slice (or by end_sweep when it had no rows), later slices
@@ -143,31 +143,49 @@ gf_gram_to_double(const float *__restrict__ Gf, double *__restrict__ Gd, int l)
 }
 
 /*
- * One block: tr = trace(Gd) into out[0]; then Gd += s I with s = 1e-6 tr / l
- * (1 when tr <= 0), as the CPU does.  The host checks tr for finiteness.
+ * One block: tr = trace(Gd) into out[0]; then Gd += s I with s = mult *
+ * GM_GF_SHIFT times the largest diagonal element (1 when it is not
+ * positive), as the CPU does.  The host checks tr for finiteness.
  */
 __global__ void
 __launch_bounds__(GF_THREADS)
-gf_trace_shift(double *Gd, int l, double *out)
+gf_trace_shift(double *Gd, int l, double *out, double mult)
 {
 	__shared__ double part[GF_THREADS / 32];
+	__shared__ double partmax[GF_THREADS / 32];
 	__shared__ double shift;
-	double		t = 0.0;
+	double		t = 0.0,
+				mx = 0.0;
 
 	for (int i = threadIdx.x; i < l; i += blockDim.x)
-		t += Gd[i + (int64_t) i * l];
+	{
+		double		g = Gd[i + (int64_t) i * l];
+
+		t += g;
+		mx = fmax(mx, g);
+	}
 	t = gf_warp_sum(t);
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
 	if ((threadIdx.x & 31) == 0)
+	{
 		part[threadIdx.x >> 5] = t;
+		partmax[threadIdx.x >> 5] = mx;
+	}
 	__syncthreads();
 	if (threadIdx.x == 0)
 	{
-		double		tr = 0.0;
+		double		tr = 0.0,
+					m = 0.0;
 
 		for (int w = 0; w < (int) (blockDim.x >> 5); w++)
+		{
 			tr += part[w];
+			m = fmax(m, partmax[w]);
+		}
 		out[0] = tr;
-		shift = tr > 0 ? 1e-6 * tr / l : 1.0;
+		shift = m > 0 ? mult * GM_GF_SHIFT * m : 1.0;
 	}
 	__syncthreads();
 	for (int i = threadIdx.x; i < l; i += blockDim.x)
@@ -456,9 +474,10 @@ gram(gf_gpu *c, const float *F, int32_t n, char *err, size_t errlen)
 }
 
 /*
- * Z = Z L^-T where Z^T Z + s I = L L^T (s: 1e-6 of the mean diagonal, which
- * keeps a rank-deficient Z factorizable; its null directions stay small).
- * Waits for the stream (the factorization's outcome is checked here).
+ * Z = Z L^-T where Z^T Z + s I = L L^T (s: GM_GF_SHIFT of the largest
+ * diagonal element, 100 and 10000 times that if the factorization fails, as
+ * on the CPU; the span is Z's all the same).  Waits for the stream (the
+ * factorization's outcome is checked here).
  */
 static int
 orthonormalize(gf_gpu *c, char *err, size_t errlen)
@@ -472,22 +491,29 @@ orthonormalize(gf_gpu *c, char *err, size_t errlen)
 
 	if ((rc = gram(c, Z, c->ni, err, errlen)) != GM_OK)
 		return rc;
-	gf_trace_shift<<<1, GF_THREADS, 0, c->stream>>>(c->Gd, l, c->dsum + 1);
-	GM_CHECK_LAUNCH();
-	GM_CHECK(cusolverDnDpotrf(c->sol, CUBLAS_FILL_MODE_LOWER, l, c->Gd, l, c->swork, c->lwork,
-							  c->dinfo));
-	gf_lower_to_float<<<gf_blocks((int64_t) l * l), GF_THREADS, 0, c->stream>>>(c->Gd, c->Gf, l);
-	GM_CHECK_LAUNCH();
-	/* Z^T (column-major l x ni) = L^-1 Z^T */
-	GM_CHECK(cublasStrsm(c->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-						 CUBLAS_DIAG_NON_UNIT, l, c->ni, &one, c->Gf, l, Z, l));
-	GM_CHECK(cudaMemcpyAsync(&tr, c->dsum + 1, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
-	GM_CHECK(cudaMemcpyAsync(&info, c->dinfo, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
-	GM_CHECK(cudaStreamSynchronize(c->stream));
-	if (!isfinite(tr))
+	/* a failed factorization is tried again with a 100 times larger shift, twice */
+	for (int attempt = 0; attempt < 3; attempt++)
 	{
-		snprintf(err, errlen, "graph_filter: the subspace has non-finite values");
-		return GM_EINVAL;
+		if (attempt > 0)
+		{
+			gf_gram_to_double<<<gf_blocks((int64_t) l * l), GF_THREADS, 0, c->stream>>>(c->Gf, c->Gd, l);
+			GM_CHECK_LAUNCH();
+		}
+		gf_trace_shift<<<1, GF_THREADS, 0, c->stream>>>(c->Gd, l, c->dsum + 1,
+														attempt == 0 ? 1.0 : attempt == 1 ? 100.0 : 10000.0);
+		GM_CHECK_LAUNCH();
+		GM_CHECK(cusolverDnDpotrf(c->sol, CUBLAS_FILL_MODE_LOWER, l, c->Gd, l, c->swork, c->lwork,
+								  c->dinfo));
+		GM_CHECK(cudaMemcpyAsync(&tr, c->dsum + 1, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
+		GM_CHECK(cudaMemcpyAsync(&info, c->dinfo, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
+		GM_CHECK(cudaStreamSynchronize(c->stream));
+		if (!isfinite(tr))
+		{
+			snprintf(err, errlen, "graph_filter: the subspace has non-finite values");
+			return GM_EINVAL;
+		}
+		if (info == 0)
+			break;
 	}
 	if (info != 0)
 	{
@@ -495,6 +521,11 @@ orthonormalize(gf_gpu *c, char *err, size_t errlen)
 				 info);
 		return GM_EINVAL;
 	}
+	gf_lower_to_float<<<gf_blocks((int64_t) l * l), GF_THREADS, 0, c->stream>>>(c->Gd, c->Gf, l);
+	GM_CHECK_LAUNCH();
+	/* Z^T (column-major l x ni) = L^-1 Z^T */
+	GM_CHECK(cublasStrsm(c->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+						 CUBLAS_DIAG_NON_UNIT, l, c->ni, &one, c->Gf, l, Z, l));
 	return GM_OK;
 }
 

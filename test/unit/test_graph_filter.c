@@ -259,7 +259,7 @@ test_full_rank(void)
 	reference(&pr, ni, GM_GF_DEFAULT_ALPHA, lam, S);
 	CHECK(train(&pr, ni, 3, rnext(), X, Y, h, &loss, err, sizeof(err)) == 0, "%s", err);
 	CHECK(fabs(lam[0] - 1.0) < 1e-9, "the top eigenvalue of the normalized graph is %g, not 1", lam[0]);
-	CHECK(loss < 1e-4, "the whole space holds all the energy: loss %g", loss);
+	CHECK(loss < 1e-3, "the whole space holds all the energy: loss %g", loss);
 	for (int j = 0; j < ni; j++)
 	{
 		double		l = lam[j] < 0 ? 0 : lam[j];

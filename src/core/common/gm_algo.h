@@ -352,6 +352,10 @@ gm_als_work_rows(int64_t nmax, int kp, int block)
 #define GM_GF_BETA			0.4		/* degree exponent of the item factors */
 #define GM_GF_IDEAL			512		/* columns the ideal low-pass adds alpha to */
 #define GM_GF_ORDER			8		/* Chebyshev order (phi 1.5 plateau target) */
+#define GM_GF_SHIFT			1e-7	/* CholeskyQR's first shift, of the Gram matrix's largest
+										 * diagonal element; 100 and 10000 times that when the
+										 * factorization fails (a rank-deficient subspace, whose
+										 * float32 Gram rounds below zero) */
 #define GM_GF_DEFAULT_FACTORS	1024
 #define GM_GF_DEFAULT_ITERATIONS	6
 #define GM_GF_DEFAULT_ALPHA		0.2f

@@ -124,8 +124,9 @@ gram(gf_cpu *c, const float *F, int64_t n)
 }
 
 /*
- * Z = Z L^-T where Z^T Z + s I = L L^T (s: 1e-6 of the mean diagonal, which
- * keeps a rank-deficient Z factorizable; its null directions stay small).
+ * Z = Z L^-T where Z^T Z + s I = L L^T (s: GM_GF_SHIFT of the largest
+ * diagonal element, 100 and 10000 times that if the factorization fails,
+ * which keeps a rank-deficient Z factorizable; the span is Z's all the same).
  */
 static int
 orthonormalize(gf_cpu *c, float *Z, char *err, size_t errlen)
@@ -133,21 +134,36 @@ orthonormalize(gf_cpu *c, float *Z, char *err, size_t errlen)
 	int			l = c->l,
 				info = 0;
 	double		tr = 0.0,
+				mx = 0.0,
 				s;
 
 	gram(c, Z, c->ni);
 	for (int i = 0; i < l; i++)
+	{
 		tr += c->Gd[(size_t) i * l + i];
+		if (c->Gd[(size_t) i * l + i] > mx)
+			mx = c->Gd[(size_t) i * l + i];
+	}
 	if (!isfinite(tr))
 	{
 		snprintf(err, errlen, "graph_filter: the subspace has non-finite values");
 		return GM_EINVAL;
 	}
-	s = tr > 0 ? 1e-6 * tr / l : 1.0;
-	for (int i = 0; i < l; i++)
-		c->Gd[(size_t) i * l + i] += s;
-	/* lower L in column-major = upper L^T in row-major */
-	dpotrf_("L", &l, c->Gd, &l, &info);
+	/* a failed factorization is tried again with a 100 times larger shift, twice */
+	for (int attempt = 0; attempt < 3; attempt++)
+	{
+		s = (mx > 0 ? GM_GF_SHIFT * mx : 1.0) * (attempt == 0 ? 1.0 : attempt == 1 ? 100.0 : 10000.0);
+		if (attempt > 0)
+			for (int i = 0; i < l; i++)
+				for (int j = i; j < l; j++)
+					c->Gd[(size_t) i * l + j] = c->Gd[(size_t) j * l + i] = c->Gf[(size_t) i * l + j];
+		for (int i = 0; i < l; i++)
+			c->Gd[(size_t) i * l + i] += s;
+		/* lower L in column-major = upper L^T in row-major */
+		dpotrf_("L", &l, c->Gd, &l, &info);
+		if (info == 0)
+			break;
+	}
 	if (info != 0)
 	{
 		snprintf(err, errlen, "graph_filter: the Cholesky factorization of the subspace's Gram matrix failed (%d)",

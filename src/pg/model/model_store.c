@@ -235,16 +235,19 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
  * in the row, and the table's toast_tuple_target is a whole page so that the
  * toaster leaves rows alone until they would not fit (a row holds at most
  * 1024 factors, 4 kB; keys and seen lists longer than the rest of the page
- * still go to TOAST).  The layout stays "factors real[]", as serving, pg_dump
- * and models of 0.1 have it.
+ * still go to TOAST).  Above 1024 factors (graph_filter, up to 8192: 32 kB)
+ * a row may not fit a page: the column is EXTERNAL then, out of line when
+ * the row would not fit, never compressed.  The layout stays "factors
+ * real[]", as serving, pg_dump and models of 0.1 have it.
  */
 static void
-create_table(const char *qname, const char *columns)
+create_table(const char *qname, const char *columns, int k)
 {
 	gpumf_spi_exec(psprintf("CREATE %sTABLE %s (%s) WITH (toast_tuple_target = %d)",
 							gpumf_unlogged_models ? "UNLOGGED " : "", qname, columns,
 							(int) TOAST_TUPLE_TARGET_MAIN), SPI_OK_UTILITY);
-	gpumf_spi_exec(psprintf("ALTER TABLE %s ALTER COLUMN factors SET STORAGE PLAIN", qname),
+	gpumf_spi_exec(psprintf("ALTER TABLE %s ALTER COLUMN factors SET STORAGE %s", qname,
+							k > 1024 ? "EXTERNAL" : "PLAIN"),
 				   SPI_OK_UTILITY);
 }
 
@@ -262,10 +265,10 @@ gpumf_store_write(const GpumfStoreInput *in)
 	/* key types by OID, printed schema-qualified (or as SQL keywords) */
 	create_table(t.users, psprintf("key %s NOT NULL, factors pg_catalog.float4[] NOT NULL, "
 								   "seen pg_catalog.int4[] NOT NULL, bias pg_catalog.float4",
-								   format_type_be_qualified(in->utype)));
+								   format_type_be_qualified(in->utype)), in->k);
 	create_table(t.items, psprintf("idx pg_catalog.int4 NOT NULL, key %s NOT NULL, "
 								   "factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4",
-								   format_type_be_qualified(in->itype)));
+								   format_type_be_qualified(in->itype)), in->k);
 	t1 = gm_now();
 	/* row sizes: the header and key, the factor array, the seen items */
 	fill_table(t.users, in, in->R->n_rows, user_row,

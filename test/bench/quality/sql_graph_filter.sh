@@ -24,13 +24,14 @@ done
 chmod 644 "$tmp"/*.tsv
 psql -X -q -v ON_ERROR_STOP=1 <<SQL
 SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS gpumf;
 DROP TABLE IF EXISTS gfb_train, gfb_test, gfb_fit, gfb_val;
 CREATE TABLE gfb_train (u int, i int);
 CREATE TABLE gfb_test (u int, i int);
 COPY gfb_train FROM '$tmp/train.tsv';
 COPY gfb_test FROM '$tmp/test.tsv';
 ANALYZE gfb_train;
-SELECT train_rows, test_rows FROM gpumf_split('gfb_train', 0.2, 2024, user_col => 'u', item_col => 'i',
+SELECT train_rows, test_rows FROM gpumf_split('gfb_train', 0.2::real, 2024::bigint, user_col => 'u', item_col => 'i',
                                               train_table => 'gfb_fit', test_table => 'gfb_val');
 ANALYZE gfb_fit;
 SQL
