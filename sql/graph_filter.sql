@@ -53,7 +53,7 @@ SELECT count(*) AS differ FROM (
 
 -- more than 1024 factors: rows of 4.4 kB factors, stored out of line when a row would not fit
 CREATE TABLE gf_wide AS SELECT u, i FROM generate_series(1, 200) u, generate_series(1, 1100) i
- WHERE (u * 7 + i * 13) % 17 < 3;
+ WHERE (pg_catalog.hashint4(u * 2003 + i) & 15) < 3;
 SELECT factors, n_items FROM gpumf_train('gf_wide', 'u', 'i', algorithm => 'graph_filter', factors => 1100,
                                          iterations => 1, model => 'gf_wide');
 SELECT count(*), count(DISTINCT item) FROM gpumf_recommend('gf_wide', 5, 10);

@@ -525,6 +525,8 @@ gm_mf_warmup(const gm_mf_params *p0, char *err, size_t errlen)
 	p.iterations = 1;
 	p.tolerance = 0;
 	p.threads = 1;
+	if (p.algorithm == GM_ALG_GRAPH_FILTER && p.factors > WU_COLS)
+		p.factors = WU_COLS;	/* at most the items */
 	R.n_rows = WU_ROWS;
 	R.n_cols = WU_COLS;
 	R.indptr = malloc(sizeof(int64_t) * (WU_ROWS + 1));
