@@ -41,6 +41,17 @@ SELECT count(*) AS differ FROM (
 SELECT count(*) AS differ FROM (
   SELECT item FROM gpumf_recommend('gf32', 5, 10)
   EXCEPT SELECT item FROM gpumf_recommend_items('gf32', (SELECT array_agg(item_id) FROM gf_train WHERE user_id = 5), 10)) d;
+-- its users' factors are not stored (each is the sum over its seen items,
+-- formed when served): the table keeps the key and the seen items
+SELECT format('SELECT count(*) AS users, count(*) FILTER (WHERE cardinality(factors) = 0) AS without_factors, '
+              'sum(cardinality(seen)) AS seen FROM %s', user_table) AS q
+  FROM gpumf.models WHERE name = 'gf32' \gset
+:q;
+SELECT count(*) AS rows FROM gf_train;
+-- the formed vector: the same for a single user, recomputed from the source, and the batch paths
+SELECT array_length(gpumf_user_vector('gf32', 5), 1) AS len,
+       (SELECT max(abs(a - b)) FROM unnest(gpumf_user_vector('gf32', 5), gpumf_user_vector('gf32', 5, recompute => true)) t(a, b)) < 1e-5 AS recompute_agrees;
+SELECT count(*) AS similar, bool_and("user" <> 5) AS not_itself FROM gpumf_similar_users('gf32', 5, 3);
 -- a new user: a basket of two items ranks other items, none of its own
 SELECT count(*) AS n, bool_and(item NOT IN (3, 8)) AS basket_excluded
   FROM gpumf_recommend_items('gf32', ARRAY[3, 8], 10);

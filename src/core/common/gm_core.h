@@ -573,6 +573,19 @@ typedef struct gm_foldin_params
 	const float *item_weight;	/* graph_filter: each item's d_i^-2beta (n_items) */
 } gm_foldin_params;
 
+/*
+ * graph_filter models store no user factors: a user's are the sum over its
+ * items of item_weight[i] Y_i times filter, column by column (as the
+ * trainer forms them, graph_filter.c).  gm_gf_item_weights: each item's
+ * d_i^-2beta from the users' item lists (ptr/idx, a CSR of n_users rows);
+ * gm_gf_user_vectors: X (n_users x k) from the same lists.  GM_ENOMEM.
+ */
+int			gm_gf_item_weights(const int64_t *ptr, const int32_t *idx, int32_t n_users,
+							   int32_t n_items, float *item_weight);
+void		gm_gf_user_vectors(const int64_t *ptr, const int32_t *idx, int32_t n_users,
+							   const float *Y, int k, const float *item_weight,
+							   const float *filter, float *X, int threads);
+
 /* doubles of work gm_foldin needs for k factors */
 size_t		gm_foldin_work(int k);
 

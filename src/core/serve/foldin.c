@@ -170,6 +170,54 @@ add_outer(double *A, int kk, int k, const float *y, double w)
 	}
 }
 
+/* x = filter o sum_e w[idx[e]] Y_idx[e] (graph_filter's user map) */
+static void
+gf_user_vector(const int32_t *idx, int64_t n, const float *Y, int k, const float *w,
+			   const float *filter, float *x)
+{
+	memset(x, 0, sizeof(float) * k);
+	for (int64_t e = 0; e < n; e++)
+	{
+		const float *y = Y + (size_t) idx[e] * k;
+		float		we = w[idx[e]];
+
+#pragma omp simd
+		for (int f = 0; f < k; f++)
+			x[f] += we * y[f];
+	}
+	for (int f = 0; f < k; f++)
+		x[f] *= filter[f];
+}
+
+int
+gm_gf_item_weights(const int64_t *ptr, const int32_t *idx, int32_t n_users, int32_t n_items,
+				   float *item_weight)
+{
+	int64_t    *deg = calloc(n_items > 0 ? n_items : 1, sizeof(int64_t));
+
+	if (deg == NULL)
+		return GM_ENOMEM;
+	for (int64_t e = 0; e < ptr[n_users]; e++)
+		if (idx[e] >= 0 && idx[e] < n_items)
+			deg[idx[e]]++;
+	for (int32_t i = 0; i < n_items; i++)
+		item_weight[i] = deg[i] > 0 ? (float) pow((double) deg[i], -2.0 * GM_GF_BETA) : 0.0f;
+	free(deg);
+	return GM_OK;
+}
+
+void
+gm_gf_user_vectors(const int64_t *ptr, const int32_t *idx, int32_t n_users, const float *Y,
+				   int k, const float *item_weight, const float *filter, float *X, int threads)
+{
+	int			nt = gm_resolve_threads(threads);
+
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
+	for (int32_t u = 0; u < n_users; u++)
+		gf_user_vector(idx + ptr[u], ptr[u + 1] - ptr[u], Y, k, item_weight, filter,
+					   X + (size_t) u * k);
+}
+
 /* One row's factors against fixed item factors (see the top of the file). */
 int
 gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
@@ -197,7 +245,7 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 					 (int) e, (int) idx[e], (int) n_items);
 			return GM_EINVAL;
 		}
-		if (!isfinite(vals[e]))
+		if (vals != NULL && !isfinite(vals[e]))
 		{
 			snprintf(err, errlen, "fold-in: entry %d has a non-finite value", (int) e);
 			return GM_EINVAL;
@@ -211,16 +259,7 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 			snprintf(err, errlen, "fold-in: graph_filter models need the filter and the item weights");
 			return GM_EINVAL;
 		}
-		for (int32_t e = 0; e < n; e++)
-		{
-			const float *y = Y + (size_t) idx[e] * k;
-			float		w = p->item_weight[idx[e]];
-
-			for (int f = 0; f < k; f++)
-				x[f] += w * y[f];
-		}
-		for (int f = 0; f < k; f++)
-			x[f] *= p->filter[f];
+		gf_user_vector(idx, n, Y, k, p->item_weight, p->filter, x);
 		return GM_OK;
 	}
 	if (implicit && G == NULL)

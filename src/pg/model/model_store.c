@@ -119,8 +119,9 @@ user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool 
 	int64		b = in->R->indptr[u];
 
 	values[0] = gpumf_key_datum(in->users, in->ukind, in->utype, u);
-	values[1] = flat_array(&buf[0], in->X + (size_t) u * in->k, in->k, FLOAT4OID,
-						   sizeof(float4));
+	/* graph_filter: no user factors (serving forms them from the seen items) */
+	values[1] = in->X == NULL ? PointerGetDatum(construct_empty_array(FLOAT4OID)) :
+		flat_array(&buf[0], in->X + (size_t) u * in->k, in->k, FLOAT4OID, sizeof(float4));
 	values[2] = flat_array(&buf[1], in->R->indices + b, (int) (in->R->indptr[u + 1] - b),
 						   INT4OID, sizeof(int32));
 	nulls[3] = in->user_bias == NULL;

@@ -506,7 +506,22 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 	memset(u, 0, sizeof(*u));
 	if (!recompute &&
 		gpumf_served_user(m, userkey, &u->x, &u->seen, &u->nseen, &u->bias))
+	{
+		if (u->x == NULL)
+		{
+			/* no stored factors: a graph_filter user, the sum over its seen items */
+			const int32 *seen = u->seen;
+			int32		nseen = u->nseen;
+
+			if (gpumf_serving(m)->foldin.algorithm != GM_ALG_GRAPH_FILTER)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("gpumf: user factors of model \"%s\" are damaged", m->name)));
+			solve(m, model, seen, NULL, nseen, u);
+			u->folded = false;
+		}
 		return true;
+	}
 	n = source_user_rows(m, model, userkey, &idx, &vals, &why);
 	if (n < 0)
 	{

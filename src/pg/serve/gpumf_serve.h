@@ -252,6 +252,8 @@ typedef struct GpumfUsers
 /* read the users table of m's version (m's tables are locked by gpumf_served_get) */
 extern GpumfUsers *gpumf_users_read(GpumfServed *m);
 extern void gpumf_served_item_degrees(GpumfServed *m, int64 *deg);
+extern void gpumf_gf_form_users(GpumfServed *m, bool all, const int64 *ptr, const int32 *idx,
+								int32 n, float *X);
 /* the item keys of m -> their indexes (freed with the context) */
 extern gm_keymap *gpumf_items_keymap(GpumfServed *m);
 /* add d (a value of column type coltype) to map / find it (-1 when absent) */

@@ -67,6 +67,32 @@ grow_array(void *p, size_t bytes)
 	return q;
 }
 
+/*
+ * A graph_filter version stores no user factors: form X (n x k) from the
+ * users' seen lists (ptr/idx), the items' factors and the filter in params,
+ * as the trainer did (gm_gf_user_vectors).  all: every row lacked them.
+ */
+void
+gpumf_gf_form_users(GpumfServed *m, bool all, const int64 *ptr, const int32 *idx, int32 n,
+					float *X)
+{
+	GpumfServing *sv = m->serving;
+	float	   *w;
+
+	if (!all || sv == NULL || sv->foldin.algorithm != GM_ALG_GRAPH_FILTER)
+		damaged(m, "user factors are missing");
+	if (sv->gf_filter == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", m->name, m->k),
+				 errhint("Retrain the model.")));
+	w = palloc(sizeof(float) * Max(m->n_items, 1));
+	if (gm_gf_item_weights(ptr, idx, n, m->n_items, w) != GM_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory forming a model's users")));
+	gm_gf_user_vectors(ptr, idx, n, m->Y, m->k, w, sv->gf_filter, X, gpumf_threads);
+	pfree(w);
+}
+
 /* Read every user of m's version: one pass over the heap. */
 GpumfUsers *
 gpumf_users_read(GpumfServed *m)
@@ -82,6 +108,7 @@ gpumf_users_read(GpumfServed *m)
 				seen_cap = 0,
 				nseen = 0;
 	bool		any_bias = false;
+	int64		derived = 0;
 	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpumf users",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old;
@@ -126,9 +153,12 @@ gpumf_users_read(GpumfServed *m)
 		if (isnull)
 			damaged(m, "factors are NULL");
 		fac = DatumGetArrayTypeP(d);
-		if (ARR_NDIM(fac) != 1 || ARR_DIMS(fac)[0] != m->k || ARR_HASNULL(fac))
+		if (ARR_NDIM(fac) == 0)
+			derived++;			/* graph_filter: formed below from the seen items */
+		else if (ARR_NDIM(fac) != 1 || ARR_DIMS(fac)[0] != m->k || ARR_HASNULL(fac))
 			damaged(m, "factors of the wrong length");
-		memcpy(u->X + (size_t) u->n * m->k, ARR_DATA_PTR(fac), sizeof(float) * m->k);
+		else
+			memcpy(u->X + (size_t) u->n * m->k, ARR_DATA_PTR(fac), sizeof(float) * m->k);
 		d = heap_getattr(tup, m->user_att_seen, desc, &isnull);
 		if (isnull)
 			damaged(m, "a seen list is NULL");
@@ -177,6 +207,8 @@ gpumf_users_read(GpumfServed *m)
 		free(u->bias);
 		u->bias = NULL;
 	}
+	if (derived > 0)
+		gpumf_gf_form_users(m, derived == u->n, u->seen_ptr, u->seen_idx, (int32) u->n, u->X);
 	return u;
 }
 

@@ -294,9 +294,12 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 
 		slot_getallattrs(slot);
 		xf = DatumGetArrayTypePCopy(slot->tts_values[m->user_att_factors - 1]);
-		if (ARR_NDIM(xf) != 1 || ARR_DIMS(xf)[0] != m->k || ARR_HASNULL(xf))
+		if (ARR_NDIM(xf) == 0)
+			*x = NULL;			/* graph_filter: formed from the seen items (fold_in.c) */
+		else if (ARR_NDIM(xf) != 1 || ARR_DIMS(xf)[0] != m->k || ARR_HASNULL(xf))
 			elog(ERROR, "gpumf: user factors of model \"%s\" are damaged", m->name);
-		*x = (const float *) ARR_DATA_PTR(xf);
+		else
+			*x = (const float *) ARR_DATA_PTR(xf);
 		sa = DatumGetArrayTypePCopy(slot->tts_values[m->user_att_seen - 1]);
 		*nseen = ArrayGetNItems(ARR_NDIM(sa), ARR_DIMS(sa));
 		*seen = (const int32 *) ARR_DATA_PTR(sa);

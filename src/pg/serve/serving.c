@@ -558,6 +558,10 @@ gpumf_load_users(GpumfServed *m)
 	int16		typlen;
 	bool		typbyval;
 	MemoryContext old;
+	int64	   *sptr = NULL;	/* graph_filter: the seen lists, to form X */
+	int32	   *sidx = NULL;
+	int64		scap = 0,
+				derived = 0;
 
 	if (sv->X != NULL)
 		return;
@@ -583,14 +587,39 @@ gpumf_load_users(GpumfServed *m)
 			cap *= 2;
 			X = repalloc_huge(X, sizeof(float) * cap * m->k);
 			keys = repalloc_huge(keys, sizeof(Datum) * cap);
+			if (sptr)
+				sptr = repalloc_huge(sptr, sizeof(int64) * (cap + 1));
 		}
 		keys[n] = datumCopy(heap_getattr(tup, a_key, desc, &isnull), typbyval, typlen);
 		arr = DatumGetArrayTypeP(heap_getattr(tup, a_fac, desc, &isnull));
-		if (isnull || ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k || ARR_HASNULL(arr))
+		if (!isnull && ARR_NDIM(arr) == 0)
+		{
+			/* graph_filter: no stored factors; keep the seen items to form them */
+			ArrayType  *sa = DatumGetArrayTypeP(heap_getattr(tup, m->user_att_seen, desc, &isnull));
+			int32		ns = isnull ? 0 : ArrayGetNItems(ARR_NDIM(sa), ARR_DIMS(sa));
+
+			if (sptr == NULL)
+			{
+				sptr = MemoryContextAllocHuge(sv->cxt, sizeof(int64) * (cap + 1));
+				sptr[0] = 0;
+			}
+			if (sptr[derived] + ns > scap)
+			{
+				scap = Max(scap * 2, sptr[derived] + ns + 65536);
+				sidx = sidx ? repalloc_huge(sidx, sizeof(int32) * scap) :
+					MemoryContextAllocHuge(sv->cxt, sizeof(int32) * scap);
+			}
+			if (ns > 0)
+				memcpy(sidx + sptr[derived], ARR_DATA_PTR(sa), sizeof(int32) * ns);
+			sptr[derived + 1] = sptr[derived] + ns;
+			derived++;
+		}
+		else if (isnull || ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k || ARR_HASNULL(arr))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("gpumf: user factors of model \"%s\" are damaged", m->name)));
-		memcpy(X + n * m->k, ARR_DATA_PTR(arr), sizeof(float) * m->k);
+		else
+			memcpy(X + n * m->k, ARR_DATA_PTR(arr), sizeof(float) * m->k);
 		n++;
 		if ((n & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -599,6 +628,13 @@ gpumf_load_users(GpumfServed *m)
 	UnregisterSnapshot(snap);
 	table_close(rel, NoLock);
 	MemoryContextSwitchTo(old);
+	if (derived > 0)
+	{
+		gpumf_gf_form_users(m, derived == n, sptr, sidx, (int32) n, X);
+		pfree(sptr);
+		if (sidx)
+			pfree(sidx);
+	}
 	sv->user_map = build_map(keys, (int32) n, m->user_type, m->name);
 	sv->user_norms = MemoryContextAllocHuge(sv->cxt, sizeof(float) * Max(n, 1));
 	gm_row_norms(X, n, m->k, sv->user_norms);

@@ -725,7 +725,8 @@ gpumf_train_args(const TrainArgs *args)
 	in.id = row.m.id;
 	in.version = row.m.version;
 	in.k = a.p.factors;
-	in.X = ts->X;
+	/* graph_filter's users are the sums of their items' rows: serving forms them */
+	in.X = a.p.algorithm == GM_ALG_GRAPH_FILTER ? NULL : ts->X;
 	in.Y = ts->Y;
 	in.user_bias = ts->user_bias;
 	in.item_bias = ts->item_bias;
