@@ -175,3 +175,117 @@ gm_cuda_set_chunk_queue(int on)
 {
 	gm_chunk_queue_enabled = on != 0;
 }
+
+/* ------------------------------------------------ rows over several GPUs */
+
+void
+gm_csr_cut_rows(const gm_csr *A, int n, int32_t *cut)
+{
+	int32_t		r = 0;
+
+	cut[0] = 0;
+	for (int i = 1; i < n; i++)
+	{
+		int64_t		want = (int64_t) ((double) A->nnz * i / n);
+
+		while (r < A->n_rows && A->indptr[r] < want)
+			r++;
+		cut[i] = r > cut[i - 1] ? r : cut[i - 1];
+	}
+	cut[n] = A->n_rows;
+}
+
+int
+gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr)
+{
+	int64_t		e0 = A->indptr[r0],
+				e1 = A->indptr[r1];
+	int64_t    *q = (int64_t *) malloc(sizeof(int64_t) * ((size_t) A->n_rows + 1));
+
+	if (!q)
+		return GM_ENOMEM;
+	for (int32_t r = 0; r <= A->n_rows; r++)
+		q[r] = r <= r0 ? 0 : r >= r1 ? e1 - e0 : A->indptr[r] - e0;
+	*v = *A;
+	v->indptr = q;
+	v->indices = A->indices ? A->indices + e0 : NULL;
+	v->data = A->data ? A->data + e0 : NULL;
+	v->nnz = e1 - e0;
+	*ptr = q;
+	return GM_OK;
+}
+
+int
+gm_enable_peers(int dev, int n, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(dev));
+	for (int j = 0; j < n; j++)
+	{
+		int			can = 0;
+
+		if (j != dev && cudaDeviceCanAccessPeer(&can, dev, j) == cudaSuccess && can)
+		{
+			cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
+
+			if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+				GM_CHECK(e);
+			(void) cudaGetLastError();
+		}
+	}
+	return GM_OK;
+}
+
+int
+gm_share_allgather(const gm_share *sh, int n, size_t row_floats, char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++)
+	{
+		GM_CHECK(cudaSetDevice(sh[i].dev));
+		GM_CHECK(cudaStreamSynchronize(sh[i].stream));
+	}
+	for (int i = 0; i < n; i++)
+	{
+		size_t		rows = (size_t) (sh[i].own1 - sh[i].own0),
+					off = (size_t) sh[i].own0 * row_floats;
+
+		if (rows == 0)
+			continue;
+		GM_CHECK(cudaSetDevice(sh[i].dev));
+		for (int j = 0; j < n; j++)
+			if (j != i && sh[j].F != sh[i].F)
+				GM_CHECK(cudaMemcpyPeerAsync(sh[j].F + off, sh[j].dev, sh[i].F + off, sh[i].dev,
+											 sizeof(float) * rows * row_floats, sh[i].stream));
+	}
+	for (int i = 0; i < n; i++)
+	{
+		GM_CHECK(cudaSetDevice(sh[i].dev));
+		GM_CHECK(cudaStreamSynchronize(sh[i].stream));
+	}
+	return GM_OK;
+}
+
+int
+gm_virtual_rows(const int64_t *indptr, const int32_t *cut, int n, int32_t *vn, int64_t **vrow)
+{
+	int64_t    *v;
+
+	*vn = 0;
+	for (int i = 0; i < n; i++)
+		if (cut[i + 1] - cut[i] > *vn)
+			*vn = cut[i + 1] - cut[i];
+	v = (int64_t *) malloc(sizeof(int64_t) * ((size_t) *vn + 1));
+	if (!v)
+		return GM_ENOMEM;
+	v[0] = 0;
+	for (int32_t r = 0; r < *vn; r++)
+	{
+		int64_t		e = 0;
+
+		for (int i = 0; i < n; i++)
+			if (cut[i] + r < cut[i + 1])
+				e += indptr[cut[i] + r + 1] - indptr[cut[i] + r];
+		v[r + 1] = v[r] + e;
+	}
+	*vrow = v;
+	return GM_OK;
+}

@@ -202,4 +202,49 @@ int			gm_dbins_build(gm_dbins *b, const gm_csr *a, int nbins,
 						   const int64_t *upper, char *err, size_t errlen);
 void		gm_dbins_free(gm_dbins *b);
 
+/* ------------------------------------------------ rows over several GPUs */
+
+/*
+ * Row cuts of A into n parts of about equal entries: cut[0] = 0 .. cut[n] =
+ * rows.
+ */
+void		gm_csr_cut_rows(const gm_csr *A, int n, int32_t *cut);
+
+/*
+ * The row view of A's rows r0 .. r1: every row pointer (rows outside are
+ * empty), the indices and values of those rows where they are in A; *ptr is
+ * the new row pointer array (the caller frees it).  GM_ENOMEM.
+ */
+int			gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr);
+
+/*
+ * Virtual rows of a side cut at cut[0..n]: virtual row r is row cut[i] + r
+ * of every share i at once; *vn the longest share, *vrow (host, *vn + 1,
+ * the caller frees it) the entries of the virtual rows before r, so that
+ * the core slices shares together.  GM_ENOMEM.
+ */
+int			gm_virtual_rows(const int64_t *indptr, const int32_t *cut, int n, int32_t *vn,
+							int64_t **vrow);
+
+/* Device dev reaches every other of the first n directly where it can (NVLink, PCIe peer). */
+int			gm_enable_peers(int dev, int n, char *err, size_t errlen);
+
+/* A device's share of a side: the full factor rows, of which it solved [own0, own1). */
+typedef struct gm_share
+{
+	int			dev;
+	cudaStream_t stream;
+	float	   *F;				/* every row, row_floats floats each */
+	int32_t		own0,
+				own1;
+} gm_share;
+
+/*
+ * The all-gather of a side's factors: every device's solved rows copied to
+ * the others (peer copies after its queued work), then every stream waited
+ * for.
+ */
+int			gm_share_allgather(const gm_share *sh, int n, size_t row_floats, char *err,
+							   size_t errlen);
+
 #endif							/* GM_DEVICE_CSR_CUH */

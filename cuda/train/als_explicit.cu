@@ -62,6 +62,9 @@ typedef struct als_side
 
 typedef struct als_gpu
 {
+	int			dev;			/* the CUDA device */
+	int32_t		own0[2],		/* the rows of each side it solves (all on one device) */
+				own1[2];
 	int			k;
 	int			kk;
 	int			kp;				/* kk padded to the tile size */
@@ -486,12 +489,11 @@ als_penalty(const int64_t *ptr, int32_t n, const float *Y, int kk, int ld, doubl
 
 /* Free the state (safe on NULL and half-built states). */
 static void
-als_destroy(void *h)
+dev_destroy(als_gpu *c)
 {
-	als_gpu    *c = (als_gpu *) h;
-
 	if (c == NULL)
 		return;
+	(void) cudaSetDevice(c->dev);
 	if (c->have_stream)
 		cudaStreamSynchronize(c->stream);
 	for (int s = 0; s < 2; s++)
@@ -568,7 +570,7 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	size_t		per = (size_t) c->kk * c->kk * sizeof(float);
 	int			rc;
 
-	GM_CHECK(cudaSetDevice(0));
+	GM_CHECK(cudaSetDevice(c->dev));
 	gm_device_name(device, devlen);
 	/* the own Cholesky holds a kk x kk matrix in shared memory: cuSOLVER where it does not fit */
 	if (c->solver == 1 && sizeof(float) * c->kk * (c->kk + 1) > gm_smem_optin())
@@ -654,25 +656,20 @@ create_inner(als_gpu *c, const gm_mf_data *d, char *device, size_t devlen,
 	return GM_OK;
 }
 
-/* Upload the problem: ratings in both orders, factors with their biases as a last column. */
+/*
+ * Upload the problem to device dev: ratings in both orders (d's, or a row
+ * view of them), factors with their biases as a last column; it solves rows
+ * own0[s] .. own1[s] of each side.
+ */
 static int
-als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
-		   const gm_callbacks *cb, char *device, size_t devlen,
+dev_create(als_gpu **h, const gm_mf_data *d, const gm_mf_params *p, int dev,
+		   const int32_t *own0, const int32_t *own1, char *device, size_t devlen,
 		   char *err, size_t errlen)
 {
 	als_gpu    *c;
 	int			rc;
 
-	(void) cb;
 	*h = NULL;
-	if (gm_explicit_check("als_explicit", p, d, 0, err, errlen) != GM_OK)
-		return GM_EINVAL;
-	if (p->factors > ALS_MAXK)
-	{
-		snprintf(err, errlen, "als_explicit on the GPU supports at most %d factors, not %d",
-				 ALS_MAXK, p->factors);
-		return GM_ENOTSUP;
-	}
 	c = (als_gpu *) calloc(1, sizeof(als_gpu));
 	if (c == NULL)
 	{
@@ -691,29 +688,26 @@ als_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 	c->solver = c->kk <= ALS_OWN_MAXK ? g_solver : 0;
 	c->side[0].n = d->R->n_rows;
 	c->side[1].n = d->R->n_cols;
+	c->dev = dev;
+	for (int s = 0; s < 2; s++)
+	{
+		c->own0[s] = own0[s];
+		c->own1[s] = own1[s];
+	}
 	rc = create_inner(c, d, device, devlen, err, errlen);
 	if (rc != GM_OK)
 	{
-		als_destroy(c);
+		dev_destroy(c);
 		return rc;
 	}
 	*h = c;
 	return GM_OK;
 }
 
-/* Two sweeps: users, then items. */
-static int
-als_n_sweeps(void *h)
-{
-	(void) h;
-	return 2;
-}
-
 /* Describe sweep s's rows (users or items) and their cost. */
 static int
-als_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
+dev_begin_sweep(als_gpu *c, int s, gm_sweep *sw, char *err, size_t errlen)
 {
-	als_gpu    *c = (als_gpu *) h;
 	double		kk = c->kk;
 
 	if (s < 0 || s > 1)
@@ -790,15 +784,14 @@ solve_batch(als_gpu *c, int s, int32_t r0, int32_t nb, char *err, size_t errlen)
 
 /* Solve rows [begin, end) of sweep s. */
 static int
-als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+dev_run(als_gpu *c, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
-	als_gpu    *c = (als_gpu *) h;
-
 	if (s < 0 || s > 1 || begin < 0 || end > c->side[s].n || begin > end)
 	{
 		snprintf(err, errlen, "als_explicit: rows [%d, %d) outside sweep %d", begin, end, s);
 		return GM_EINVAL;
 	}
+	GM_CHECK(cudaSetDevice(c->dev));
 	for (int32_t r = begin; r < end; r += c->batch)
 	{
 		int			rc = solve_batch(c, s, r, end - r < c->batch ? end - r : c->batch,
@@ -812,22 +805,22 @@ als_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 /* Wait for the queued work; report asynchronous errors. */
 static int
-als_sync(void *h, char *err, size_t errlen)
+dev_sync(als_gpu *c, char *err, size_t errlen)
 {
-	als_gpu    *c = (als_gpu *) h;
-
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
 	GM_CHECK(cudaGetLastError());
 	return GM_OK;
 }
 
-/* Loss and training RMSE (gm_explicit.h) of the current model. */
+/*
+ * The loss's sums over the entries the device holds: squared errors, the
+ * users' and the items' penalties (rows without entries here add nothing).
+ */
 static int
-als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
+dev_sums(als_gpu *c, double *sums, char *err, size_t errlen)
 {
-	als_gpu    *c = (als_gpu *) h;
-	double		sums[3];
-
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 3, c->stream));
 	als_eval<<<1024, 256, 0, c->stream>>>(c->side[0].csr.indptr, c->side[0].csr.indices,
 										  c->side[0].csr.data,
@@ -839,17 +832,14 @@ als_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	GM_CHECK_LAUNCH();
 	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 3, cudaMemcpyDeviceToHost, c->stream));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
-	m->loss = (sums[0] + c->lambda * (sums[1] + sums[2])) / (double) (c->nnz > 0 ? c->nnz : 1);
-	m->rmse = sqrt(sums[0] / (double) (c->nnz > 0 ? c->nnz : 1));
 	return GM_OK;
 }
 
 /* Write the model back into d's arrays. */
 static int
-als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
+dev_download(als_gpu *c, gm_mf_data *d, char *err, size_t errlen)
 {
-	als_gpu    *c = (als_gpu *) h;
-
+	GM_CHECK(cudaSetDevice(c->dev));
 	for (int s = 0; s < 2; s++)
 	{
 		als_side   *sd = &c->side[s];
@@ -867,13 +857,266 @@ als_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* ------------------------------------------------------ the devices */
+
+/*
+ * The handle the core drives: one device, or several (p->gpus), as for
+ * implicit ALS (als_implicit.cu): the rows of a side are cut where the
+ * ratings are shared evenly, a device holds the full factors of both sides
+ * and only its rows' ratings (a row view of R and of Rt), a slice of virtual
+ * rows runs on every device at once, and after a side's sweep every device
+ * sends the rows it solved to the others (gm_share_allgather).  A row's
+ * system and solve are the one-device ones, so the factors are the same bit
+ * for bit; the loss adds the devices' sums.
+ */
+typedef struct als_top
+{
+	int			ndev;
+	als_gpu    *g[GM_MAX_GPUS];
+	int64_t		nnz;
+	float		lambda;
+	int64_t    *vptr[GM_MAX_GPUS][2];	/* the row views' pointers (several devices) */
+	int32_t		vn[2];			/* several devices: virtual rows of each side */
+	int64_t    *vrow[2];
+} als_top;
+
+static void
+als_destroy(void *ph)
+{
+	als_top    *t = (als_top *) ph;
+
+	if (t == NULL)
+		return;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		dev_destroy(t->g[i]);
+		free(t->vptr[i][0]);
+		free(t->vptr[i][1]);
+	}
+	free(t->vrow[0]);
+	free(t->vrow[1]);
+	(void) cudaSetDevice(0);
+	free(t);
+}
+
+static int
+als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	als_top    *t;
+	int			ndev = p && p->gpus > 1 ? p->gpus : 1,
+				visible = 0,
+				rc = GM_OK;
+	/* GM_GPUS_SHARE_DEVICE (tests): every share on device 0, as streams of one GPU */
+	int			share = getenv("GM_GPUS_SHARE_DEVICE") != NULL;
+	int32_t		cut[2][GM_MAX_GPUS + 1];
+
+	(void) cb;					/* the core polls between slices */
+	*out = NULL;
+	if (gm_explicit_check("als_explicit", p, d, 0, err, errlen) != GM_OK)
+		return GM_EINVAL;
+	if (p->factors > ALS_MAXK)
+	{
+		snprintf(err, errlen, "als_explicit on the GPU supports at most %d factors, not %d",
+				 ALS_MAXK, p->factors);
+		return GM_ENOTSUP;
+	}
+	if (ndev > GM_MAX_GPUS)
+	{
+		snprintf(err, errlen, "als_explicit: at most %d GPUs, not %d", GM_MAX_GPUS, ndev);
+		return GM_EINVAL;
+	}
+	GM_CHECK(cudaGetDeviceCount(&visible));
+	if (ndev > visible && !share)
+	{
+		snprintf(err, errlen, "%d GPUs asked for, %d visible", ndev, visible);
+		return GM_ENODEVICE;
+	}
+	t = (als_top *) calloc(1, sizeof(als_top));
+	if (!t)
+	{
+		snprintf(err, errlen, "als_explicit: out of host memory");
+		return GM_ENOMEM;
+	}
+	t->nnz = d->R->nnz;
+	t->lambda = p->regularization;
+	gm_csr_cut_rows(d->R, ndev, cut[0]);
+	gm_csr_cut_rows(d->Rt, ndev, cut[1]);
+	for (int i = 0; i < ndev && rc == GM_OK; i++)
+	{
+		gm_mf_data	dv = *d;
+		gm_csr		v[2];
+		int32_t		own0[2] = {cut[0][i], cut[1][i]},
+					own1[2] = {cut[0][i + 1], cut[1][i + 1]};
+
+		t->ndev = i + 1;
+		if (ndev > 1)
+		{
+			if (gm_csr_row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
+				gm_csr_row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
+			{
+				snprintf(err, errlen, "als_explicit: out of host memory for the row views");
+				rc = GM_ENOMEM;
+				break;
+			}
+			dv.R = &v[0];
+			dv.Rt = &v[1];
+			if (!share && (rc = gm_enable_peers(i, ndev, err, errlen)) != GM_OK)
+				break;
+		}
+		rc = dev_create(&t->g[i], &dv, p, share ? 0 : i, own0, own1, device, devlen, err, errlen);
+	}
+	for (int s = 0; s < 2 && rc == GM_OK && ndev > 1; s++)
+		if (gm_virtual_rows(s == 0 ? d->R->indptr : d->Rt->indptr, cut[s], ndev, &t->vn[s],
+							&t->vrow[s]) != GM_OK)
+		{
+			snprintf(err, errlen, "als_explicit: out of host memory for the row views");
+			rc = GM_ENOMEM;
+		}
+	if (rc != GM_OK)
+	{
+		als_destroy(t);
+		return rc;
+	}
+	(void) cudaSetDevice(0);
+	gm_device_name(device, devlen);
+	if (ndev > 1 && device && devlen > 0)
+	{
+		size_t		l = strlen(device);
+
+		snprintf(device + l, devlen - l, " x %d", ndev);
+	}
+	*out = t;
+	return GM_OK;
+}
+
+/* Two sweeps: users, then items. */
+static int
+als_n_sweeps(void *h)
+{
+	(void) h;
+	return 2;
+}
+
+static int
+als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			rc;
+
+	if ((rc = dev_begin_sweep(t->g[0], s, sw, err, errlen)) != GM_OK)
+		return rc;
+	if (t->ndev > 1)
+	{
+		/* virtual rows: a slice runs on every device at once, sized as one device's */
+		sw->n_rows = t->vn[s];
+		sw->indptr = t->vrow[s];
+		sw->nnz_work /= t->ndev;
+	}
+	return GM_OK;
+}
+
+static int
+als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			rc;
+
+	if (t->ndev == 1)
+		return dev_run(t->g[0], s, begin, end, err, errlen);
+	if (s < 0 || s > 1 || begin < 0 || end > t->vn[s] || begin > end)
+	{
+		snprintf(err, errlen, "als_explicit: rows [%d, %d) outside sweep %d", begin, end, s);
+		return GM_EINVAL;
+	}
+	/* virtual rows begin .. end: the same rows of every device's share */
+	for (int i = 0; i < t->ndev; i++)
+	{
+		als_gpu    *h = t->g[i];
+		int32_t		b = h->own0[s] + begin,
+					e = h->own0[s] + end < h->own1[s] ? h->own0[s] + end : h->own1[s];
+
+		if (b < e && (rc = dev_run(h, s, b, e, err, errlen)) != GM_OK)
+			return rc;
+	}
+	return GM_OK;
+}
+
+/* After a side's sweep, several devices: every device's solved rows to the others. */
+static int
+als_end_sweep(void *ph, int s, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	gm_share	sh[GM_MAX_GPUS];
+
+	if (t->ndev == 1)
+		return GM_OK;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		sh[i].dev = t->g[i]->dev;
+		sh[i].stream = t->g[i]->stream;
+		sh[i].F = t->g[i]->side[s].F;
+		sh[i].own0 = t->g[i]->own0[s];
+		sh[i].own1 = t->g[i]->own1[s];
+	}
+	return gm_share_allgather(sh, t->ndev, (size_t) t->g[0]->ld, err, errlen);
+}
+
+static int
+als_sync(void *ph, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			rc;
+
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_sync(t->g[i], err, errlen)) != GM_OK)
+			return rc;
+	(void) cudaSetDevice(0);
+	return GM_OK;
+}
+
+/* Loss and training RMSE (gm_explicit.h) of the current model: the devices' sums added. */
+static int
+als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	double		tot[3] = {0, 0, 0};
+	int			rc;
+
+	for (int i = 0; i < t->ndev; i++)
+	{
+		double		sums[3];
+
+		if ((rc = dev_sums(t->g[i], sums, err, errlen)) != GM_OK)
+			return rc;
+		for (int j = 0; j < 3; j++)
+			tot[j] += sums[j];
+	}
+	(void) cudaSetDevice(0);
+	m->loss = (tot[0] + t->lambda * (tot[1] + tot[2])) / (double) (t->nnz > 0 ? t->nnz : 1);
+	m->rmse = sqrt(tot[0] / (double) (t->nnz > 0 ? t->nnz : 1));
+	return GM_OK;
+}
+
+/* Every device holds the whole model after the exchanges: the first one's. */
+static int
+als_download(void *ph, gm_mf_data *d, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) ph;
+	int			rc = dev_download(t->g[0], d, err, errlen);
+
+	(void) cudaSetDevice(0);
+	return rc;
+}
+
 extern "C" const gm_algo_ops gm_cuda_als_explicit_ops = {
 	"cuda",
 	als_create,
 	als_n_sweeps,
 	als_begin_sweep,
 	als_run,
-	NULL,						/* end_sweep: nothing to finish */
+	als_end_sweep,				/* several devices: the all-gather of a side */
 	als_sync,
 	als_evaluate,
 	als_download,

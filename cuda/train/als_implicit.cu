@@ -1474,77 +1474,21 @@ als_destroy(void *ph)
 	free(t);
 }
 
-/*
- * The row view of A's rows r0 .. r1: every row pointer (rows outside are
- * empty), the indices and values of those rows where they are in A.
- */
-static int
-row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr)
-{
-	int64_t		e0 = A->indptr[r0],
-				e1 = A->indptr[r1];
-	int64_t    *q = (int64_t *) malloc(sizeof(int64_t) * ((size_t) A->n_rows + 1));
-
-	if (!q)
-		return GM_ENOMEM;
-	for (int32_t r = 0; r <= A->n_rows; r++)
-		q[r] = r <= r0 ? 0 : r >= r1 ? e1 - e0 : A->indptr[r] - e0;
-	*v = *A;
-	v->indptr = q;
-	v->indices = A->indices ? A->indices + e0 : NULL;
-	v->data = A->data ? A->data + e0 : NULL;
-	v->nnz = e1 - e0;
-	*ptr = q;
-	return GM_OK;
-}
-
-/* Row cuts of A into n parts of about equal entries: cut[0] = 0 .. cut[n] = rows. */
-static void
-cut_rows(const gm_csr *A, int n, int32_t *cut)
-{
-	int32_t		r = 0;
-
-	cut[0] = 0;
-	for (int i = 1; i < n; i++)
-	{
-		int64_t		want = (int64_t) ((double) A->nnz * i / n);
-
-		while (r < A->n_rows && A->indptr[r] < want)
-			r++;
-		cut[i] = r > cut[i - 1] ? r : cut[i - 1];
-	}
-	cut[n] = A->n_rows;
-}
-
 /* Every device's rows of side sent to the others (after its solves; synchronous). */
 static int
 exchange(als_top *t, int side, char *err, size_t errlen)
 {
-	for (int i = 0; i < t->ndev; i++)
-	{
-		GM_CHECK(cudaSetDevice(t->g[i]->dev));
-		GM_CHECK(cudaStreamSynchronize(t->g[i]->stream));
-	}
-	for (int i = 0; i < t->ndev; i++)
-	{
-		als_gpu    *src = t->g[i];
-		size_t		rows = (size_t) (src->own1[side] - src->own0[side]),
-					off = (size_t) src->own0[side] * src->kp;
+	gm_share	sh[GM_MAX_GPUS];
 
-		if (rows == 0)
-			continue;
-		GM_CHECK(cudaSetDevice(src->dev));
-		for (int j = 0; j < t->ndev; j++)
-			if (j != i)
-				GM_CHECK(cudaMemcpyPeerAsync(t->g[j]->F[side] + off, t->g[j]->dev, src->F[side] + off,
-											 src->dev, sizeof(float) * rows * src->kp, src->stream));
-	}
 	for (int i = 0; i < t->ndev; i++)
 	{
-		GM_CHECK(cudaSetDevice(t->g[i]->dev));
-		GM_CHECK(cudaStreamSynchronize(t->g[i]->stream));
+		sh[i].dev = t->g[i]->dev;
+		sh[i].stream = t->g[i]->stream;
+		sh[i].F = t->g[i]->F[side];
+		sh[i].own0 = t->g[i]->own0[side];
+		sh[i].own1 = t->g[i]->own1[side];
 	}
-	return GM_OK;
+	return gm_share_allgather(sh, t->ndev, (size_t) t->g[0]->kp, err, errlen);
 }
 
 static int
@@ -1584,8 +1528,8 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	t->nnz = d->R->nnz;
 	t->indptr_h[0] = d->R->indptr;
 	t->indptr_h[1] = d->Rt->indptr;
-	cut_rows(d->R, ndev, cut[0]);
-	cut_rows(d->Rt, ndev, cut[1]);
+	gm_csr_cut_rows(d->R, ndev, cut[0]);
+	gm_csr_cut_rows(d->Rt, ndev, cut[1]);
 	for (int i = 0; i < ndev && rc == GM_OK; i++)
 	{
 		gm_mf_data	dv = *d;
@@ -1595,8 +1539,8 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 
 		if (ndev > 1)
 		{
-			if (row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
-				row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
+			if (gm_csr_row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
+				gm_csr_row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
 			{
 				snprintf(err, errlen, "out of host memory for the row views");
 				rc = GM_ENOMEM;
@@ -1605,20 +1549,9 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 			dv.R = &v[0];
 			dv.Rt = &v[1];
 			/* each device reaches the others directly where it can (NVLink, PCIe peer) */
+			if (!share && (rc = gm_enable_peers(i, ndev, err, errlen)) != GM_OK)
+				break;
 			GM_CHECK(cudaSetDevice(share ? 0 : i));
-			for (int j = 0; j < ndev && !share; j++)
-			{
-				int			can = 0;
-
-				if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can)
-				{
-					cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
-
-					if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
-						GM_CHECK(e);
-					(void) cudaGetLastError();
-				}
-			}
 		}
 		t->ndev = i + 1;
 		rc = dev_create(&t->g[i], &dv, p, share ? 0 : i, ndev > 1, own0, own1, err, errlen);
@@ -1626,31 +1559,12 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 			t->sum_c = i == 0 ? t->g[i]->sum_c : t->sum_c + t->g[i]->sum_c;
 	}
 	for (int s = 0; s < 2 && rc == GM_OK && ndev > 1; s++)
-	{
-		const int64_t *ptr = s == 0 ? d->R->indptr : d->Rt->indptr;
-
-		t->vn[s] = 0;
-		for (int i = 0; i < ndev; i++)
-			if (cut[s][i + 1] - cut[s][i] > t->vn[s])
-				t->vn[s] = cut[s][i + 1] - cut[s][i];
-		t->vrow[s] = (int64_t *) malloc(sizeof(int64_t) * ((size_t) t->vn[s] + 1));
-		if (!t->vrow[s])
+		if (gm_virtual_rows(s == 0 ? d->R->indptr : d->Rt->indptr, cut[s], ndev, &t->vn[s],
+							&t->vrow[s]) != GM_OK)
 		{
 			snprintf(err, errlen, "out of host memory for the row views");
 			rc = GM_ENOMEM;
-			break;
 		}
-		t->vrow[s][0] = 0;
-		for (int32_t r = 0; r < t->vn[s]; r++)
-		{
-			int64_t		e = 0;
-
-			for (int i = 0; i < ndev; i++)
-				if (cut[s][i] + r < cut[s][i + 1])
-					e += ptr[cut[s][i] + r + 1] - ptr[cut[s][i] + r];
-			t->vrow[s][r + 1] = t->vrow[s][r] + e;
-		}
-	}
 	if (rc != GM_OK)
 	{
 		als_destroy(t);

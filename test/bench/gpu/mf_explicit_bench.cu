@@ -22,7 +22,11 @@
  * Ends with "N passed, M failed" over the checks of 1 and 2 (the benchmark
  * prints numbers, it asserts nothing).  No PostgreSQL.
  *
- * Usage: mf_explicit_bench [--quick | --timing] [--seed N] [--cpu-iterations N] [--profile MODES
+ *   4. Explicit ALS on several GPUs against one (check_multi_gpu; shares as
+ *      streams of one GPU where only one is visible); --multi-timing: the
+ *      Netflix shape on one GPU and on two, seconds per iteration.
+ *
+ * Usage: mf_explicit_bench [--quick | --timing | --multi-timing] [--seed N] [--cpu-iterations N] [--profile MODES
  *        [--profile-k KS] [--profile-iterations N] [--profile-repeat R]]
  *   --quick: checks only.
  *   --timing: the benchmark (3) alone, its GPU rows only.
@@ -261,6 +265,8 @@ on_iteration(void *arg, int iteration, double loss, double rmse, double seconds)
  * biases 0, the mean rating; each iteration's loss, RMSE and time (every
  * sweep in the loop's slices, its syncs and polls, and the evaluation).
  */
+static int g_gpus = 1;			/* gm_mf_params.gpus of the next trainings */
+
 static void
 train(gm_backend_kind backend, const dataset *ds, model *m, gm_algorithm alg, int k,
 	  int iterations, float lambda, int biases, int inner, int threads,
@@ -281,6 +287,7 @@ train(gm_backend_kind backend, const dataset *ds, model *m, gm_algorithm alg, in
 	p.inner_iterations = inner;
 	p.biases = biases;
 	p.seed = 42;
+	p.gpus = g_gpus;
 	memset(&d, 0, sizeof(d));
 	d.R = &ds->R;
 	d.Rt = &ds->Rt;
@@ -880,11 +887,122 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 	free_dataset(&ds);
 }
 
+/*
+ * Explicit ALS on several GPUs (gm_mf_params.gpus: rows cut in shares,
+ * each side's solved rows exchanged after its sweep) from the same start:
+ * the one-GPU model within ten times the one-GPU run-to-run noise (rows
+ * longer than a chunk add their chunks with atomics, in any order), per
+ * iteration's loss and RMSE too; on one GPU the shares run as streams of it
+ * (GM_GPUS_SHARE_DEVICE).
+ */
+static void
+check_multi_gpu(uint64_t seed, int threads)
+{
+	dataset		ds;
+	int			visible = 0;
+	bool		shared;
+
+	cudaGetDeviceCount(&visible);
+	shared = visible < 2;
+	if (shared)
+		setenv("GM_GPUS_SHARE_DEVICE", "1", 1);
+	make_dataset(&ds, 6000, 1500, 400000, 6, 0.5, 3.5, 0.3, 0.05, 0.8, 3, seed);
+	for (int c = 0; c < 3; c++)
+	{
+		int			ngpu = c == 2 ? 3 : 2,
+					k = c == 1 ? 100 : 32,
+					biases = c != 1;
+		model		m[3];
+		run_result	r[3];
+		double		diff[2] = {0, 0},
+					scale = 0,
+					rel[2] = {0, 0};
+
+		if (ngpu > visible && !shared)
+		{
+			printf("  [skip] explicit ALS on %d GPUs: %d visible\n", ngpu, visible);
+			continue;
+		}
+		for (int t = 0; t < 3; t++)
+		{
+			g_gpus = t < 2 ? 1 : ngpu;
+			train(GM_BACKEND_CUDA, &ds, &m[t], GM_ALG_ALS_EXPLICIT, k, 5, 0.05f, biases, 1, threads, &r[t]);
+		}
+		g_gpus = 1;
+		CHECK(r[0].rc == GM_OK && r[1].rc == GM_OK && r[2].rc == GM_OK,
+			  "explicit ALS k=%d on %d GPUs trains: %s %s", k, ngpu, r[1].err, r[2].err);
+		if (r[2].rc != GM_OK)
+			continue;
+		for (int t = 0; t < 2; t++)
+		{
+			for (size_t i = 0; i < m[0].X.size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(m[0].X[i] - m[t + 1].X[i]));
+				scale = std::max(scale, (double) fabsf(m[0].X[i]));
+			}
+			for (size_t i = 0; i < m[0].Y.size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(m[0].Y[i] - m[t + 1].Y[i]));
+				scale = std::max(scale, (double) fabsf(m[0].Y[i]));
+			}
+			for (size_t i = 0; biases && i < m[0].ub.size(); i++)
+				diff[t] = std::max(diff[t], (double) fabsf(m[0].ub[i] - m[t + 1].ub[i]));
+			for (size_t i = 0; biases && i < m[0].ib.size(); i++)
+				diff[t] = std::max(diff[t], (double) fabsf(m[0].ib[i] - m[t + 1].ib[i]));
+			for (size_t it = 0; it < r[0].loss.size() && it < r[t + 1].loss.size(); it++)
+				rel[t] = std::max(rel[t], fabs(r[0].loss[it] - r[t + 1].loss[it]) / fabs(r[0].loss[it]));
+		}
+		CHECK(r[2].loss.size() == r[0].loss.size() &&
+			  diff[1] <= std::max(10.0 * diff[0], 1e-6 * scale) && rel[1] <= std::max(10.0 * rel[0], 1e-6) &&
+			  strstr(r[2].device, " x ") != NULL,
+			  "explicit ALS k=%d%s on %d GPUs%s (%s): factors within %.3g (one GPU twice: %.3g; scale %.3g), loss per iteration within %.3g relative (%.3g)",
+			  k, biases ? " biases" : "", ngpu, shared ? " (streams of one)" : "", r[2].device,
+			  diff[1], diff[0], scale, rel[1], rel[0]);
+	}
+	if (shared)
+		unsetenv("GM_GPUS_SHARE_DEVICE");
+	free_dataset(&ds);
+}
+
+/*
+ * --multi-timing: explicit ALS on one GPU and on every visible GPU (two or
+ * more), the Netflix shape with n ratings, factors k: seconds per
+ * iteration (the mean after the first) and the final loss, one table.
+ */
+static void
+multi_gpu_timing(uint64_t seed, int threads, int64_t n, int k)
+{
+	dataset		ds;
+	int			visible = 0;
+
+	cudaGetDeviceCount(&visible);
+	make_dataset(&ds, 480189, 17770, n, 10, 0.5, 3.6, 0.3, 0.01, 0.8, 3, seed);
+	printf("\n| explicit ALS, %lld ratings, 480,189 x 17,770, k %d | GPUs | s / iteration (2..5) | loss | RMSE |\n|---|---|---|---|---|\n",
+		   (long long) ds.R.nnz, k);
+	for (int g = 1; g <= visible && g <= 2; g++)
+	{
+		model		m;
+		run_result	r;
+		double		t = 0;
+
+		g_gpus = g;
+		train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_ALS_EXPLICIT, k, 5, 0.05f, 0, 1, threads, &r);
+		for (size_t i = 1; i < r.seconds.size(); i++)
+			t += r.seconds[i];
+		printf("| %s | %d | %.3f | %.6g | %.5f |\n", r.rc == GM_OK ? r.device : r.err, g,
+			   r.seconds.size() > 1 ? t / (double) (r.seconds.size() - 1) : NAN,
+			   r.loss.empty() ? NAN : r.loss.back(), r.rmse.empty() ? NAN : r.rmse.back());
+	}
+	g_gpus = 1;
+	free_dataset(&ds);
+}
+
 int
 main(int argc, char **argv)
 {
 	int			quick = 0,
 				timing = 0,
+				multi_timing = 0,
 				profile_iters = 3,
 				profile_repeat = 1,
 				cpu_iterations = 1;
@@ -903,6 +1021,8 @@ main(int argc, char **argv)
 			quick = 1;
 		else if (strcmp(argv[a], "--timing") == 0)
 			timing = 1;
+		else if (strcmp(argv[a], "--multi-timing") == 0)
+			multi_timing = 1;
 		else if (strcmp(argv[a], "--seed") == 0 && a + 1 < argc)
 			seed = strtoull(argv[++a], NULL, 10);
 		else if (strcmp(argv[a], "--cpu-iterations") == 0 && a + 1 < argc)
@@ -919,7 +1039,7 @@ main(int argc, char **argv)
 			profile_iters = atoi(argv[++a]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--quick | --timing] [--seed N] [--cpu-iterations N] [--module path] [--profile MODES [--profile-k KS] [--profile-iterations N] [--profile-repeat N]]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick | --timing | --multi-timing] [--seed N] [--cpu-iterations N] [--module path] [--profile MODES [--profile-k KS] [--profile-iterations N] [--profile-repeat N]]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -945,6 +1065,11 @@ main(int argc, char **argv)
 		profile_run(seed, profile, profile_k, profile_iters, profile_repeat);
 		return 0;
 	}
+	if (multi_timing)
+	{
+		multi_gpu_timing(seed, threads, 100000000, 100);
+		return 0;
+	}
 	if (timing)
 	{
 		/* the benchmark alone, GPU rows only (test/bench/gpu/arch_run.sh compares builds) */
@@ -961,6 +1086,7 @@ main(int argc, char **argv)
 		check_refusals(&ds);
 		free_dataset(&ds);
 	}
+	check_multi_gpu(seed + 3, threads);
 	check_planted_gpu(seed + 1);
 	if (!quick)
 		benchmark(seed + 2, threads, cpu_iterations);
