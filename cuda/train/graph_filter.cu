@@ -963,7 +963,7 @@ gf_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 	gf_item_factors<<<gf_blocks((int64_t) c->ni * k), GF_THREADS, 0, c->stream>>>(
 		V, c->iscale_q, c->ni, k, c->Qo);
 	GM_CHECK_LAUNCH();
-	if (c->nu > 0)
+	if (c->nu > 0 && d->X != NULL)
 	{
 		int64_t		warps_blocks = ((int64_t) c->nu + GF_THREADS / 32 - 1) / (GF_THREADS / 32);
 

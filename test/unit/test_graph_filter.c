@@ -370,6 +370,17 @@ test_checks(void)
 	CHECK(make_problem(&pr, 30, 20, 0.2, 0) == 0, "problem");
 	CHECK(train(&pr, 21, 2, 1, X, Y, NULL, &loss, err, sizeof(err)) != 0 &&
 		  strstr(err, "at most the number of items") != NULL, "21 factors of 20 items: %s", err);
+	/* without X (serving forms the users): the same item factors */
+	{
+		float	   *Y2 = xmalloc(sizeof(float) * 64 * 64);
+		double		loss2;
+
+		CHECK(train(&pr, 8, 3, 5, X, Y, NULL, &loss, err, sizeof(err)) == 0, "%s", err);
+		CHECK(train(&pr, 8, 3, 5, NULL, Y2, NULL, &loss2, err, sizeof(err)) == 0, "without X: %s", err);
+		CHECK(memcmp(Y, Y2, sizeof(float) * 20 * 8) == 0 && loss == loss2,
+			  "without X the item factors or the loss differ");
+		free(Y2);
+	}
 	free_problem(&pr);
 	free(X);
 	free(Y);
@@ -382,7 +393,7 @@ fail:
 static const gm_test tests[] = {
 	{"graph_filter: all factors equal the float64 reference's scores", test_full_rank},
 	{"graph_filter: truncated, the top eigenvalues, filter and scores match", test_truncated},
-	{"graph_filter: the filter's samples; too many factors refused", test_checks},
+	{"graph_filter: the filter's samples; too many factors refused; no user factors asked for", test_checks},
 };
 
 int

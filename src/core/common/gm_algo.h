@@ -166,7 +166,8 @@ typedef struct gm_mf_data
 {
 	const gm_csr *R;			/* n_users x n_items */
 	const gm_csr *Rt;			/* its transpose, n_items x n_users */
-	float	   *X;				/* n_users x factors */
+	float	   *X;				/* n_users x factors (graph_filter: may be NULL, then
+								 * download forms no user factors) */
 	float	   *Y;				/* n_items x factors */
 	float	   *user_bias;		/* n_users, or NULL when biases are off */
 	float	   *item_bias;		/* n_items, or NULL */

@@ -468,6 +468,8 @@ gf_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 		for (int f = 0; f < k; f++)
 			q[f] = s * v[f];
 	}
+	/* the users' factors, unless the caller forms them itself (d->X NULL) */
+	if (d->X != NULL)
 #pragma omp parallel for schedule(dynamic, 64) num_threads(c->threads)
 	for (int32_t u = 0; u < c->nu; u++)
 	{

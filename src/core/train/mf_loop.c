@@ -55,7 +55,8 @@ check_data(const gm_mf_params *p, const gm_mf_data *d, char *err, size_t errlen)
 				 (long long) Rt->nnz);
 		return GM_EINVAL;
 	}
-	if (d->X == NULL || d->Y == NULL)
+	/* graph_filter may go without X: its users are sums of item rows, formed when needed */
+	if ((d->X == NULL && p->algorithm != GM_ALG_GRAPH_FILTER) || d->Y == NULL)
 	{
 		snprintf(err, errlen, "training data: the factor arrays X and Y are required");
 		return GM_EINVAL;
@@ -73,7 +74,8 @@ check_data(const gm_mf_params *p, const gm_mf_data *d, char *err, size_t errlen)
 static void
 init_model(const gm_mf_params *p, gm_mf_data *d)
 {
-	gm_factors_init(d->X, d->R->n_rows, p->factors, p->seed, 0);
+	if (d->X)
+		gm_factors_init(d->X, d->R->n_rows, p->factors, p->seed, 0);
 	gm_factors_init(d->Y, d->R->n_cols, p->factors, p->seed, 1);
 	d->global_mean = 0.0;
 	if (gm_algorithm_is_explicit(p->algorithm) && p->biases)
@@ -355,6 +357,11 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 		return rc;
 	if ((rc = check_data(p, d, err, errlen)) != GM_OK)
 		return rc;
+	if (ev && d->X == NULL)
+	{
+		snprintf(err, errlen, "training data: ranking evaluation needs the users' factors X");
+		return GM_EINVAL;
+	}
 	if (ev)
 	{
 		if (ev->test == NULL || ev->test->n_rows != d->R->n_rows ||

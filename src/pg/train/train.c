@@ -545,14 +545,16 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	}
 	if (ts->service_seg == NULL)
 	{
-		ts->X = malloc(sizeof(float) * (size_t) nu * k);
+		/* graph_filter stores no user factors: none are formed */
+		ts->X = a->p.algorithm == GM_ALG_GRAPH_FILTER ? NULL : malloc(sizeof(float) * (size_t) nu * k);
 		ts->Y = malloc(sizeof(float) * (size_t) ni * k);
 		if (a->p.biases)
 		{
 			ts->user_bias = malloc(sizeof(float) * (size_t) Max(nu, 1));
 			ts->item_bias = malloc(sizeof(float) * (size_t) Max(ni, 1));
 		}
-		if (!ts->X || !ts->Y || (a->p.biases && (!ts->user_bias || !ts->item_bias)))
+		if ((!ts->X && a->p.algorithm != GM_ALG_GRAPH_FILTER) || !ts->Y ||
+			(a->p.biases && (!ts->user_bias || !ts->item_bias)))
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
 		d.X = ts->X;
 		d.Y = ts->Y;
