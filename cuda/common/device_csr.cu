@@ -5,6 +5,7 @@
 #include "device_csr.cuh"
 #include "gm_core.h"			/* gm_csr_nnz_bins (csr.c is linked into the module) */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,27 +266,105 @@ gm_share_allgather(const gm_share *sh, int n, size_t row_floats, char *err, size
 }
 
 int
-gm_virtual_rows(const int64_t *indptr, const int32_t *cut, int n, int32_t *vn, int64_t **vrow)
+gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, char *err, size_t errlen)
 {
-	int64_t    *v;
+	int			visible = 0;
 
-	*vn = 0;
-	for (int i = 0; i < n; i++)
-		if (cut[i + 1] - cut[i] > *vn)
-			*vn = cut[i + 1] - cut[i];
-	v = (int64_t *) malloc(sizeof(int64_t) * ((size_t) *vn + 1));
-	if (!v)
-		return GM_ENOMEM;
-	v[0] = 0;
-	for (int32_t r = 0; r < *vn; r++)
+	memset(s, 0, sizeof(*s));
+	s->one_device = getenv("GM_GPUS_SHARE_DEVICE") != NULL;
+	if (ndev < 1 || ndev > GM_MAX_GPUS)
 	{
-		int64_t		e = 0;
-
-		for (int i = 0; i < n; i++)
-			if (cut[i] + r < cut[i + 1])
-				e += indptr[cut[i] + r + 1] - indptr[cut[i] + r];
-		v[r + 1] = v[r] + e;
+		snprintf(err, errlen, "between 1 and %d GPUs, not %d", GM_MAX_GPUS, ndev);
+		return GM_EINVAL;
 	}
-	*vrow = v;
+	GM_CHECK(cudaGetDeviceCount(&visible));
+	if (ndev > visible && !s->one_device)
+	{
+		snprintf(err, errlen, "%d GPUs asked for, %d visible", ndev, visible);
+		return GM_ENODEVICE;
+	}
+	s->ndev = ndev;
+	gm_csr_cut_rows(d->R, ndev, s->cut[0]);
+	gm_csr_cut_rows(d->Rt, ndev, s->cut[1]);
+	for (int side = 0; side < 2 && ndev > 1; side++)
+	{
+		const int32_t *cut = s->cut[side];
+		const int64_t *indptr = side == 0 ? d->R->indptr : d->Rt->indptr;
+		int64_t    *v;
+
+		for (int i = 0; i < ndev; i++)
+			if (cut[i + 1] - cut[i] > s->vn[side])
+				s->vn[side] = cut[i + 1] - cut[i];
+		v = (int64_t *) malloc(sizeof(int64_t) * ((size_t) s->vn[side] + 1));
+		if (!v)
+		{
+			snprintf(err, errlen, "out of host memory for the shares' rows");
+			return GM_ENOMEM;
+		}
+		v[0] = 0;
+		for (int32_t r = 0; r < s->vn[side]; r++)
+		{
+			int64_t		e = 0;
+
+			for (int i = 0; i < ndev; i++)
+				if (cut[i] + r < cut[i + 1])
+					e += indptr[cut[i] + r + 1] - indptr[cut[i] + r];
+			v[r + 1] = v[r] + e;
+		}
+		s->vrow[side] = v;
+	}
 	return GM_OK;
+}
+
+int
+gm_shares_view(gm_shares *s, int i, const gm_mf_data *d, gm_mf_data *dv, gm_csr *v, int *dev,
+			   char *err, size_t errlen)
+{
+	int			rc;
+
+	*dv = *d;
+	*dev = s->one_device ? 0 : i;
+	if (s->ndev > 1)
+	{
+		if (gm_csr_row_view(d->R, s->cut[0][i], s->cut[0][i + 1], &v[0], &s->vptr[i][0]) != GM_OK ||
+			gm_csr_row_view(d->Rt, s->cut[1][i], s->cut[1][i + 1], &v[1], &s->vptr[i][1]) != GM_OK)
+		{
+			snprintf(err, errlen, "out of host memory for the row views");
+			return GM_ENOMEM;
+		}
+		dv->R = &v[0];
+		dv->Rt = &v[1];
+		/* each device reaches the others directly where it can (NVLink, PCIe peer) */
+		if (!s->one_device && (rc = gm_enable_peers(i, s->ndev, err, errlen)) != GM_OK)
+			return rc;
+	}
+	GM_CHECK(cudaSetDevice(*dev));
+	return GM_OK;
+}
+
+void
+gm_shares_device_name(const gm_shares *s, char *device, size_t devlen)
+{
+	(void) cudaSetDevice(0);
+	gm_device_name(device, devlen);
+	if (s->ndev > 1 && device && devlen > 0)
+	{
+		size_t		l = strlen(device);
+
+		snprintf(device + l, devlen - l, " x %d", s->ndev);
+	}
+}
+
+void
+gm_shares_free(gm_shares *s)
+{
+	for (int i = 0; i < GM_MAX_GPUS; i++)
+	{
+		free(s->vptr[i][0]);
+		free(s->vptr[i][1]);
+		s->vptr[i][0] = s->vptr[i][1] = NULL;
+	}
+	free(s->vrow[0]);
+	free(s->vrow[1]);
+	s->vrow[0] = s->vrow[1] = NULL;
 }

@@ -218,13 +218,61 @@ void		gm_csr_cut_rows(const gm_csr *A, int n, int32_t *cut);
 int			gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr);
 
 /*
- * Virtual rows of a side cut at cut[0..n]: virtual row r is row cut[i] + r
- * of every share i at once; *vn the longest share, *vrow (host, *vn + 1,
- * the caller frees it) the entries of the virtual rows before r, so that
- * the core slices shares together.  GM_ENOMEM.
+ * The shares of a training over several GPUs (implicit and explicit ALS):
+ * each side's rows cut into ndev shares of about equal entries, a row view
+ * of R and Rt for each share, and the virtual rows the core slices (virtual
+ * row r of a side is row cut[i] + r of every share i at once; vrow[side][r]
+ * the entries of the virtual rows before r).  With GM_GPUS_SHARE_DEVICE set
+ * (tests) every share runs on device 0, as streams of one GPU.
  */
-int			gm_virtual_rows(const int64_t *indptr, const int32_t *cut, int n, int32_t *vn,
-							int64_t **vrow);
+typedef struct gm_shares
+{
+	int			ndev;
+	int			one_device;		/* GM_GPUS_SHARE_DEVICE */
+	int32_t		cut[2][GM_MAX_GPUS + 1];
+	int64_t    *vptr[GM_MAX_GPUS][2];	/* the row views' pointers */
+	int32_t		vn[2];
+	int64_t    *vrow[2];
+} gm_shares;
+
+/* Plan ndev shares of d's rows (ndev 1: one share, no views); GM_ENODEVICE, GM_ENOMEM. */
+int			gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, char *err,
+						   size_t errlen);
+
+/*
+ * Share i's problem: *dv is d with R and Rt replaced by the share's row
+ * views (kept in v); its device in *dev, made current, reaching the others
+ * directly where it can.  One share: *dv = *d, device 0.
+ */
+int			gm_shares_view(gm_shares *s, int i, const gm_mf_data *d, gm_mf_data *dv,
+						   gm_csr *v, int *dev, char *err, size_t errlen);
+
+/* The rows share i solves of each side. */
+static inline void
+gm_shares_own(const gm_shares *s, int i, int32_t *own0, int32_t *own1)
+{
+	for (int side = 0; side < 2; side++)
+	{
+		own0[side] = s->cut[side][i];
+		own1[side] = s->cut[side][i + 1];
+	}
+}
+
+/* Share i's rows of a side for the virtual rows [begin, end): [*b, *e), maybe empty. */
+static inline void
+gm_shares_rows(const gm_shares *s, int side, int i, int32_t begin, int32_t end, int32_t *b,
+			   int32_t *e)
+{
+	int32_t		o0 = s->cut[side][i],
+				o1 = s->cut[side][i + 1];
+
+	*b = o0 + begin;
+	*e = o0 + end < o1 ? o0 + end : o1;
+}
+
+/* The device's name, with " x N" for N shares. */
+void		gm_shares_device_name(const gm_shares *s, char *device, size_t devlen);
+void		gm_shares_free(gm_shares *s);
 
 /* Device dev reaches every other of the first n directly where it can (NVLink, PCIe peer). */
 int			gm_enable_peers(int dev, int n, char *err, size_t errlen);

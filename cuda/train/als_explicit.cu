@@ -875,9 +875,7 @@ typedef struct als_top
 	als_gpu    *g[GM_MAX_GPUS];
 	int64_t		nnz;
 	float		lambda;
-	int64_t    *vptr[GM_MAX_GPUS][2];	/* the row views' pointers (several devices) */
-	int32_t		vn[2];			/* several devices: virtual rows of each side */
-	int64_t    *vrow[2];
+	gm_shares	sh;				/* the rows' shares (several devices) */
 } als_top;
 
 static void
@@ -888,13 +886,8 @@ als_destroy(void *ph)
 	if (t == NULL)
 		return;
 	for (int i = 0; i < t->ndev; i++)
-	{
 		dev_destroy(t->g[i]);
-		free(t->vptr[i][0]);
-		free(t->vptr[i][1]);
-	}
-	free(t->vrow[0]);
-	free(t->vrow[1]);
+	gm_shares_free(&t->sh);
 	(void) cudaSetDevice(0);
 	free(t);
 }
@@ -905,12 +898,7 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		   char *err, size_t errlen)
 {
 	als_top    *t;
-	int			ndev = p && p->gpus > 1 ? p->gpus : 1,
-				visible = 0,
-				rc = GM_OK;
-	/* GM_GPUS_SHARE_DEVICE (tests): every share on device 0, as streams of one GPU */
-	int			share = getenv("GM_GPUS_SHARE_DEVICE") != NULL;
-	int32_t		cut[2][GM_MAX_GPUS + 1];
+	int			rc;
 
 	(void) cb;					/* the core polls between slices */
 	*out = NULL;
@@ -922,17 +910,6 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 				 ALS_MAXK, p->factors);
 		return GM_ENOTSUP;
 	}
-	if (ndev > GM_MAX_GPUS)
-	{
-		snprintf(err, errlen, "als_explicit: at most %d GPUs, not %d", GM_MAX_GPUS, ndev);
-		return GM_EINVAL;
-	}
-	GM_CHECK(cudaGetDeviceCount(&visible));
-	if (ndev > visible && !share)
-	{
-		snprintf(err, errlen, "%d GPUs asked for, %d visible", ndev, visible);
-		return GM_ENODEVICE;
-	}
 	t = (als_top *) calloc(1, sizeof(als_top));
 	if (!t)
 	{
@@ -941,52 +918,26 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	}
 	t->nnz = d->R->nnz;
 	t->lambda = p->regularization;
-	gm_csr_cut_rows(d->R, ndev, cut[0]);
-	gm_csr_cut_rows(d->Rt, ndev, cut[1]);
-	for (int i = 0; i < ndev && rc == GM_OK; i++)
+	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, err, errlen);
+	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
 	{
-		gm_mf_data	dv = *d;
+		gm_mf_data	dv;
 		gm_csr		v[2];
-		int32_t		own0[2] = {cut[0][i], cut[1][i]},
-					own1[2] = {cut[0][i + 1], cut[1][i + 1]};
+		int32_t		own0[2],
+					own1[2];
+		int			dev;
 
+		gm_shares_own(&t->sh, i, own0, own1);
 		t->ndev = i + 1;
-		if (ndev > 1)
-		{
-			if (gm_csr_row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
-				gm_csr_row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
-			{
-				snprintf(err, errlen, "als_explicit: out of host memory for the row views");
-				rc = GM_ENOMEM;
-				break;
-			}
-			dv.R = &v[0];
-			dv.Rt = &v[1];
-			if (!share && (rc = gm_enable_peers(i, ndev, err, errlen)) != GM_OK)
-				break;
-		}
-		rc = dev_create(&t->g[i], &dv, p, share ? 0 : i, own0, own1, device, devlen, err, errlen);
+		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
+			rc = dev_create(&t->g[i], &dv, p, dev, own0, own1, device, devlen, err, errlen);
 	}
-	for (int s = 0; s < 2 && rc == GM_OK && ndev > 1; s++)
-		if (gm_virtual_rows(s == 0 ? d->R->indptr : d->Rt->indptr, cut[s], ndev, &t->vn[s],
-							&t->vrow[s]) != GM_OK)
-		{
-			snprintf(err, errlen, "als_explicit: out of host memory for the row views");
-			rc = GM_ENOMEM;
-		}
 	if (rc != GM_OK)
 	{
 		als_destroy(t);
 		return rc;
 	}
-	(void) cudaSetDevice(0);
-	gm_device_name(device, devlen);
-	if (ndev > 1 && device && devlen > 0)
-	{
-		size_t		l = strlen(device);
-
-		snprintf(device + l, devlen - l, " x %d", ndev);
-	}
+	gm_shares_device_name(&t->sh, device, devlen);
 	*out = t;
 	return GM_OK;
 }
@@ -1010,8 +961,8 @@ als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 	if (t->ndev > 1)
 	{
 		/* virtual rows: a slice runs on every device at once, sized as one device's */
-		sw->n_rows = t->vn[s];
-		sw->indptr = t->vrow[s];
+		sw->n_rows = t->sh.vn[s];
+		sw->indptr = t->sh.vrow[s];
 		sw->nnz_work /= t->ndev;
 	}
 	return GM_OK;
@@ -1025,7 +976,7 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 	if (t->ndev == 1)
 		return dev_run(t->g[0], s, begin, end, err, errlen);
-	if (s < 0 || s > 1 || begin < 0 || end > t->vn[s] || begin > end)
+	if (s < 0 || s > 1 || begin < 0 || end > t->sh.vn[s] || begin > end)
 	{
 		snprintf(err, errlen, "als_explicit: rows [%d, %d) outside sweep %d", begin, end, s);
 		return GM_EINVAL;
@@ -1033,11 +984,11 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	/* virtual rows begin .. end: the same rows of every device's share */
 	for (int i = 0; i < t->ndev; i++)
 	{
-		als_gpu    *h = t->g[i];
-		int32_t		b = h->own0[s] + begin,
-					e = h->own0[s] + end < h->own1[s] ? h->own0[s] + end : h->own1[s];
+		int32_t		b,
+					e;
 
-		if (b < e && (rc = dev_run(h, s, b, e, err, errlen)) != GM_OK)
+		gm_shares_rows(&t->sh, s, i, begin, end, &b, &e);
+		if (b < e && (rc = dev_run(t->g[i], s, b, e, err, errlen)) != GM_OK)
 			return rc;
 	}
 	return GM_OK;

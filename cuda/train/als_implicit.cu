@@ -1444,15 +1444,13 @@ typedef struct als_top
 	int64_t		nnz;
 	double		sum_c;			/* the devices' confidence sums, added */
 	const int64_t *indptr_h[2]; /* the caller's row pointers (slicing) */
-	int64_t    *vptr[GM_MAX_GPUS][2];	/* the row views' pointers (several devices) */
 
 	/*
-	 * Several devices: the core slices "virtual" rows, row r of a side
-	 * being row own0 + r of every device at once, so that every slice keeps
-	 * every device busy; vrow[side][r]: the entries of virtual rows before r.
+	 * Several devices: the shares' row views, and the "virtual" rows the
+	 * core slices (row r of a side being row own0 + r of every device at
+	 * once, so that every slice keeps every device busy)
 	 */
-	int32_t		vn[2];
-	int64_t    *vrow[2];
+	gm_shares	sh;
 } als_top;
 
 static void
@@ -1463,13 +1461,8 @@ als_destroy(void *ph)
 	if (t == NULL)
 		return;
 	for (int i = 0; i < t->ndev; i++)
-	{
 		dev_destroy(t->g[i]);
-		free(t->vptr[i][0]);
-		free(t->vptr[i][1]);
-	}
-	free(t->vrow[0]);
-	free(t->vrow[1]);
+	gm_shares_free(&t->sh);
 	(void) cudaSetDevice(0);
 	free(t);
 }
@@ -1497,25 +1490,14 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		   char *err, size_t errlen)
 {
 	als_top    *t;
-	int			ndev = p && p->gpus > 1 ? p->gpus : 1,
-				visible = 0,
-				rc = GM_OK;
-	/* GM_GPUS_SHARE_DEVICE (tests): every share on device 0, as streams of one GPU */
-	int			share = getenv("GM_GPUS_SHARE_DEVICE") != NULL;
-	int32_t		cut[2][GM_MAX_GPUS + 1];
+	int			rc;
 
 	(void) cb;					/* the core polls between slices */
 	*out = NULL;
-	if (!d || !p || !d->R || !d->Rt || !d->R->indptr || !d->Rt->indptr || ndev > GM_MAX_GPUS)
+	if (!d || !p || !d->R || !d->Rt || !d->R->indptr || !d->Rt->indptr)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
 		return GM_EINVAL;
-	}
-	GM_CHECK(cudaGetDeviceCount(&visible));
-	if (ndev > visible && !share)
-	{
-		snprintf(err, errlen, "%d GPUs asked for, %d visible", ndev, visible);
-		return GM_ENODEVICE;
 	}
 	t = (als_top *) calloc(1, sizeof(als_top));
 	if (!t)
@@ -1528,56 +1510,29 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	t->nnz = d->R->nnz;
 	t->indptr_h[0] = d->R->indptr;
 	t->indptr_h[1] = d->Rt->indptr;
-	gm_csr_cut_rows(d->R, ndev, cut[0]);
-	gm_csr_cut_rows(d->Rt, ndev, cut[1]);
-	for (int i = 0; i < ndev && rc == GM_OK; i++)
+	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, err, errlen);
+	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
 	{
-		gm_mf_data	dv = *d;
+		gm_mf_data	dv;
 		gm_csr		v[2];
-		int32_t		own0[2] = {cut[0][i], cut[1][i]},
-					own1[2] = {cut[0][i + 1], cut[1][i + 1]};
+		int32_t		own0[2],
+					own1[2];
+		int			dev;
 
-		if (ndev > 1)
-		{
-			if (gm_csr_row_view(d->R, own0[0], own1[0], &v[0], &t->vptr[i][0]) != GM_OK ||
-				gm_csr_row_view(d->Rt, own0[1], own1[1], &v[1], &t->vptr[i][1]) != GM_OK)
-			{
-				snprintf(err, errlen, "out of host memory for the row views");
-				rc = GM_ENOMEM;
-				break;
-			}
-			dv.R = &v[0];
-			dv.Rt = &v[1];
-			/* each device reaches the others directly where it can (NVLink, PCIe peer) */
-			if (!share && (rc = gm_enable_peers(i, ndev, err, errlen)) != GM_OK)
-				break;
-			GM_CHECK(cudaSetDevice(share ? 0 : i));
-		}
+		gm_shares_own(&t->sh, i, own0, own1);
 		t->ndev = i + 1;
-		rc = dev_create(&t->g[i], &dv, p, share ? 0 : i, ndev > 1, own0, own1, err, errlen);
+		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) != GM_OK)
+			break;
+		rc = dev_create(&t->g[i], &dv, p, dev, t->sh.ndev > 1, own0, own1, err, errlen);
 		if (rc == GM_OK)
 			t->sum_c = i == 0 ? t->g[i]->sum_c : t->sum_c + t->g[i]->sum_c;
 	}
-	for (int s = 0; s < 2 && rc == GM_OK && ndev > 1; s++)
-		if (gm_virtual_rows(s == 0 ? d->R->indptr : d->Rt->indptr, cut[s], ndev, &t->vn[s],
-							&t->vrow[s]) != GM_OK)
-		{
-			snprintf(err, errlen, "out of host memory for the row views");
-			rc = GM_ENOMEM;
-		}
 	if (rc != GM_OK)
 	{
 		als_destroy(t);
 		return rc;
 	}
-	(void) cudaSetDevice(0);
-	gm_device_name(device, devlen);
-	if (ndev > 1 && device && devlen > 0)
-	{
-		size_t		l = strlen(device);
-
-		snprintf(device + l, devlen - l, " x %d", ndev);
-	}
+	gm_shares_device_name(&t->sh, device, devlen);
 	*out = t;
 	return GM_OK;
 }
@@ -1605,12 +1560,12 @@ als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err, size_
 			als_gpu    *h = t->g[i];
 
 			v[0] = *d->R;
-			v[0].indptr = t->vptr[i][0];
+			v[0].indptr = t->sh.vptr[i][0];
 			v[0].indices = d->R->indices ? d->R->indices + d->R->indptr[h->own0[0]] : NULL;
 			v[0].data = d->R->data ? d->R->data + d->R->indptr[h->own0[0]] : NULL;
 			v[0].nnz = h->nnzs[0];
 			v[1] = *d->Rt;
-			v[1].indptr = t->vptr[i][1];
+			v[1].indptr = t->sh.vptr[i][1];
 			v[1].indices = d->Rt->indices ? d->Rt->indices + d->Rt->indptr[h->own0[1]] : NULL;
 			v[1].data = d->Rt->data ? d->Rt->data + d->Rt->indptr[h->own0[1]] : NULL;
 			v[1].nnz = h->nnzs[1];
@@ -1675,8 +1630,8 @@ als_begin_sweep(void *ph, int s, gm_sweep *sw, char *err, size_t errlen)
 		 * sized as one device's slice (a virtual row's entries are every
 		 * device's): smaller slices would underfill each GPU
 		 */
-		sw->n_rows = t->vn[side];
-		sw->indptr = t->vrow[side];
+		sw->n_rows = t->sh.vn[side];
+		sw->indptr = t->sh.vrow[side];
 		sw->nnz_work /= t->ndev;
 	}
 	return GM_OK;
@@ -1697,7 +1652,7 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	if (t->ndev == 1)
 		return dev_run(t->g[0], s, begin, end, err, errlen);
 	side = sweep_side(t->g[0], s, NULL);
-	if (begin < 0 || end > t->vn[side] || begin > end)
+	if (begin < 0 || end > t->sh.vn[side] || begin > end)
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS run");
 		return GM_EINVAL;
@@ -1705,11 +1660,11 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	/* virtual rows begin .. end: the same rows of every device's share */
 	for (int i = 0; i < t->ndev; i++)
 	{
-		als_gpu    *h = t->g[i];
-		int32_t		b = h->own0[side] + begin,
-					e = h->own0[side] + end < h->own1[side] ? h->own0[side] + end : h->own1[side];
+		int32_t		b,
+					e;
 
-		if (b < e && (rc = dev_run(h, s, b, e, err, errlen)) != GM_OK)
+		gm_shares_rows(&t->sh, side, i, begin, end, &b, &e);
+		if (b < e && (rc = dev_run(t->g[i], s, b, e, err, errlen)) != GM_OK)
 			return rc;
 	}
 	return GM_OK;

@@ -858,9 +858,7 @@ gf_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	}
 	GM_CHECK(cudaMemcpyAsync(&y2, c->dsum, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
-	m->loss = c->frob2 > 0 ? 1.0 - y2 / c->frob2 : 0.0;
-	if (m->loss < 0)
-		m->loss = 0;			/* rounding: span(Z) holds all of it */
+	m->loss = gm_gf_loss(y2, c->frob2);
 	m->rmse = NAN;
 	return GM_OK;
 }
@@ -928,15 +926,7 @@ gf_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 	{
 		/* eigenvalues ascending: factor column c is eigenvalue l-1-c, clamped to [0, 1] */
 		for (int col = 0; col < k; col++)
-		{
-			double		lam = w[l - 1 - col];
-
-			if (!(lam >= 0))
-				lam = 0;
-			if (lam > 1)
-				lam = 1;
-			hf[col] = (float) gm_gf_filter(lam, col, c->alpha);
-		}
+			hf[col] = gm_gf_column_filter(w[l - 1 - col], col, c->alpha);
 	}
 	free(w);
 	if (rc != GM_OK)

@@ -237,6 +237,27 @@ train(const gf_problem *pr, int d, int iterations, uint64_t seed, float *X, floa
 	return 0;
 }
 
+/* The largest |X_u . Y_i - S_ui| over every pair; *smax the largest |S_ui|. */
+static double
+score_diff(const float *X, const float *Y, const double *S, int32_t nu, int32_t ni, int d,
+		   double *smax)
+{
+	double		dmax = 0;
+
+	*smax = 0;
+	for (int32_t a = 0; a < nu; a++)
+		for (int32_t b = 0; b < ni; b++)
+		{
+			double		s = 0;
+
+			for (int f = 0; f < d; f++)
+				s += (double) X[(size_t) a * d + f] * Y[(size_t) b * d + f];
+			*smax = fmax(*smax, fabs(S[(size_t) a * ni + b]));
+			dmax = fmax(dmax, fabs(s - S[(size_t) a * ni + b]));
+		}
+	return dmax;
+}
+
 /* With as many factors as items the model is exact: scores equal the reference's. */
 static int
 test_full_rank(void)
@@ -267,16 +288,7 @@ test_full_rank(void)
 		CHECK(fabs(h[j] - gm_gf_filter(l, j, GM_GF_DEFAULT_ALPHA)) < 1e-3,
 			  "filter of column %d: %g, reference %g", j, h[j], gm_gf_filter(l, j, GM_GF_DEFAULT_ALPHA));
 	}
-	for (int32_t a = 0; a < nu; a++)
-		for (int32_t b = 0; b < ni; b++)
-		{
-			double		s = 0;
-
-			for (int f = 0; f < ni; f++)
-				s += (double) X[(size_t) a * ni + f] * Y[(size_t) b * ni + f];
-			smax = fmax(smax, fabs(S[(size_t) a * ni + b]));
-			dmax = fmax(dmax, fabs(s - S[(size_t) a * ni + b]));
-		}
+	dmax = score_diff(X, Y, S, nu, ni, ni, &smax);
 	CHECK(dmax <= 1e-4 * smax + 1e-6, "scores differ from the float64 reference by %g (largest %g)",
 		  dmax, smax);
 	free_problem(&pr);
@@ -327,16 +339,7 @@ test_truncated(void)
 		CHECK(fabs(h[j] - gm_gf_filter(lam[j], j, GM_GF_DEFAULT_ALPHA)) < 1e-3,
 			  "filter of column %d: %g, reference %g (eigenvalue %g)", j, h[j],
 			  gm_gf_filter(lam[j], j, GM_GF_DEFAULT_ALPHA), lam[j]);
-	for (int32_t a = 0; a < nu; a++)
-		for (int32_t b = 0; b < ni; b++)
-		{
-			double		s = 0;
-
-			for (int f = 0; f < d; f++)
-				s += (double) X[(size_t) a * d + f] * Y[(size_t) b * d + f];
-			smax = fmax(smax, fabs(S[(size_t) a * ni + b]));
-			dmax = fmax(dmax, fabs(s - S[(size_t) a * ni + b]));
-		}
+	dmax = score_diff(X, Y, S, nu, ni, d, &smax);
 	CHECK(dmax <= 1e-3 * smax, "rank-%d scores differ from the reference by %g (largest %g)",
 		  d, dmax, smax);
 	free_problem(&pr);

@@ -399,6 +399,27 @@ gm_gf_filter(double lambda, int j, double alpha)
 	return h + (j < GM_GF_IDEAL ? alpha : 0.0);
 }
 
+/*
+ * The filter of factor column col from its Rayleigh-Ritz value w (an
+ * eigenvalue of P, clamped to [0, 1] against rounding).
+ */
+static inline float
+gm_gf_column_filter(double w, int col, double alpha)
+{
+	double		lam = w >= 0 ? (w > 1 ? 1.0 : w) : 0.0;	/* NaN: 0 */
+
+	return (float) gm_gf_filter(lam, col, alpha);
+}
+
+/* The loss: the share of ||Rn||_F^2 outside span(Z), from y2 = ||Rn Z||_F^2. */
+static inline double
+gm_gf_loss(double y2, double frob2)
+{
+	double		loss = frob2 > 0 ? 1.0 - y2 / frob2 : 0.0;
+
+	return loss > 0 ? loss : 0.0;	/* rounding: span(Z) holds all of it */
+}
+
 /* The starting subspace: a standard normal value for (row, column), seeded. */
 static inline float
 gm_gf_gauss(uint64_t seed, int64_t row, int64_t col)

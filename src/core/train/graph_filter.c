@@ -377,9 +377,7 @@ gf_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 #pragma omp parallel for reduction(+:y2) schedule(static) num_threads(c->threads)
 	for (size_t x = 0; x < n; x++)
 		y2 += (double) c->Y[x] * c->Y[x];
-	m->loss = c->frob2 > 0 ? 1.0 - y2 / c->frob2 : 0.0;
-	if (m->loss < 0)
-		m->loss = 0;			/* rounding: span(Z) holds all of it */
+	m->loss = gm_gf_loss(y2, c->frob2);
 	m->rmse = NAN;
 	return GM_OK;
 }
@@ -441,13 +439,8 @@ gf_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 	for (int col = 0; col < k; col++)
 	{
 		int			j = l - 1 - col;
-		double		lam = w[j];
 
-		if (!(lam >= 0))
-			lam = 0;
-		if (lam > 1)
-			lam = 1;
-		hf[col] = (float) gm_gf_filter(lam, col, c->alpha);
+		hf[col] = gm_gf_column_filter(w[j], col, c->alpha);
 		for (int m = 0; m < l; m++)
 			E[(size_t) m * k + col] = (float) c->Gd[(size_t) j * l + m];
 	}

@@ -67,6 +67,23 @@ grow_array(void *p, size_t bytes)
 	return q;
 }
 
+/* A user row's seen items (in the current memory context), checked for NULLs. */
+static const int32 *
+seen_list(GpumfServed *m, HeapTuple tup, TupleDesc desc, int32 *n)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tup, m->user_att_seen, desc, &isnull);
+	ArrayType  *seen;
+
+	if (isnull)
+		damaged(m, "a seen list is NULL");
+	seen = DatumGetArrayTypeP(d);
+	if (ARR_HASNULL(seen) || ARR_NDIM(seen) > 1)
+		damaged(m, "a seen list has NULLs");
+	*n = ArrayGetNItems(ARR_NDIM(seen), ARR_DIMS(seen));
+	return (const int32 *) ARR_DATA_PTR(seen);
+}
+
 /*
  * A graph_filter version stores no user factors: form X (n x k) from the
  * users' seen lists (ptr/idx), the items' factors and the filter in params,
@@ -133,8 +150,7 @@ gpumf_users_read(GpumfServed *m)
 	{
 		bool		isnull;
 		Datum		d;
-		ArrayType  *fac,
-				   *seen;
+		ArrayType  *fac;
 		int32		ns;
 		const int32 *sv;
 
@@ -159,14 +175,7 @@ gpumf_users_read(GpumfServed *m)
 			damaged(m, "factors of the wrong length");
 		else
 			memcpy(u->X + (size_t) u->n * m->k, ARR_DATA_PTR(fac), sizeof(float) * m->k);
-		d = heap_getattr(tup, m->user_att_seen, desc, &isnull);
-		if (isnull)
-			damaged(m, "a seen list is NULL");
-		seen = DatumGetArrayTypeP(d);
-		if (ARR_HASNULL(seen) || ARR_NDIM(seen) > 1)
-			damaged(m, "a seen list has NULLs");
-		ns = ArrayGetNItems(ARR_NDIM(seen), ARR_DIMS(seen));
-		sv = (const int32 *) ARR_DATA_PTR(seen);
+		sv = seen_list(m, tup, desc, &ns);
 		if (nseen + ns > seen_cap)
 		{
 			seen_cap = Max(seen_cap * 2, nseen + ns + 65536);
@@ -234,19 +243,9 @@ gpumf_served_item_degrees(GpumfServed *m, int64 *deg)
 	old = MemoryContextSwitchTo(tmp);
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, m->user_att_seen, desc, &isnull);
-		ArrayType  *seen;
 		int32		ns;
-		const int32 *sv;
+		const int32 *sv = seen_list(m, tup, desc, &ns);
 
-		if (isnull)
-			damaged(m, "a seen list is NULL");
-		seen = DatumGetArrayTypeP(d);
-		if (ARR_HASNULL(seen) || ARR_NDIM(seen) > 1)
-			damaged(m, "a seen list has NULLs");
-		ns = ArrayGetNItems(ARR_NDIM(seen), ARR_DIMS(seen));
-		sv = (const int32 *) ARR_DATA_PTR(seen);
 		for (int32 e = 0; e < ns; e++)
 		{
 			if (sv[e] < 0 || sv[e] >= m->n_items)
