@@ -179,23 +179,6 @@ gm_cuda_set_chunk_queue(int on)
 
 /* ------------------------------------------------ rows over several GPUs */
 
-void
-gm_csr_cut_rows(const gm_csr *A, int n, int32_t *cut)
-{
-	int32_t		r = 0;
-
-	cut[0] = 0;
-	for (int i = 1; i < n; i++)
-	{
-		int64_t		want = (int64_t) ((double) A->nnz * i / n);
-
-		while (r < A->n_rows && A->indptr[r] < want)
-			r++;
-		cut[i] = r > cut[i - 1] ? r : cut[i - 1];
-	}
-	cut[n] = A->n_rows;
-}
-
 int
 gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **ptr)
 {
@@ -266,7 +249,8 @@ gm_share_allgather(const gm_share *sh, int n, size_t row_floats, char *err, size
 }
 
 int
-gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, char *err, size_t errlen)
+gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, double row_weight, char *err,
+			   size_t errlen)
 {
 	int			visible = 0;
 
@@ -284,8 +268,8 @@ gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, char *err, size_t er
 		return GM_ENODEVICE;
 	}
 	s->ndev = ndev;
-	gm_csr_cut_rows(d->R, ndev, s->cut[0]);
-	gm_csr_cut_rows(d->Rt, ndev, s->cut[1]);
+	gm_csr_cut_rows(d->R, ndev, row_weight, s->cut[0]);
+	gm_csr_cut_rows(d->Rt, ndev, row_weight, s->cut[1]);
 	for (int side = 0; side < 2 && ndev > 1; side++)
 	{
 		const int32_t *cut = s->cut[side];

@@ -205,12 +205,6 @@ void		gm_dbins_free(gm_dbins *b);
 /* ------------------------------------------------ rows over several GPUs */
 
 /*
- * Row cuts of A into n parts of about equal entries: cut[0] = 0 .. cut[n] =
- * rows.
- */
-void		gm_csr_cut_rows(const gm_csr *A, int n, int32_t *cut);
-
-/*
  * The row view of A's rows r0 .. r1: every row pointer (rows outside are
  * empty), the indices and values of those rows where they are in A; *ptr is
  * the new row pointer array (the caller frees it).  GM_ENOMEM.
@@ -219,7 +213,8 @@ int			gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_
 
 /*
  * The shares of a training over several GPUs (implicit and explicit ALS):
- * each side's rows cut into ndev shares of about equal entries, a row view
+ * each side's rows cut into ndev shares of about equal work (core's
+ * gm_csr_cut_rows, a row weighing row_weight entries), a row view
  * of R and Rt for each share, and the virtual rows the core slices (virtual
  * row r of a side is row cut[i] + r of every share i at once; vrow[side][r]
  * the entries of the virtual rows before r).  With GM_GPUS_SHARE_DEVICE set
@@ -236,8 +231,8 @@ typedef struct gm_shares
 } gm_shares;
 
 /* Plan ndev shares of d's rows (ndev 1: one share, no views); GM_ENODEVICE, GM_ENOMEM. */
-int			gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, char *err,
-						   size_t errlen);
+int			gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, double row_weight,
+						   char *err, size_t errlen);
 
 /*
  * Share i's problem: *dv is d with R and Rt replaced by the share's row

@@ -1510,7 +1510,8 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	t->nnz = d->R->nnz;
 	t->indptr_h[0] = d->R->indptr;
 	t->indptr_h[1] = d->Rt->indptr;
-	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, err, errlen);
+	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p), err,
+						errlen);
 	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
 	{
 		gm_mf_data	dv;

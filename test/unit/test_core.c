@@ -3551,6 +3551,69 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_csr_cut_rows: shares of about equal work, a row weighing its entries
+ * plus row_weight; contiguous, covering every row.
+ */
+static int
+test_cut_rows(void)
+{
+	int32_t		nr = (int32_t) rint_range(200, 2000),
+				cut[GM_MAX_GPUS + 1];
+	int64_t		n = 0;
+	int32_t    *u,
+			   *c;
+	float	   *v;
+	gm_csr		A;
+	char		err[GM_ERRLEN];
+
+	/* the first tenth of the rows hold most entries (popular items first) */
+	u = xmalloc(sizeof(int32_t) * (size_t) nr * 60);
+	c = xmalloc(sizeof(int32_t) * (size_t) nr * 60);
+	v = xmalloc(sizeof(float) * (size_t) nr * 60);
+	for (int32_t r = 0; r < nr; r++)
+	{
+		int			len = r < nr / 10 ? 50 : 1 + (int) rint_range(0, 2);
+
+		for (int j = 0; j < len; j++)
+		{
+			u[n] = r;
+			c[n] = j;
+			v[n] = 1.0f;
+			n++;
+		}
+	}
+	CHECK(gm_csr_from_coo(nr, 64, n, u, c, v, &A, err, sizeof(err)) == GM_OK, "%s", err);
+	for (int ndev = 1; ndev <= 4; ndev++)
+		for (int wi = 0; wi < 3; wi++)
+		{
+			double		w = wi == 0 ? 0 : wi == 1 ? 20 : 1e6,
+						total = (double) A.nnz + w * nr,
+						most = 0;
+
+			gm_csr_cut_rows(&A, ndev, w, cut);
+			CHECK(cut[0] == 0 && cut[ndev] == nr, "cuts cover the rows");
+			for (int i = 0; i < ndev; i++)
+			{
+				double		work = (double) (A.indptr[cut[i + 1]] - A.indptr[cut[i]]) +
+					w * (cut[i + 1] - cut[i]);
+
+				CHECK(cut[i] <= cut[i + 1], "cuts ascend");
+				most = work > most ? work : most;
+			}
+			/* within a row's work (50 entries + w) of an even share */
+			CHECK(most <= total / ndev + 50 + w, "%d shares, row weight %g: the largest has %g of %g",
+				  ndev, w, most, total);
+		}
+	gm_csr_free(&A);
+	free(u);
+	free(c);
+	free(v);
+	return 0;
+fail:
+	return 1;
+}
+
 static int
 test_device_memory(void)
 {
@@ -3675,6 +3738,7 @@ static const gm_test tests[] = {
 	{"mf_warmup trains its small problem for every algorithm and solver", test_warmup},
 	{"device memory of a training, by part, within 20 bytes an interaction", test_device_memory},
 	{"gpus: one by default, implicit and explicit ALS only, at most GM_MAX_GPUS", test_gpus_param},
+	{"several GPUs: rows cut into shares of equal work, a row weighing its cost", test_cut_rows},
 };
 
 int

@@ -540,3 +540,21 @@ gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
 	bin_start[0] = 0;
 	return GM_OK;
 }
+
+void
+gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut)
+{
+	double		total = (double) a->nnz + row_weight * a->n_rows;
+	int32_t		r = 0;
+
+	cut[0] = 0;
+	for (int i = 1; i < n; i++)
+	{
+		double		want = total * i / n;
+
+		while (r < a->n_rows && (double) a->indptr[r] + row_weight * r < want)
+			r++;
+		cut[i] = r > cut[i - 1] ? r : cut[i - 1];
+	}
+	cut[n] = a->n_rows;
+}

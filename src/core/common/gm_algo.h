@@ -308,6 +308,37 @@ gm_gpu_block_width(const gm_mf_params *p, int kp)
 }
 
 /*
+ * Several GPUs: a side's rows are cut into shares of about equal work, a
+ * row weighing as many entries as its own work costs (the GPU's per-row and
+ * per-entry costs of the sweep: implicit ALS's CG k^2 against k a step, the
+ * block solver's b (2 kp + b^2 / 3) against b (b + 2); explicit ALS's
+ * kk^3 / 3 + kk^2 against kk (kk + 1) / 2 + kk); 0 for the other
+ * algorithms (entries alone).
+ */
+static inline double
+gm_gpu_share_row_weight(const gm_mf_params *p)
+{
+	double		k = p->factors;
+
+	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
+	{
+		int			kp = gm_padded_k(p->factors),
+					b = gm_gpu_block_width(p, kp);
+
+		if (b <= 0)
+			return k;
+		return (2.0 * kp + (double) b * b / 3.0) / (b + 2.0);
+	}
+	if (p->algorithm == GM_ALG_ALS_EXPLICIT)
+	{
+		double		kk = k + (p->biases ? 1 : 0);
+
+		return (kk * kk * kk / 3.0 + kk * kk) / (kk * (kk + 1) / 2.0 + kk);
+	}
+	return 0.0;
+}
+
+/*
  * Rows of the CUDA implicit ALS solver's work arrays (CG: R, P, AP and rs;
  * block: H, D and the scratch of rows longer than a chunk; the loss: X G),
  * and so the rows a slice may have (gm_sweep.max_rows): enough that the

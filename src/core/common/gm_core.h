@@ -28,6 +28,12 @@ int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 							const float *vals, gm_csr *out,
 							char *err, size_t errlen);
 /* out = transpose(a) (CSR of the transpose, i.e. CSC of a). */
+/*
+ * Row cuts of a into n shares of about equal work, a row weighing its
+ * entries plus row_weight: cut[0] = 0 .. cut[n] = rows (several GPUs,
+ * gm_gpu_share_row_weight).
+ */
+void		gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut);
 int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
 							 char *err, size_t errlen);
 /*

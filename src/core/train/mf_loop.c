@@ -763,12 +763,23 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 	 */
 	if (ndev > 1)
 	{
-		int64_t		a = longest_row(R),
-					b = longest_row(Rt);
+		/* the GPU whose shares of R and Rt hold the most entries (the module's cuts) */
+		int32_t		cr[GM_MAX_GPUS + 1],
+					ct[GM_MAX_GPUS + 1];
+		double		w = gm_gpu_share_row_weight(p),
+					most = 0;
 
-		nnz = ceil(nnz / ndev) + (double) (a > b ? a : b);
-		if (nnz > (double) R->nnz)
-			nnz = (double) R->nnz;
+		gm_csr_cut_rows(R, ndev, w, cr);
+		gm_csr_cut_rows(Rt, ndev, w, ct);
+		for (int i = 0; i < ndev; i++)
+		{
+			double		e = (double) (R->indptr[cr[i + 1]] - R->indptr[cr[i]]) +
+				(double) (Rt->indptr[ct[i + 1]] - Rt->indptr[ct[i]]);
+
+			if (e > most)
+				most = e;
+		}
+		nnz = most / 2;			/* counted twice below, as R and Rt */
 	}
 	need->matrices = (nu + ni + 2) * sizeof(int64_t) + 2 * nnz * (sizeof(int32_t) + f);
 	switch (p->algorithm)
