@@ -38,6 +38,7 @@
  * One device (device 0); reset is not supported (the loop creates anew).
  */
 #include "common.cuh"
+#include "gm_core.h"			/* gm_csr_normalized (csr.c is linked into the module) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -386,20 +387,7 @@ upload_side(gf_gpu *c, int s, const gm_csr *A, const gm_csr *At, double *f2,
 	}
 	for (size_t r = 0; r < n1; r++)
 		ip[r] = (int32_t) A->indptr[r];
-#pragma omp parallel for schedule(dynamic, 64) num_threads(c->threads) reduction(+:sum)
-	for (int32_t r = 0; r < A->n_rows; r++)
-	{
-		double		dr = (double) (A->indptr[r + 1] - A->indptr[r]);
-
-		for (int64_t e = A->indptr[r]; e < A->indptr[r + 1]; e++)
-		{
-			int32_t		j = A->indices[e];
-			double		dc = (double) (At->indptr[j + 1] - At->indptr[j]);
-
-			v[e] = (float) (1.0 / sqrt(dr * dc));
-			sum += 1.0 / (dr * dc);
-		}
-	}
+	sum = gm_csr_normalized(A, At, v, c->threads);
 	*f2 = sum;
 	rc = upload(&c->ip[s], ip, n1, err, errlen);
 	if (rc == GM_OK)

@@ -558,3 +558,25 @@ gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut)
 	}
 	cut[n] = a->n_rows;
 }
+
+double
+gm_csr_normalized(const gm_csr *a, const gm_csr *at, float *v, int threads)
+{
+	double		sum = 0.0;
+
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads > 0 ? threads : omp_get_max_threads()) reduction(+:sum)
+	for (int32_t r = 0; r < a->n_rows; r++)
+	{
+		double		dr = (double) (a->indptr[r + 1] - a->indptr[r]);
+
+		for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+		{
+			int32_t		j = a->indices[e];
+			double		dc = (double) (at->indptr[j + 1] - at->indptr[j]);
+
+			v[e] = (float) (1.0 / sqrt(dr * dc));
+			sum += 1.0 / (dr * dc);
+		}
+	}
+	return sum;
+}

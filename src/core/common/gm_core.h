@@ -34,6 +34,14 @@ int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
  * gm_gpu_share_row_weight).
  */
 void		gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut);
+
+/*
+ * The degree-normalized values of a's entries, 1 / sqrt(d_row d_col) (every
+ * entry counts 1; degrees from the row pointers of a and of its transpose
+ * at), into v (a->nnz floats) with threads threads; returns the sum of
+ * their squares in float64 (graph_filter's ||Rn||_F^2).
+ */
+double		gm_csr_normalized(const gm_csr *a, const gm_csr *at, float *v, int threads);
 int			gm_csr_transpose(const gm_csr *a, gm_csr *out,
 							 char *err, size_t errlen);
 /*

@@ -227,38 +227,8 @@ gf_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
 		goto oom;
 
 	/* Rn = 1 / sqrt(d_u d_i) on R's entries, in both orders */
-	{
-		double		f2 = 0.0;
-
-#pragma omp parallel for schedule(dynamic, 64) num_threads(c->threads) reduction(+:f2)
-		for (int32_t u = 0; u < c->nu; u++)
-		{
-			double		du = (double) (R->indptr[u + 1] - R->indptr[u]);
-
-			for (int64_t e = R->indptr[u]; e < R->indptr[u + 1]; e++)
-			{
-				int32_t		i = R->indices[e];
-				double		di = (double) (Rt->indptr[i + 1] - Rt->indptr[i]);
-
-				c->rv[e] = (float) (1.0 / sqrt(du * di));
-				f2 += 1.0 / (du * di);
-			}
-		}
-		c->frob2 = f2;
-	}
-#pragma omp parallel for schedule(dynamic, 64) num_threads(c->threads)
-	for (int32_t i = 0; i < c->ni; i++)
-	{
-		double		di = (double) (Rt->indptr[i + 1] - Rt->indptr[i]);
-
-		for (int64_t e = Rt->indptr[i]; e < Rt->indptr[i + 1]; e++)
-		{
-			int32_t		u = Rt->indices[e];
-			double		du = (double) (R->indptr[u + 1] - R->indptr[u]);
-
-			c->rtv[e] = (float) (1.0 / sqrt(du * di));
-		}
-	}
+	c->frob2 = gm_csr_normalized(R, Rt, c->rv, c->threads);
+	(void) gm_csr_normalized(Rt, R, c->rtv, c->threads);
 
 	/* the seeded Gaussian start, orthonormalized */
 #pragma omp parallel for schedule(static) num_threads(c->threads)
