@@ -146,7 +146,7 @@ SET ROLE regress_gpumf_carol;
 SET gpumf.gpu_memory_limit = '100GB';
 RESET ROLE;
 
--- gpumf.gpus: GPUs an ALS training (implicit or explicit) spreads over; one by default, 1 to 16;
+-- gpumf.gpus: GPUs an ALS or CCD++ training spreads over; one by default, 1 to 16;
 -- a CPU training ignores it and its params say nothing of GPUs
 SHOW gpumf.gpus;
 SET gpumf.gpus = 0;

@@ -139,16 +139,20 @@ typedef struct ccd_fixed
 
 typedef struct ccd_side
 {
-	int32_t		n;
+	int32_t		n;				/* rows (every row of the side; a share's view
+								 * has entries in [own0, own1) only) */
+	int32_t		own0,			/* the rows this device updates */
+				own1;
 	const int64_t *ptr_h;		/* the caller's row pointers (natural order) */
 	gm_dcsr		csr;			/* indptr, indices; data holds the residual */
 	gm_dbins	bins;			/* rows in task order: bin 0 the long rows, then
 								 * the classes from long to short */
 	int4	   *tasks;			/* device: (kind, first or row, count or chunk, slot) */
 	int32_t		ntasks;
-	int32_t    *task_pos_h;		/* host: binned position of each task's first row, + n */
+	int32_t    *task_pos_h;		/* host: binned position of each task's first row, + the
+								 * positions (own1 - own0) */
 	int32_t		bin_task_h[CCD_CLASSES + 1];	/* host: bin b's tasks start at [b] */
-	int64_t    *ptr_perm_h;		/* host: nonzeros in binned order, cumulative */
+	int64_t    *ptr_perm_h;		/* host: nonzeros in binned order, cumulative (own rows) */
 	double2    *acc;			/* device: partial sums of rows of many chunks */
 	unsigned   *cnt;
 	float4	   *rowpack;		/* device, n */
@@ -157,20 +161,26 @@ typedef struct ccd_side
 
 typedef struct ccd_gpu
 {
+	int			dev;			/* the CUDA device */
+	int			slot;			/* several devices: this one's share, of nslots */
+	int			nslots;
+	int			sweep_side;		/* the current sweep's rows: side, and binned (positions) */
+	int			sweep_binned;	/* or storage order (rows) */
 	gm_ccd_plan plan;
 	gm_ccd_step step;
 	int			k;
 	int			biases;
 	float		lambda;
 	double		mu;
-	int64_t		nnz;
+	int64_t		nnz;			/* the CSR copy's (this device's share) */
 	int			binning;
 	int			one_copy;		/* the item-side passes scatter over the CSR copy */
 	int			ahead;			/* one copy: terms at the head of the CSR's pending
 								 * list that a scatter has already applied */
 	int			n_apply;		/* terms the current sweep's pass adds */
 	int			pw;				/* its gathered pack's width (load_pack) */
-	float2	   *partial;		/* one copy: scatter sums, scatter_blocks x n_items */
+	float2	   *partial;		/* one copy: scatter sums, nslots x scatter_blocks x
+								 * n_items (slot q: device q's blocks) */
 	int			fixed;			/* one copy: fixed-point scatter sums */
 	ccd_fixed  *fx;				/* their device state */
 	int		   *redo;			/* scatter_blocks flags: run again with float sums */
@@ -1016,17 +1026,18 @@ class_lanes(int c)
  * sweep's row order) takes the long rows first, a task per CCD_CHUNK
  * nonzeros, then the classes from long to short, rows ascending within a
  * class, cut into tasks of about CCD_TASK_NNZ nonzeros; heavy work first,
- * so the launch ends on short tasks.
+ * so the launch ends on short tasks.  Only the rows the device updates
+ * ([own0, own1)) are scheduled: the sweep's positions are theirs.
  */
 static int
 build_schedule(ccd_side *sd, const gm_csr *A, int32_t *n_long, char *err, size_t errlen)
 {
-	int32_t		n = sd->n;
+	int32_t		n = sd->own1 - sd->own0;	/* positions */
 	const int64_t *ptr = sd->ptr_h;
 	int64_t		upper[CCD_CLASSES];
 	int32_t		start[CCD_CLASSES + 1],
 				bstart[CCD_CLASSES + 1];
-	int32_t    *perm = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
+	int32_t    *perm = (int32_t *) malloc(sizeof(int32_t) * ((size_t) sd->n + 1));
 	int32_t    *order = (int32_t *) malloc(sizeof(int32_t) * ((size_t) n + 1));
 	int4	   *tasks = NULL;
 	int64_t		ntasks = 0;
@@ -1043,6 +1054,22 @@ build_schedule(ccd_side *sd, const gm_csr *A, int32_t *n_long, char *err, size_t
 		free(perm);
 		free(order);
 		return rc;
+	}
+	/* a share: keep its own rows, in the same order (the classes' starts move) */
+	if (n < sd->n)
+	{
+		int32_t		q = 0;
+
+		for (int c = 0; c < CCD_CLASSES; c++)
+		{
+			int32_t		b = start[c];
+
+			start[c] = q;
+			for (int32_t p = b; p < start[c + 1]; p++)
+				if (perm[p] >= sd->own0 && perm[p] < sd->own1)
+					perm[q++] = perm[p];
+		}
+		start[CCD_CLASSES] = q;
 	}
 	/* count the tasks: long rows by chunks, classes by groups of rows */
 	for (int32_t p = start[CCD_CLASSES - 1]; p < n; p++)
@@ -1147,6 +1174,7 @@ ccd_destroy(void *h)
 
 	if (c == NULL)
 		return;
+	(void) cudaSetDevice(c->dev);
 	if (c->have_stream)
 		cudaStreamSynchronize(c->stream);
 	for (int s = 0; s < 2; s++)
@@ -1191,6 +1219,22 @@ ccd_destroy(void *h)
 		cudaStreamDestroy(c->stream);
 	(void) cudaGetLastError();
 	free(c);
+}
+
+/* The scatter sums of every device's blocks (slot q: device q's). */
+static size_t
+partial_bytes(const ccd_gpu *c)
+{
+	int32_t		n_items = c->side[1].n;
+
+	return sizeof(float2) * (size_t) c->nslots * c->scatter_blocks * (n_items > 0 ? n_items : 1);
+}
+
+/* This device's slot of the scatter sums. */
+static float2 *
+partial_mine(const ccd_gpu *c)
+{
+	return c->partial + (size_t) c->slot * c->scatter_blocks * c->side[1].n;
 }
 
 /*
@@ -1245,9 +1289,8 @@ scatter_setup(ccd_gpu *c, char *err, size_t errlen)
 		return GM_OK;
 	}
 	c->scatter_blocks = sms * per_sm;
-	GM_CHECK(gm_dev_malloc((void **) &c->partial,
-						   sizeof(float2) * (size_t) c->scatter_blocks * (n_items > 0 ? n_items : 1)));
-	GM_CHECK(cudaMemset(c->partial, 0, sizeof(float2) * (size_t) c->scatter_blocks * (n_items > 0 ? n_items : 1)));
+	GM_CHECK(gm_dev_malloc((void **) &c->partial, partial_bytes(c)));
+	GM_CHECK(cudaMemset(c->partial, 0, partial_bytes(c)));
 	if (c->fixed)
 	{
 		GM_CHECK(gm_dev_malloc((void **) &c->fx, sizeof(ccd_fixed)));
@@ -1294,12 +1337,16 @@ upload_chunk_rows(ccd_gpu *c, const gm_csr *A, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* Everything create does that can fail on the device. */
+/*
+ * Everything create does that can fail on the device.  dv: the device's
+ * problem (d itself, or with R and Rt replaced by its share's row views);
+ * d: the whole problem (the factors, and the item side's column pointers
+ * under one copy, where every device updates every item).
+ */
 static int
-create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
-			 char *device, size_t devlen, char *err, size_t errlen)
+create_inner(ccd_gpu *c, const gm_mf_data *dv, const gm_mf_data *d, char *err, size_t errlen)
 {
-	const gm_csr *A[2] = {d->R, d->Rt};
+	const gm_csr *A[2] = {dv->R, dv->Rt};
 	const float *F[2] = {d->X, d->Y};
 	const float *bias[2] = {d->user_bias, d->item_bias};
 	int			k = c->k;
@@ -1308,8 +1355,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 			  **bd = c->tmpb;
 	int			rc = GM_OK;
 
-	GM_CHECK(cudaSetDevice(0));
-	gm_device_name(device, devlen);
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaStreamCreate(&c->stream));
 	c->have_stream = 1;
 	if (c->binning == 2)
@@ -1325,6 +1371,13 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	GM_CHECK(gm_dev_malloc((void **) &c->dsum, sizeof(double) * 4));
 	if ((rc = scatter_setup(c, err, errlen)) != GM_OK)
 		return rc;
+	if (c->one_copy)
+	{
+		/* every device updates every item, from the sums of all */
+		A[1] = d->Rt;
+		c->side[1].own0 = 0;
+		c->side[1].own1 = c->side[1].n;
+	}
 
 	for (int s = 0; s < 2; s++)
 	{
@@ -1358,7 +1411,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 		GM_CHECK(cudaMemset(sd->acc, 0, sizeof(double2) * (size_t) (n_long > 0 ? n_long : 1)));
 		GM_CHECK(cudaMemset(sd->cnt, 0, sizeof(unsigned) * (size_t) (n_long > 0 ? n_long : 1)));
 
-		/* factors: row-major upload, feature-major on the device */
+		/* factors, all rows: row-major upload, feature-major on the device */
 		GM_CHECK(gm_dev_malloc((void **) &c->vec[s], sizeof(float) * n1 * nvec));
 		/* poison the slots (NaN): a term read before its snapshot shows */
 		GM_CHECK(cudaMemset(c->vec[s], 0xff, sizeof(float) * n1 * nvec));
@@ -1382,7 +1435,7 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	}
 	if (c->one_copy && (rc = upload_chunk_rows(c, A[0], err, errlen)) != GM_OK)
 		return rc;
-	if (c->fixed)
+	if (c->fixed && c->nnz > 0)
 	{
 		/* the first scatter's bound: the starting residual's largest entry */
 		ccd_absmax<<<blocks_for(c->nnz, 4 * CCD_THREADS) < 1024 ? blocks_for(c->nnz, 4 * CCD_THREADS) : 1024,
@@ -1399,49 +1452,51 @@ create_inner(ccd_gpu *c, const gm_mf_data *d, const gm_mf_params *p,
 	return GM_OK;
 }
 
-/* Upload the problem: the model feature-major, the residual in both orders. */
+/*
+ * Upload device dev's problem (slot of nslots; own0/own1: the rows of each
+ * side it updates): the model feature-major, the residual in both orders
+ * (its rows of each).
+ */
 static int
-ccd_create(void **h, const gm_mf_data *d, const gm_mf_params *p,
-		   const gm_callbacks *cb, char *device, size_t devlen,
+dev_create(ccd_gpu **out, const gm_mf_data *dv, const gm_mf_data *d, const gm_mf_params *p,
+		   int dev, int slot, int nslots, const int32_t *own0, const int32_t *own1,
 		   char *err, size_t errlen)
 {
 	ccd_gpu    *c;
 	int			rc;
 
-	(void) cb;
-	*h = NULL;
-	if (gm_explicit_check("ccd", p, d, 1, err, errlen) != GM_OK)
-		return GM_EINVAL;
+	*out = NULL;
 	c = (ccd_gpu *) calloc(1, sizeof(ccd_gpu));
 	if (c == NULL)
 	{
 		snprintf(err, errlen, "ccd: out of host memory");
 		return GM_ENOMEM;
 	}
+	c->dev = dev;
+	c->slot = slot;
+	c->nslots = nslots;
 	c->k = p->factors;
 	c->biases = p->biases ? 1 : 0;
 	c->lambda = p->regularization;
 	c->mu = c->biases ? d->global_mean : 0.0;
-	c->nnz = d->R->nnz;
+	c->nnz = dv->R->nnz;
 	c->binning = g_binning;
 	c->side[0].n = d->R->n_rows;
 	c->side[1].n = d->R->n_cols;
+	for (int s = 0; s < 2; s++)
+	{
+		c->side[s].own0 = own0[s];
+		c->side[s].own1 = own1[s];
+	}
 	gm_ccd_plan_init(&c->plan, c->k, p->inner_iterations, c->biases);
-	rc = create_inner(c, d, p, device, devlen, err, errlen);
+	rc = create_inner(c, dv, d, err, errlen);
 	if (rc != GM_OK)
 	{
 		ccd_destroy(c);
 		return rc;
 	}
-	*h = c;
+	*out = c;
 	return GM_OK;
-}
-
-/* Sweeps per outer iteration (the plan's). */
-static int
-ccd_n_sweeps(void *h)
-{
-	return ((ccd_gpu *) h)->plan.n_sweeps;
 }
 
 /*
@@ -1501,11 +1556,15 @@ snapshot_source(const gm_ccd_step *st, int s, int id)
 	return id;
 }
 
-/* Plan sweep s: take its snapshots, pack its terms, describe its rows. */
+/*
+ * Plan sweep s: take its snapshots, pack its terms, describe its rows:
+ * binned positions (0 .. own1 - own0 of the side's rows, ptr_perm_h) or
+ * rows in storage order (0 .. n, ptr_h; the unbinned passes and the
+ * scatter), as sweep_binned says.
+ */
 static int
-ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
+dev_begin_sweep(ccd_gpu *c, int s, gm_sweep *sw, char *err, size_t errlen)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
 	gm_ccd_step *st = &c->step;
 	gm_ccd_pack pk;
 	int			queued0 = c->plan.n_pending[0];
@@ -1513,6 +1572,7 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 	int			scatter,
 				rc;
 
+	GM_CHECK(cudaSetDevice(c->dev));
 	if (gm_ccd_plan_step(&c->plan, s, st) != 0)
 	{
 		snprintf(err, errlen, "ccd: internal error planning sweep %d", s);
@@ -1560,6 +1620,8 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 		/* rows are the users', weighted by the entry's user-side vector */
 		if ((rc = launch_pack(c, 0, &pk, 1, 1, st->cur, 4, err, errlen)) != GM_OK)
 			return rc;
+		c->sweep_side = 0;
+		c->sweep_binned = 0;
 		sw->n_rows = c->side[0].n;
 		sw->indptr = c->side[0].ptr_h;	/* storage order */
 		sw->row_work = 4.0;
@@ -1575,7 +1637,9 @@ ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
 		c->pw = 2;
 	if ((rc = launch_pack(c, st->side, &pk, c->n_apply > 0, 0, 0, c->pw, err, errlen)) != GM_OK)
 		return rc;
-	sw->n_rows = c->side[st->side].n;
+	c->sweep_side = st->side;
+	c->sweep_binned = c->binning != 0;
+	sw->n_rows = c->binning ? c->side[st->side].own1 - c->side[st->side].own0 : c->side[st->side].n;
 	sw->indptr = c->binning ? c->side[st->side].ptr_perm_h : c->side[st->side].ptr_h;
 	sw->row_work = 8.0;
 	sw->nnz_work = c->n_apply > 0 ? 6.0 : 2.0;
@@ -1621,19 +1685,18 @@ launch_tasks(const pass_args &a, int32_t t0, int32_t t1, int write, int pw, cuda
 	return cudaGetLastError();
 }
 
-/* Rows [begin, end) of the current sweep's pass. */
+/* Rows (or binned positions) [begin, end) of the current sweep's pass. */
 static int
-ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+dev_run(ccd_gpu *c, int32_t begin, int32_t end, char *err, size_t errlen)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
 	gm_ccd_step *st = &c->step;
 	int			scatter = c->one_copy && st->side == 1;
 	ccd_side   *sd = &c->side[scatter ? 0 : st->side];
 	pass_args	a;
 	int			write = c->n_apply > 0;
 
-	(void) s;
-	if (begin < 0 || end > sd->n || begin > end)
+	GM_CHECK(cudaSetDevice(c->dev));
+	if (begin < 0 || end > (c->sweep_binned ? sd->own1 - sd->own0 : sd->n) || begin > end)
 	{
 		snprintf(err, errlen, "ccd: rows [%d, %d) outside the sweep", begin, end);
 		return GM_EINVAL;
@@ -1672,21 +1735,21 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 			if (write)
 				ccd_scatter<true, true><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
-					a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial, c->fx, cnt, c->redo);
+					a, x0, x1, begin, end, c->crow, c->side[1].n, partial_mine(c), c->fx, cnt, c->redo);
 			else
 				ccd_scatter<false, true><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
-					a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial, c->fx, cnt, c->redo);
+					a, x0, x1, begin, end, c->crow, c->side[1].n, partial_mine(c), c->fx, cnt, c->redo);
 			GM_CHECK_LAUNCH();
 			/* the blocks that overflowed, again with float sums (the others exit at once) */
 			ccd_scatter<false, false><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
-				a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial, c->fx, 0.0f, c->redo);
+				a, x0, x1, begin, end, c->crow, c->side[1].n, partial_mine(c), c->fx, 0.0f, c->redo);
 		}
 		else if (write)
 			ccd_scatter<true, false><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
-				a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial, NULL, 0.0f, NULL);
+				a, x0, x1, begin, end, c->crow, c->side[1].n, partial_mine(c), NULL, 0.0f, NULL);
 		else
 			ccd_scatter<false, false><<<(int) blocks, CCD_SCATTER_THREADS, c->scatter_smem, c->stream>>>(
-				a, x0, x1, begin, end, c->crow, c->side[1].n, c->partial, NULL, 0.0f, NULL);
+				a, x0, x1, begin, end, c->crow, c->side[1].n, partial_mine(c), NULL, 0.0f, NULL);
 		GM_CHECK_LAUNCH();
 		return GM_OK;
 	}
@@ -1731,49 +1794,64 @@ ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* One copy: a scatter sweep ends by solving the item side's updates. */
+/* Whether the current sweep is a scatter (one copy, the item side) that updates items. */
 static int
-ccd_end_sweep(void *h, int s, char *err, size_t errlen)
+dev_scatter_sweep(const ccd_gpu *c)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
-	gm_ccd_step *st = &c->step;
+	return c->one_copy && c->step.side == 1 && c->side[1].n > 0;
+}
 
-	(void) s;
-	if (!(c->one_copy && st->side == 1) || c->side[1].n == 0)
-		return GM_OK;
+/*
+ * One copy: a scatter sweep ends by solving the item side's updates from
+ * the sums of every slot (several devices: the others' slots copied in
+ * first), then (dev_clear_sums, once no device reads them) clearing them.
+ */
+static int
+dev_finish_scatter(ccd_gpu *c, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(c->dev));
 	ccd_scatter_finish<<<blocks_for(c->side[1].n, 32), 256, 0, c->stream>>>(
-		c->partial, c->scatter_blocks, c->side[1].n, c->side[1].csr.indptr, c->lambda,
-		vec_of(c, 1, st->target), c->fixed ? c->fx : NULL);
+		c->partial, c->nslots * c->scatter_blocks, c->side[1].n, c->side[1].csr.indptr, c->lambda,
+		vec_of(c, 1, c->step.target), c->fixed ? c->fx : NULL);
 	GM_CHECK_LAUNCH();
-	GM_CHECK(cudaMemsetAsync(c->partial, 0, sizeof(float2) * (size_t) c->scatter_blocks * c->side[1].n,
-							 c->stream));
+	return GM_OK;
+}
+
+static int
+dev_clear_sums(ccd_gpu *c, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(c->dev));
+	GM_CHECK(cudaMemsetAsync(c->partial, 0, partial_bytes(c), c->stream));
 	return GM_OK;
 }
 
 /* Wait for the queued work; report asynchronous errors. */
 static int
-ccd_sync(void *h, char *err, size_t errlen)
+dev_sync(ccd_gpu *c, char *err, size_t errlen)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
-
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
 	GM_CHECK(cudaGetLastError());
 	return GM_OK;
 }
 
-/* Loss and training RMSE (gm_explicit.h) of the current model. */
+/*
+ * Queue the device's part of the loss into c->dsum: [0] the squared
+ * residuals of its CSR copy, [1] the weighted squares of the rows it
+ * updates (the item side under one copy, which every device updates: the
+ * first device only); dev_sums_read reads them.
+ */
 static int
-ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
+dev_sums(ccd_gpu *c, char *err, size_t errlen)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
 	gm_ccd_term terms[GM_CCD_MAX_TERMS + 1];
 	gm_ccd_pack pk;
 	int			n_terms = gm_ccd_plan_eval(&c->plan, terms);
 	int			skip = c->one_copy ? c->ahead : 0;	/* already in the CSR copy */
 	pass_args	a;
-	double		sums[2];
 	int			rc;
 
+	GM_CHECK(cudaSetDevice(c->dev));
 	if (skip > n_terms ||
 		gm_ccd_make_pack(terms + skip, n_terms - skip, 0, GM_CCD_ONES, &pk) != 0)
 	{
@@ -1791,25 +1869,34 @@ ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
 	a.cp = c->side[1].colpack;
 	ccd_eval_sse<<<1024, CCD_THREADS, 0, c->stream>>>(a, c->side[0].n, c->dsum);
 	GM_CHECK_LAUNCH();
+	/* a share's row views count only its rows' entries (n_i = 0 elsewhere) */
 	for (int s = 0; s < 2; s++)
-	{
-		ccd_weighted_squares<<<256, CCD_THREADS, 0, c->stream>>>(
-			c->vec[s], c->side[s].n, c->k + c->biases, c->side[s].csr.indptr, c->dsum + 1);
-		GM_CHECK_LAUNCH();
-	}
+		if (!(s == 1 && c->one_copy && c->slot > 0))
+		{
+			ccd_weighted_squares<<<256, CCD_THREADS, 0, c->stream>>>(
+				c->vec[s], c->side[s].n, c->k + c->biases, c->side[s].csr.indptr, c->dsum + 1);
+			GM_CHECK_LAUNCH();
+		}
+	return GM_OK;
+}
+
+/* The sums dev_sums queued, once they are done. */
+static int
+dev_sums_read(ccd_gpu *c, double *sums, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 2, cudaMemcpyDeviceToHost, c->stream));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
-	m->loss = (sums[0] + c->lambda * sums[1]) / (double) (c->nnz > 0 ? c->nnz : 1);
-	m->rmse = sqrt(sums[0] / (double) (c->nnz > 0 ? c->nnz : 1));
 	return GM_OK;
 }
 
 /* Write the model back row-major into d's arrays. */
 static int
-ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
+dev_download(ccd_gpu *c, gm_mf_data *d, char *err, size_t errlen)
 {
-	ccd_gpu    *c = (ccd_gpu *) h;
 	int			k = c->k;
+
+	GM_CHECK(cudaSetDevice(c->dev));
 
 	for (int s = 0; s < 2; s++)
 	{
@@ -1845,16 +1932,416 @@ ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* ------------------------------------------------------ the devices */
+
+/*
+ * The handle the core drives: one device, or several (p->gpus).  A side's
+ * rows are cut into shares of about equal work (gm_shares_plan, as for ALS);
+ * a device holds every row of both sides' vectors and its share's
+ * residual (a row view of R, and of Rt under two copies), and runs the
+ * plan's every sweep over its own rows, so each row's arithmetic is the one
+ * device's.  Every device takes the same snapshots and packs (its vectors
+ * are whole).  After a sweep that updates rows of a shared side, each device
+ * pulls the rows the others updated (peer copies queued behind an event of
+ * each other device: no host wait).  Under one copy the item side's passes
+ * are scatters over each device's CSR rows into its slot of the scatter
+ * sums; every device pulls the others' slots and solves every item itself,
+ * from the sums of all slots in the same order, so the item vectors agree
+ * on every device.  The loss adds the devices' sums.
+ *
+ * The results equal the one-device training's within float rounding: the
+ * rows and their pass order are the same, but under one copy the item
+ * sums are cut into more blocks (more, smaller fixed-point or float sums).
+ */
+typedef struct ccd_top
+{
+	int			ndev;
+	ccd_gpu    *g[GM_MAX_GPUS];
+	int64_t		nnz;
+	float		lambda;
+	gm_shares	sh;
+	int64_t    *vbin[2];		/* virtual binned positions: the devices' nonzeros added */
+	int32_t		vbn[2];
+	cudaEvent_t ev[GM_MAX_GPUS][2];
+	int			have_ev;
+} ccd_top;
+
+static void
+ccd_destroy_top(void *h)
+{
+	ccd_top    *t = (ccd_top *) h;
+
+	if (t == NULL)
+		return;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		if (t->g[i] != NULL && i < t->have_ev)
+		{
+			(void) cudaSetDevice(t->g[i]->dev);
+			cudaEventDestroy(t->ev[i][0]);
+			cudaEventDestroy(t->ev[i][1]);
+		}
+		ccd_destroy(t->g[i]);
+	}
+	gm_shares_free(&t->sh);
+	free(t->vbin[0]);
+	free(t->vbin[1]);
+	(void) cudaSetDevice(0);
+	free(t);
+}
+
+/* Side s's virtual binned positions: position r of every device at once. */
+static int
+virtual_positions(ccd_top *t, int s, char *err, size_t errlen)
+{
+	int32_t		vn = 0;
+	int64_t    *v;
+
+	for (int i = 0; i < t->ndev; i++)
+		if (t->g[i]->side[s].own1 - t->g[i]->side[s].own0 > vn)
+			vn = t->g[i]->side[s].own1 - t->g[i]->side[s].own0;
+	v = (int64_t *) malloc(sizeof(int64_t) * ((size_t) vn + 1));
+	if (v == NULL)
+	{
+		snprintf(err, errlen, "ccd: out of host memory for the shares' rows");
+		return GM_ENOMEM;
+	}
+	v[0] = 0;
+	for (int32_t r = 0; r < vn; r++)
+	{
+		int64_t		e = 0;
+
+		for (int i = 0; i < t->ndev; i++)
+		{
+			const ccd_side *sd = &t->g[i]->side[s];
+
+			if (r < sd->own1 - sd->own0)
+				e += sd->ptr_perm_h[r + 1] - sd->ptr_perm_h[r];
+		}
+		v[r + 1] = v[r] + e;
+	}
+	t->vbin[s] = v;
+	t->vbn[s] = vn;
+	return GM_OK;
+}
+
+static int
+ccd_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
+		   const gm_callbacks *cb, char *device, size_t devlen,
+		   char *err, size_t errlen)
+{
+	ccd_top    *t;
+	int			rc;
+
+	(void) cb;					/* the core polls between slices */
+	*out = NULL;
+	if (gm_explicit_check("ccd", p, d, 1, err, errlen) != GM_OK)
+		return GM_EINVAL;
+	t = (ccd_top *) calloc(1, sizeof(ccd_top));
+	if (t == NULL)
+	{
+		snprintf(err, errlen, "ccd: out of host memory");
+		return GM_ENOMEM;
+	}
+	t->nnz = d->R->nnz;
+	t->lambda = p->regularization;
+	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p), err,
+						errlen);
+	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
+	{
+		gm_mf_data	dv;
+		gm_csr		v[2];
+		int32_t		own0[2],
+					own1[2];
+		int			dev;
+
+		gm_shares_own(&t->sh, i, own0, own1);
+		t->ndev = i + 1;
+		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
+			rc = dev_create(&t->g[i], &dv, d, p, dev, i, t->sh.ndev, own0, own1, err, errlen);
+		if (rc == GM_OK && i > 0 &&
+			(t->g[i]->one_copy != t->g[0]->one_copy ||
+			 (t->g[i]->one_copy && t->g[i]->scatter_blocks != t->g[0]->scatter_blocks)))
+		{
+			snprintf(err, errlen, "ccd: the GPUs differ (shared memory or multiprocessors), so they cannot share one training");
+			rc = GM_ENOTSUP;
+		}
+	}
+	if (rc == GM_OK && t->ndev > 1)
+	{
+		for (int s = 0; s < 2 && rc == GM_OK; s++)
+			if (!(s == 1 && t->g[0]->one_copy) && t->g[0]->binning != 0)
+				rc = virtual_positions(t, s, err, errlen);
+		for (int i = 0; i < t->ndev && rc == GM_OK; i++)
+		{
+			cudaError_t e = cudaSetDevice(t->g[i]->dev);
+
+			if (e == cudaSuccess)
+				e = cudaEventCreateWithFlags(&t->ev[i][0], cudaEventDisableTiming);
+			if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&t->ev[i][1], cudaEventDisableTiming)) != cudaSuccess)
+				cudaEventDestroy(t->ev[i][0]);
+			if (e != cudaSuccess)
+			{
+				snprintf(err, errlen, "ccd: creating the devices' events failed: %s", cudaGetErrorString(e));
+				rc = GM_EDEVICE;
+			}
+			else
+				t->have_ev = i + 1;
+		}
+	}
+	if (rc != GM_OK)
+	{
+		ccd_destroy_top(t);
+		return rc;
+	}
+	gm_shares_device_name(&t->sh, device, devlen);
+	*out = t;
+	return GM_OK;
+}
+
+/* Sweeps per outer iteration (the plan's). */
+static int
+ccd_n_sweeps(void *h)
+{
+	return ((ccd_top *) h)->g[0]->plan.n_sweeps;
+}
+
+static int
+ccd_begin_sweep(void *h, int s, gm_sweep *sw, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	int			rc;
+
+	for (int i = 0; i < t->ndev; i++)
+	{
+		gm_sweep	mine = *sw;
+
+		if ((rc = dev_begin_sweep(t->g[i], s, i == 0 ? sw : &mine, err, errlen)) != GM_OK)
+			return rc;
+	}
+	if (t->ndev > 1)
+	{
+		/* virtual rows: a slice runs on every device at once, sized as one device's */
+		int			side = t->g[0]->sweep_side;
+
+		if (t->g[0]->sweep_binned)
+		{
+			sw->n_rows = t->vbn[side];
+			sw->indptr = t->vbin[side];
+		}
+		else
+		{
+			sw->n_rows = t->sh.vn[side];
+			sw->indptr = t->sh.vrow[side];
+		}
+		sw->nnz_work /= t->ndev;
+	}
+	return GM_OK;
+}
+
+static int
+ccd_run(void *h, int s, int32_t begin, int32_t end, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	int			side = t->g[0]->sweep_side,
+				rc;
+
+	(void) s;
+	if (t->ndev == 1)
+		return dev_run(t->g[0], begin, end, err, errlen);
+	if (begin < 0 || begin > end ||
+		end > (t->g[0]->sweep_binned ? t->vbn[side] : t->sh.vn[side]))
+	{
+		snprintf(err, errlen, "ccd: rows [%d, %d) outside the sweep", begin, end);
+		return GM_EINVAL;
+	}
+	for (int i = 0; i < t->ndev; i++)
+	{
+		int32_t		b,
+					e;
+
+		if (t->g[i]->sweep_binned)
+		{
+			int32_t		np = t->g[i]->side[side].own1 - t->g[i]->side[side].own0;
+
+			b = begin < np ? begin : np;
+			e = end < np ? end : np;
+		}
+		else
+			gm_shares_rows(&t->sh, side, i, begin, end, &b, &e);
+		if (b < e && (rc = dev_run(t->g[i], b, e, err, errlen)) != GM_OK)
+			return rc;
+	}
+	return GM_OK;
+}
+
+/* Each device's stream waits for event q of every other device. */
+static int
+wait_others(ccd_top *t, int j, int q, char *err, size_t errlen)
+{
+	for (int i = 0; i < t->ndev; i++)
+		if (i != j)
+			GM_CHECK(cudaStreamWaitEvent(t->g[j]->stream, t->ev[i][q], 0));
+	return GM_OK;
+}
+
+static int
+record_all(ccd_top *t, int q, char *err, size_t errlen)
+{
+	for (int i = 0; i < t->ndev; i++)
+	{
+		GM_CHECK(cudaSetDevice(t->g[i]->dev));
+		GM_CHECK(cudaEventRecord(t->ev[i][q], t->g[i]->stream));
+	}
+	return GM_OK;
+}
+
+/*
+ * The end of a sweep.  Several devices: a scatter's sums of every slot to
+ * every device, each then solving every item; otherwise the rows each
+ * device updated to the others.
+ */
+static int
+ccd_end_sweep(void *h, int s, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	ccd_gpu    *g0 = t->g[0];
+	int			rc;
+
+	(void) s;
+	if (t->ndev == 1)
+	{
+		if (!dev_scatter_sweep(g0))
+			return GM_OK;
+		if ((rc = dev_finish_scatter(g0, err, errlen)) != GM_OK)
+			return rc;
+		return dev_clear_sums(g0, err, errlen);
+	}
+	if ((rc = record_all(t, 0, err, errlen)) != GM_OK)
+		return rc;
+	if (dev_scatter_sweep(g0))
+	{
+		size_t		slot = (size_t) g0->scatter_blocks * g0->side[1].n;
+
+		for (int j = 0; j < t->ndev; j++)
+		{
+			ccd_gpu    *c = t->g[j];
+
+			GM_CHECK(cudaSetDevice(c->dev));
+			if ((rc = wait_others(t, j, 0, err, errlen)) != GM_OK)
+				return rc;
+			for (int i = 0; i < t->ndev; i++)
+				if (i != j)
+					GM_CHECK(cudaMemcpyPeerAsync(c->partial + i * slot, c->dev,
+												 t->g[i]->partial + i * slot, t->g[i]->dev,
+												 sizeof(float2) * slot, c->stream));
+			if ((rc = dev_finish_scatter(c, err, errlen)) != GM_OK)
+				return rc;
+		}
+		/* a device clears its sums once the others have copied its slot */
+		if ((rc = record_all(t, 1, err, errlen)) != GM_OK)
+			return rc;
+		for (int j = 0; j < t->ndev; j++)
+		{
+			GM_CHECK(cudaSetDevice(t->g[j]->dev));
+			if ((rc = wait_others(t, j, 1, err, errlen)) != GM_OK ||
+				(rc = dev_clear_sums(t->g[j], err, errlen)) != GM_OK)
+				return rc;
+		}
+		return GM_OK;
+	}
+	/*
+	 * The updated vector's rows from their devices.  A device writes this
+	 * vector again two sweeps on at the earliest, after waiting (at the
+	 * next sweep's end) for every other device's work, these copies
+	 * included.
+	 */
+	{
+		int			side = g0->step.side,
+					id = g0->step.target;
+
+		for (int j = 0; j < t->ndev; j++)
+		{
+			ccd_gpu    *c = t->g[j];
+
+			GM_CHECK(cudaSetDevice(c->dev));
+			if ((rc = wait_others(t, j, 0, err, errlen)) != GM_OK)
+				return rc;
+			for (int i = 0; i < t->ndev; i++)
+			{
+				const ccd_side *sd = &t->g[i]->side[side];
+
+				if (i != j && sd->own1 > sd->own0)
+					GM_CHECK(cudaMemcpyPeerAsync(vec_of(c, side, id) + sd->own0, c->dev,
+												 vec_of(t->g[i], side, id) + sd->own0, t->g[i]->dev,
+												 sizeof(float) * (size_t) (sd->own1 - sd->own0), c->stream));
+			}
+		}
+	}
+	return GM_OK;
+}
+
+static int
+ccd_sync(void *h, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	int			rc;
+
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_sync(t->g[i], err, errlen)) != GM_OK)
+			return rc;
+	(void) cudaSetDevice(0);
+	return GM_OK;
+}
+
+/* Loss and training RMSE (gm_explicit.h) of the current model: the devices' sums added. */
+static int
+ccd_evaluate(void *h, gm_mf_metrics *m, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	double		tot[2] = {0, 0};
+	int			rc;
+
+	/* every device's sums queued first, so that the devices compute them at once */
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_sums(t->g[i], err, errlen)) != GM_OK)
+			return rc;
+	for (int i = 0; i < t->ndev; i++)
+	{
+		double		sums[2];
+
+		if ((rc = dev_sums_read(t->g[i], sums, err, errlen)) != GM_OK)
+			return rc;
+		tot[0] += sums[0];
+		tot[1] += sums[1];
+	}
+	(void) cudaSetDevice(0);
+	m->loss = (tot[0] + t->lambda * tot[1]) / (double) (t->nnz > 0 ? t->nnz : 1);
+	m->rmse = sqrt(tot[0] / (double) (t->nnz > 0 ? t->nnz : 1));
+	return GM_OK;
+}
+
+/* Every device holds the whole model after the exchanges: the first one's. */
+static int
+ccd_download(void *h, gm_mf_data *d, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) h;
+	int			rc = dev_download(t->g[0], d, err, errlen);
+
+	(void) cudaSetDevice(0);
+	return rc;
+}
+
 extern "C" const gm_algo_ops gm_cuda_ccd_ops = {
 	"cuda",
 	ccd_create,
 	ccd_n_sweeps,
 	ccd_begin_sweep,
 	ccd_run,
-	ccd_end_sweep,
+	ccd_end_sweep,				/* one copy: the item side's solve; several devices: the exchanges */
 	ccd_sync,
 	ccd_evaluate,
 	ccd_download,
-	ccd_destroy,
+	ccd_destroy_top,
 	NULL						/* reset: none (the loop destroys and creates instead) */
 };

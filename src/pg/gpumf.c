@@ -130,8 +130,8 @@ _PG_init(void)
 							&gpumf_autotune_max_factors, 1024, 1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.gpus",
-							"GPUs of this host an implicit ALS training spreads its rows over.",
-							"1: one GPU (the default). More: the first N visible GPUs, each solving a share of the users and of the items, holding every factor and its share of the interactions, the factors exchanged after each half-iteration; the model is the one-GPU model. Explicit ALS and CCD++ train on one GPU.",
+							"GPUs of this host an implicit ALS, explicit ALS or CCD++ training spreads its rows over.",
+							"1: one GPU (the default). More: the first N visible GPUs, each solving a share of the users and of the items, holding every factor and its share of the interactions, the updated rows exchanged after each pass; the model is the one-GPU model within float rounding. graph_filter trains on one GPU.",
 							&gpumf_gpus, 1, 1, GM_MAX_GPUS,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.gpu_memory_limit",

@@ -70,6 +70,13 @@ typedef enum gm_algorithm
 	GM_ALG_COUNT
 } gm_algorithm;
 
+/* Whether the CUDA module trains algorithm a on several GPUs (gm_mf_params.gpus). */
+static inline int
+gm_algorithm_multi_gpu(gm_algorithm a)
+{
+	return a == GM_ALG_ALS_IMPLICIT || a == GM_ALG_ALS_EXPLICIT || a == GM_ALG_CCD;
+}
+
 /*
  * Solvers of the implicit model's per-row systems A x = b (see
  * src/core/train/als_implicit.c for A and b).
@@ -126,7 +133,7 @@ typedef struct gm_mf_params
 	int			inner_iterations;	/* CCD++: updates of each feature per outer iteration */
 	int			biases;			/* global mean and user/item biases on (1) or off (0) */
 
-	/* the CUDA backend: GPUs a training spreads its rows over (0 or 1: one; implicit ALS) */
+	/* the CUDA backend: GPUs a training spreads its rows over (0 or 1: one; gm_algorithm_multi_gpu) */
 	int			gpus;
 } gm_mf_params;
 
@@ -312,14 +319,17 @@ gm_gpu_block_width(const gm_mf_params *p, int kp)
  * row weighing as many entries as its own work costs (the GPU's per-row and
  * per-entry costs of the sweep: implicit ALS's CG k^2 against k a step, the
  * block solver's b (2 kp + b^2 / 3) against b (b + 2); explicit ALS's
- * kk^3 / 3 + kk^2 against kk (kk + 1) / 2 + kk); 0 for the other
- * algorithms (entries alone).
+ * kk^3 / 3 + kk^2 against kk (kk + 1) / 2 + kk; CCD++'s pack and update of
+ * a row against the read, update and write of an entry, about one); 0
+ * for the other algorithms (entries alone).
  */
 static inline double
 gm_gpu_share_row_weight(const gm_mf_params *p)
 {
 	double		k = p->factors;
 
+	if (p->algorithm == GM_ALG_CCD)
+		return 1.0;
 	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
 	{
 		int			kp = gm_padded_k(p->factors),

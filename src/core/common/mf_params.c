@@ -130,9 +130,9 @@ gm_mf_params_check(const gm_mf_params *p, char *err, size_t errlen)
 	CHECK_REAL("regularization", p->regularization, 0.0);
 	CHECK_REAL("tolerance", p->tolerance, 0.0);
 	CHECK_INT("gpus", p->gpus, 0, GM_MAX_GPUS);
-	if (p->gpus > 1 && p->algorithm != GM_ALG_ALS_IMPLICIT && p->algorithm != GM_ALG_ALS_EXPLICIT)
+	if (p->gpus > 1 && !gm_algorithm_multi_gpu(p->algorithm))
 	{
-		snprintf(err, errlen, "more than one GPU trains implicit and explicit ALS only, not %s",
+		snprintf(err, errlen, "more than one GPU trains implicit ALS, explicit ALS and CCD++ only, not %s",
 				 gm_algorithm_name(p->algorithm));
 		return GM_ENOTSUP;
 	}

@@ -751,8 +751,7 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 				k = p->factors,
 				f = sizeof(float);
 
-	int			ndev = (p->algorithm == GM_ALG_ALS_IMPLICIT || p->algorithm == GM_ALG_ALS_EXPLICIT) &&
-		p->gpus > 1 ? p->gpus : 1;
+	int			ndev = gm_algorithm_multi_gpu(p->algorithm) && p->gpus > 1 ? p->gpus : 1;
 
 	memset(need, 0, sizeof(*need));
 	/*

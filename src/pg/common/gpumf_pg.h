@@ -59,7 +59,7 @@ extern bool gpumf_warm_at_start;	/* preloaded: every model read into shared memo
 extern int	gpumf_keep_versions;	/* versions of a model kept, the current one included */
 extern bool gpumf_fold_in;		/* serving may read a model's source (fold-in) */
 extern int	gpumf_gpu_memory_limit_mb;	/* -1: no cap */
-extern int	gpumf_gpus;			/* gpumf.gpus: GPUs an implicit ALS training uses */
+extern int	gpumf_gpus;			/* gpumf.gpus: GPUs an ALS or CCD++ training uses */
 
 typedef enum
 {

@@ -99,7 +99,7 @@ gpumf_check_gpu_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 					   p->factors, g.need.matrices / 1048576.0, g.need.factors / 1048576.0,
 					   g.need.solver / 1048576.0, (g.want - g.need.total) / 1048576.0,
 					   p->gpus > 1 ? psprintf(", on each of the %d GPUs", p->gpus) : ""),
-			 errhint("Train on the CPU (SET gpumf.device = 'cpu'), with fewer factors%s, on more GPUs (gpumf.gpus, implicit and explicit ALS), "
+			 errhint("Train on the CPU (SET gpumf.device = 'cpu'), with fewer factors%s, on more GPUs (gpumf.gpus; ALS and CCD++), "
 					 "or on a sample of the rows; or free the GPU of other work first.",
 					 p->algorithm == GM_ALG_ALS_IMPLICIT && p->solver != GM_SOLVER_CG ?
 					 ", with solver 'cg' (the block solver keeps two predictions and a permutation an interaction)" : "")));

@@ -223,13 +223,13 @@ gpumf_apply_gpus(gm_mf_params *p)
 	p->gpus = 1;
 	if (p->backend != GM_BACKEND_CUDA || gpumf_gpus <= 1)
 		return;
-	if (p->algorithm == GM_ALG_ALS_IMPLICIT || p->algorithm == GM_ALG_ALS_EXPLICIT)
+	if (gm_algorithm_multi_gpu(p->algorithm))
 		p->gpus = gpumf_gpus;
 	else
 		ereport(NOTICE,
 				(errmsg("gpumf.gpus is %d, but %s trains on one GPU", gpumf_gpus,
 						gm_algorithm_name(p->algorithm)),
-				 errdetail("Several GPUs train implicit and explicit ALS (als, als_explicit) only.")));
+				 errdetail("Several GPUs train implicit ALS, explicit ALS and CCD++ (als, als_explicit, ccd) only.")));
 }
 
 void

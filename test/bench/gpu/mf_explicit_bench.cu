@@ -22,9 +22,10 @@
  * Ends with "N passed, M failed" over the checks of 1 and 2 (the benchmark
  * prints numbers, it asserts nothing).  No PostgreSQL.
  *
- *   4. Explicit ALS on several GPUs against one (check_multi_gpu; shares as
- *      streams of one GPU where only one is visible); --multi-timing: the
- *      Netflix shape on one GPU and on two, seconds per iteration.
+ *   4. Explicit ALS and CCD++ (every work layout) on several GPUs against
+ *      one (check_multi_gpu; shares as streams of one GPU where only one is
+ *      visible); --multi-timing: the Netflix shape on one GPU and on two,
+ *      seconds per iteration.
  *
  * Usage: mf_explicit_bench [--quick | --timing | --multi-timing] [--seed N] [--cpu-iterations N] [--profile MODES
  *        [--profile-k KS] [--profile-iterations N] [--profile-repeat R]]
@@ -888,16 +889,40 @@ benchmark(uint64_t seed, int threads, int cpu_iterations)
 }
 
 /*
- * Explicit ALS on several GPUs (gm_mf_params.gpus: rows cut in shares,
- * each side's solved rows exchanged after its sweep) from the same start:
- * the one-GPU model within ten times the one-GPU run-to-run noise (rows
- * longer than a chunk add their chunks with atomics, in any order), per
- * iteration's loss and RMSE too; on one GPU the shares run as streams of it
- * (GM_GPUS_SHARE_DEVICE).
+ * Explicit ALS and CCD++ on several GPUs (gm_mf_params.gpus: rows cut in
+ * shares, each side's updated rows exchanged after its sweep) from the same
+ * start: the one-GPU model within ten times the one-GPU run-to-run noise
+ * (rows longer than a chunk add their chunks with atomics, in any order),
+ * per iteration's loss and RMSE too, with a floor: explicit ALS 1e-6 (a
+ * row's solve is the one-GPU solve), CCD++'s one copy 1e-4 of the factors'
+ * scale and 1e-5 of the loss (its item sums are cut into twice the partial
+ * sums, each rounded on its own), its two copies and unbinned passes 1e-6;
+ * on one GPU the shares run as streams of it (GM_GPUS_SHARE_DEVICE).
  */
 static void
 check_multi_gpu(uint64_t seed, int threads)
 {
+	struct mcase
+	{
+		gm_algorithm alg;
+		int			ngpu,
+					k,
+					biases,
+					binning;	/* CCD++'s work layout (gm_cuda_ccd_set_binning) */
+		double		floor;
+		const char *what;
+	};
+	static const mcase cases[] = {
+		{GM_ALG_ALS_EXPLICIT, 2, 32, 1, 3, 1e-6, "explicit ALS"},
+		{GM_ALG_ALS_EXPLICIT, 2, 100, 0, 3, 1e-6, "explicit ALS"},
+		{GM_ALG_ALS_EXPLICIT, 3, 32, 1, 3, 1e-6, "explicit ALS"},
+		{GM_ALG_CCD, 2, 32, 1, 3, 1e-4, "CCD++ one copy, fixed-point sums"},
+		{GM_ALG_CCD, 3, 24, 0, 3, 1e-4, "CCD++ one copy, fixed-point sums"},
+		{GM_ALG_CCD, 2, 32, 1, 4, 1e-4, "CCD++ one copy, float sums"},
+		{GM_ALG_CCD, 2, 32, 1, 1, 1e-6, "CCD++ two copies, binned"},
+		{GM_ALG_CCD, 3, 16, 0, 0, 1e-6, "CCD++ two copies, unbinned"},
+		{GM_ALG_CCD, 2, 16, 1, 2, 1e-6, "CCD++ two copies, a stream per class"},
+	};
 	dataset		ds;
 	int			visible = 0;
 	bool		shared;
@@ -907,30 +932,30 @@ check_multi_gpu(uint64_t seed, int threads)
 	if (shared)
 		setenv("GM_GPUS_SHARE_DEVICE", "1", 1);
 	make_dataset(&ds, 6000, 1500, 400000, 6, 0.5, 3.5, 0.3, 0.05, 0.8, 3, seed);
-	for (int c = 0; c < 3; c++)
+	for (const mcase &c : cases)
 	{
-		int			ngpu = c == 2 ? 3 : 2,
-					k = c == 1 ? 100 : 32,
-					biases = c != 1;
 		model		m[3];
 		run_result	r[3];
 		double		diff[2] = {0, 0},
 					scale = 0,
 					rel[2] = {0, 0};
+		double		lfloor = c.alg == GM_ALG_CCD && c.floor > 1e-6 ? 1e-5 : c.floor;
 
-		if (ngpu > visible && !shared)
+		if (c.ngpu > visible && !shared)
 		{
-			printf("  [skip] explicit ALS on %d GPUs: %d visible\n", ngpu, visible);
+			printf("  [skip] %s on %d GPUs: %d visible\n", c.what, c.ngpu, visible);
 			continue;
 		}
+		gm_cuda_ccd_set_binning(c.binning);
 		for (int t = 0; t < 3; t++)
 		{
-			g_gpus = t < 2 ? 1 : ngpu;
-			train(GM_BACKEND_CUDA, &ds, &m[t], GM_ALG_ALS_EXPLICIT, k, 5, 0.05f, biases, 1, threads, &r[t]);
+			g_gpus = t < 2 ? 1 : c.ngpu;
+			train(GM_BACKEND_CUDA, &ds, &m[t], c.alg, c.k, 5, 0.05f, c.biases, 1, threads, &r[t]);
 		}
 		g_gpus = 1;
+		gm_cuda_ccd_set_binning(3);
 		CHECK(r[0].rc == GM_OK && r[1].rc == GM_OK && r[2].rc == GM_OK,
-			  "explicit ALS k=%d on %d GPUs trains: %s %s", k, ngpu, r[1].err, r[2].err);
+			  "%s k=%d on %d GPUs trains: %s %s", c.what, c.k, c.ngpu, r[1].err, r[2].err);
 		if (r[2].rc != GM_OK)
 			continue;
 		for (int t = 0; t < 2; t++)
@@ -945,18 +970,18 @@ check_multi_gpu(uint64_t seed, int threads)
 				diff[t] = std::max(diff[t], (double) fabsf(m[0].Y[i] - m[t + 1].Y[i]));
 				scale = std::max(scale, (double) fabsf(m[0].Y[i]));
 			}
-			for (size_t i = 0; biases && i < m[0].ub.size(); i++)
+			for (size_t i = 0; c.biases && i < m[0].ub.size(); i++)
 				diff[t] = std::max(diff[t], (double) fabsf(m[0].ub[i] - m[t + 1].ub[i]));
-			for (size_t i = 0; biases && i < m[0].ib.size(); i++)
+			for (size_t i = 0; c.biases && i < m[0].ib.size(); i++)
 				diff[t] = std::max(diff[t], (double) fabsf(m[0].ib[i] - m[t + 1].ib[i]));
 			for (size_t it = 0; it < r[0].loss.size() && it < r[t + 1].loss.size(); it++)
 				rel[t] = std::max(rel[t], fabs(r[0].loss[it] - r[t + 1].loss[it]) / fabs(r[0].loss[it]));
 		}
 		CHECK(r[2].loss.size() == r[0].loss.size() &&
-			  diff[1] <= std::max(10.0 * diff[0], 1e-6 * scale) && rel[1] <= std::max(10.0 * rel[0], 1e-6) &&
+			  diff[1] <= std::max(10.0 * diff[0], c.floor * scale) && rel[1] <= std::max(10.0 * rel[0], lfloor) &&
 			  strstr(r[2].device, " x ") != NULL,
-			  "explicit ALS k=%d%s on %d GPUs%s (%s): factors within %.3g (one GPU twice: %.3g; scale %.3g), loss per iteration within %.3g relative (%.3g)",
-			  k, biases ? " biases" : "", ngpu, shared ? " (streams of one)" : "", r[2].device,
+			  "%s k=%d%s on %d GPUs%s (%s): factors within %.3g (one GPU twice: %.3g; scale %.3g), loss per iteration within %.3g relative (%.3g)",
+			  c.what, c.k, c.biases ? " biases" : "", c.ngpu, shared ? " (streams of one)" : "", r[2].device,
 			  diff[1], diff[0], scale, rel[1], rel[0]);
 	}
 	if (shared)
@@ -965,9 +990,10 @@ check_multi_gpu(uint64_t seed, int threads)
 }
 
 /*
- * --multi-timing: explicit ALS on one GPU and on every visible GPU (two or
- * more), the Netflix shape with n ratings, factors k: seconds per
- * iteration (the mean after the first) and the final loss, one table.
+ * --multi-timing: explicit ALS and CCD++ (one copy, the default on this
+ * shape, and two copies) on one GPU and on two, the Netflix shape with n
+ * ratings, factors k: seconds per iteration (the mean after the first) and
+ * the final loss, one table.
  */
 static void
 multi_gpu_timing(uint64_t seed, int threads, int64_t n, int k)
@@ -977,22 +1003,32 @@ multi_gpu_timing(uint64_t seed, int threads, int64_t n, int k)
 
 	cudaGetDeviceCount(&visible);
 	make_dataset(&ds, 480189, 17770, n, 10, 0.5, 3.6, 0.3, 0.01, 0.8, 3, seed);
-	printf("\n| explicit ALS, %lld ratings, 480,189 x 17,770, k %d | GPUs | s / iteration (2..5) | loss | RMSE |\n|---|---|---|---|---|\n",
+	printf("\n| %lld ratings, 480,189 x 17,770, k %d | GPUs | s / iteration (2..5) | loss | RMSE |\n|---|---|---|---|---|\n",
 		   (long long) ds.R.nnz, k);
-	for (int g = 1; g <= visible && g <= 2; g++)
+	for (int a = 0; a < 3; a++)
 	{
-		model		m;
-		run_result	r;
-		double		t = 0;
+		/* explicit ALS; CCD++ in its default layout (one copy here) and with two copies */
+		gm_algorithm alg = a == 0 ? GM_ALG_ALS_EXPLICIT : GM_ALG_CCD;
 
-		g_gpus = g;
-		train(GM_BACKEND_CUDA, &ds, &m, GM_ALG_ALS_EXPLICIT, k, 5, 0.05f, 0, 1, threads, &r);
-		for (size_t i = 1; i < r.seconds.size(); i++)
-			t += r.seconds[i];
-		printf("| %s | %d | %.3f | %.6g | %.5f |\n", r.rc == GM_OK ? r.device : r.err, g,
-			   r.seconds.size() > 1 ? t / (double) (r.seconds.size() - 1) : NAN,
-			   r.loss.empty() ? NAN : r.loss.back(), r.rmse.empty() ? NAN : r.rmse.back());
+		gm_cuda_ccd_set_binning(a == 2 ? 1 : 3);
+		for (int g = 1; g <= visible && g <= 2; g++)
+		{
+			model		m;
+			run_result	r;
+			double		t = 0;
+
+			g_gpus = g;
+			train(GM_BACKEND_CUDA, &ds, &m, alg, k, 5, 0.05f, 0, 1, threads, &r);
+			for (size_t i = 1; i < r.seconds.size(); i++)
+				t += r.seconds[i];
+			printf("| %s%s: %s | %d | %.3f | %.6g | %.5f |\n", a == 0 ? "explicit ALS" : "CCD++",
+				   a == 0 ? "" : (a == 1 ? " one copy" : " two copies"), r.rc == GM_OK ? r.device : r.err, g,
+				   r.seconds.size() > 1 ? t / (double) (r.seconds.size() - 1) : NAN,
+				   r.loss.empty() ? NAN : r.loss.back(), r.rmse.empty() ? NAN : r.rmse.back());
+			fflush(stdout);
+		}
 	}
+	gm_cuda_ccd_set_binning(3);
 	g_gpus = 1;
 	free_dataset(&ds);
 }
