@@ -352,3 +352,87 @@ gm_shares_free(gm_shares *s)
 	free(s->vrow[1]);
 	s->vrow[0] = s->vrow[1] = NULL;
 }
+
+int
+gm_share_push_enabled(void)
+{
+	const char *e = getenv("GM_SHARE_PUSH");
+
+	return e == NULL || strcmp(e, "0") != 0;
+}
+
+int
+gm_share_links_create(gm_share_links *l, const int *devs, int n, char *err, size_t errlen)
+{
+	memset(l, 0, sizeof(*l));
+	for (int i = 0; i < n; i++)
+	{
+		l->dev[i] = devs[i];
+		GM_CHECK(cudaSetDevice(devs[i]));
+		GM_CHECK(cudaStreamCreateWithFlags(&l->copy[i], cudaStreamNonBlocking));
+		if (cudaEventCreateWithFlags(&l->slice[i], cudaEventDisableTiming) != cudaSuccess)
+		{
+			cudaStreamDestroy(l->copy[i]);
+			GM_CHECK(cudaGetLastError());
+		}
+		if (cudaEventCreateWithFlags(&l->done[i], cudaEventDisableTiming) != cudaSuccess)
+		{
+			cudaEventDestroy(l->slice[i]);
+			cudaStreamDestroy(l->copy[i]);
+			GM_CHECK(cudaGetLastError());
+		}
+		l->n = i + 1;
+	}
+	return GM_OK;
+}
+
+void
+gm_share_links_free(gm_share_links *l)
+{
+	for (int i = 0; i < l->n; i++)
+	{
+		(void) cudaSetDevice(l->dev[i]);
+		cudaStreamSynchronize(l->copy[i]);
+		cudaEventDestroy(l->slice[i]);
+		cudaEventDestroy(l->done[i]);
+		cudaStreamDestroy(l->copy[i]);
+	}
+	(void) cudaGetLastError();
+	l->n = 0;
+}
+
+int
+gm_share_push(gm_share_links *l, const gm_share *sh, int n, int i, int32_t b, int32_t e,
+			  size_t row_floats, char *err, size_t errlen)
+{
+	size_t		off = (size_t) b * row_floats,
+				bytes = sizeof(float) * (size_t) (e - b) * row_floats;
+
+	if (e <= b)
+		return GM_OK;
+	GM_CHECK(cudaSetDevice(sh[i].dev));
+	GM_CHECK(cudaEventRecord(l->slice[i], sh[i].stream));
+	GM_CHECK(cudaStreamWaitEvent(l->copy[i], l->slice[i], 0));
+	for (int j = 0; j < n; j++)
+		if (j != i && sh[j].F != sh[i].F)
+			GM_CHECK(cudaMemcpyPeerAsync(sh[j].F + off, sh[j].dev, sh[i].F + off, sh[i].dev, bytes,
+										 l->copy[i]));
+	return GM_OK;
+}
+
+int
+gm_share_join(gm_share_links *l, const gm_share *sh, int n, char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++)
+	{
+		GM_CHECK(cudaSetDevice(sh[i].dev));
+		GM_CHECK(cudaEventRecord(l->done[i], l->copy[i]));
+	}
+	for (int j = 0; j < n; j++)
+	{
+		GM_CHECK(cudaSetDevice(sh[j].dev));
+		for (int i = 0; i < n; i++)
+			GM_CHECK(cudaStreamWaitEvent(sh[j].stream, l->done[i], 0));
+	}
+	return GM_OK;
+}

@@ -290,4 +290,35 @@ typedef struct gm_share
 int			gm_share_allgather(const gm_share *sh, int n, size_t row_floats, char *err,
 							   size_t errlen);
 
+/*
+ * The same exchange, overlapped with the sweep: after each slice, a
+ * device's rows just solved go to the others on its copy stream (behind an
+ * event of its compute stream: no host wait), and at the side's end every
+ * device's compute stream waits for every copy stream (gm_share_join).  A
+ * device's incoming rows are rows it neither reads nor writes during the
+ * sweep (another device's share of the side being solved).  Off
+ * (GM_SHARE_PUSH=0 in the environment): the all-gather after the side.
+ */
+typedef struct gm_share_links
+{
+	int			n;				/* devices with a copy stream and events */
+	int			dev[GM_MAX_GPUS];
+	cudaStream_t copy[GM_MAX_GPUS];
+	cudaEvent_t slice[GM_MAX_GPUS];	/* on the compute stream: the slice is done */
+	cudaEvent_t done[GM_MAX_GPUS];	/* on the copy stream: the pushes are done */
+} gm_share_links;
+
+/* Whether slices push their rows (GM_SHARE_PUSH unset or not 0). */
+int			gm_share_push_enabled(void);
+int			gm_share_links_create(gm_share_links *l, const int *devs, int n, char *err,
+								  size_t errlen);
+void		gm_share_links_free(gm_share_links *l);
+
+/* Rows [b, e) of sh[i].F, once sh[i].stream's queued work is done, to every other device's F. */
+int			gm_share_push(gm_share_links *l, const gm_share *sh, int n, int i, int32_t b, int32_t e,
+						  size_t row_floats, char *err, size_t errlen);
+
+/* Every device's stream waits for every push queued so far. */
+int			gm_share_join(gm_share_links *l, const gm_share *sh, int n, char *err, size_t errlen);
+
 #endif							/* GM_DEVICE_CSR_CUH */

@@ -814,11 +814,12 @@ dev_sync(als_gpu *c, char *err, size_t errlen)
 }
 
 /*
- * The loss's sums over the entries the device holds: squared errors, the
- * users' and the items' penalties (rows without entries here add nothing).
+ * Queue the loss's sums over the entries the device holds into c->dsum:
+ * squared errors, the users' and the items' penalties (rows without entries
+ * here add nothing); dev_sums_read reads them.
  */
 static int
-dev_sums(als_gpu *c, double *sums, char *err, size_t errlen)
+dev_sums(als_gpu *c, char *err, size_t errlen)
 {
 	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaMemsetAsync(c->dsum, 0, sizeof(double) * 3, c->stream));
@@ -830,6 +831,14 @@ dev_sums(als_gpu *c, double *sums, char *err, size_t errlen)
 	als_penalty<<<256, 256, 0, c->stream>>>(c->side[1].csr.indptr, c->side[1].n, c->side[1].F,
 											c->kk, c->ld, c->dsum + 2);
 	GM_CHECK_LAUNCH();
+	return GM_OK;
+}
+
+/* The sums dev_sums queued, once they are done. */
+static int
+dev_sums_read(als_gpu *c, double *sums, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(c->dev));
 	GM_CHECK(cudaMemcpyAsync(sums, c->dsum, sizeof(double) * 3, cudaMemcpyDeviceToHost, c->stream));
 	GM_CHECK(cudaStreamSynchronize(c->stream));
 	return GM_OK;
@@ -867,7 +876,9 @@ dev_download(als_gpu *c, gm_mf_data *d, char *err, size_t errlen)
  * rows runs on every device at once, and after a side's sweep every device
  * sends the rows it solved to the others (gm_share_allgather).  A row's
  * system and solve are the one-device ones, so the factors are the same bit
- * for bit; the loss adds the devices' sums.
+ * for bit; the loss adds the devices' sums.  The sending overlaps the
+ * sweep as in implicit ALS (gm_share_push after each slice, gm_share_join
+ * at the side's end; GM_SHARE_PUSH=0: the all-gather after the side).
  */
 typedef struct als_top
 {
@@ -876,7 +887,23 @@ typedef struct als_top
 	int64_t		nnz;
 	float		lambda;
 	gm_shares	sh;				/* the rows' shares (several devices) */
+	gm_share_links links;		/* the copy streams (several devices, pushing) */
+	int			push;
 } als_top;
+
+/* The devices' factors of side s, as the exchanges see them. */
+static void
+shares_of(const als_top *t, int s, gm_share *sh)
+{
+	for (int i = 0; i < t->ndev; i++)
+	{
+		sh[i].dev = t->g[i]->dev;
+		sh[i].stream = t->g[i]->stream;
+		sh[i].F = t->g[i]->side[s].F;
+		sh[i].own0 = t->g[i]->own0[s];
+		sh[i].own1 = t->g[i]->own1[s];
+	}
+}
 
 static void
 als_destroy(void *ph)
@@ -885,6 +912,7 @@ als_destroy(void *ph)
 
 	if (t == NULL)
 		return;
+	gm_share_links_free(&t->links);
 	for (int i = 0; i < t->ndev; i++)
 		dev_destroy(t->g[i]);
 	gm_shares_free(&t->sh);
@@ -933,6 +961,15 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
 			rc = dev_create(&t->g[i], &dv, p, dev, own0, own1, device, devlen, err, errlen);
 	}
+	if (rc == GM_OK && t->ndev > 1 && gm_share_push_enabled())
+	{
+		int			devs[GM_MAX_GPUS];
+
+		for (int i = 0; i < t->ndev; i++)
+			devs[i] = t->g[i]->dev;
+		rc = gm_share_links_create(&t->links, devs, t->ndev, err, errlen);
+		t->push = rc == GM_OK;
+	}
 	if (rc != GM_OK)
 	{
 		als_destroy(t);
@@ -973,6 +1010,7 @@ static int
 als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
 	als_top    *t = (als_top *) ph;
+	gm_share	sh[GM_MAX_GPUS];
 	int			rc;
 
 	if (t->ndev == 1)
@@ -983,6 +1021,8 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 		return GM_EINVAL;
 	}
 	/* virtual rows begin .. end: the same rows of every device's share */
+	if (t->push)
+		shares_of(t, s, sh);
 	for (int i = 0; i < t->ndev; i++)
 	{
 		int32_t		b,
@@ -990,6 +1030,10 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 		gm_shares_rows(&t->sh, s, i, begin, end, &b, &e);
 		if (b < e && (rc = dev_run(t->g[i], s, b, e, err, errlen)) != GM_OK)
+			return rc;
+		/* these rows are final: on their way to the others */
+		if (b < e && t->push &&
+			(rc = gm_share_push(&t->links, sh, t->ndev, i, b, e, (size_t) t->g[0]->ld, err, errlen)) != GM_OK)
 			return rc;
 	}
 	return GM_OK;
@@ -1004,14 +1048,9 @@ als_end_sweep(void *ph, int s, char *err, size_t errlen)
 
 	if (t->ndev == 1)
 		return GM_OK;
-	for (int i = 0; i < t->ndev; i++)
-	{
-		sh[i].dev = t->g[i]->dev;
-		sh[i].stream = t->g[i]->stream;
-		sh[i].F = t->g[i]->side[s].F;
-		sh[i].own0 = t->g[i]->own0[s];
-		sh[i].own1 = t->g[i]->own1[s];
-	}
+	shares_of(t, s, sh);
+	if (t->push)
+		return gm_share_join(&t->links, sh, t->ndev, err, errlen);
 	return gm_share_allgather(sh, t->ndev, (size_t) t->g[0]->ld, err, errlen);
 }
 
@@ -1036,11 +1075,15 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 	double		tot[3] = {0, 0, 0};
 	int			rc;
 
+	/* every device's sums queued first, so that the devices compute them at once */
+	for (int i = 0; i < t->ndev; i++)
+		if ((rc = dev_sums(t->g[i], err, errlen)) != GM_OK)
+			return rc;
 	for (int i = 0; i < t->ndev; i++)
 	{
 		double		sums[3];
 
-		if ((rc = dev_sums(t->g[i], sums, err, errlen)) != GM_OK)
+		if ((rc = dev_sums_read(t->g[i], sums, err, errlen)) != GM_OK)
 			return rc;
 		for (int j = 0; j < 3; j++)
 			tot[j] += sums[j];

@@ -1348,12 +1348,13 @@ dev_sync(void *ph, char *err, size_t errlen)
 }
 
 /*
- * The implicit-ALS loss's sums over what this device owns, in float64:
- * [0] x'Gx and [1] the (weighted) |x|^2 of its users, [2] the sparse part of
- * its users' entries, [3] the (weighted) |y|^2 of its items.
+ * Queue the implicit-ALS loss's sums over what this device owns, in
+ * float64, into h->acc: [0] x'Gx and [1] the (weighted) |x|^2 of its users,
+ * [2] the sparse part of its users' entries, [3] the (weighted) |y|^2 of its
+ * items (dev_partial_sums reads them).
  */
 static int
-dev_partial(als_gpu *h, double *acc, char *err, size_t errlen)
+dev_partial(als_gpu *h, char *err, size_t errlen)
 {
 	const float one = 1.0f,
 				zero = 0.0f;
@@ -1393,6 +1394,14 @@ dev_partial(als_gpu *h, double *acc, char *err, size_t errlen)
 		GM_CHECK_LAUNCH();
 	}
 	GM_CHECK(launch_dots(h, 0, true, NULL, h->acc + 2));	/* acc[2] is unused by dense_sums */
+	return GM_OK;
+}
+
+/* The sums dev_partial queued, once they are done. */
+static int
+dev_partial_sums(als_gpu *h, double *acc, char *err, size_t errlen)
+{
+	GM_CHECK(cudaSetDevice(h->dev));
 	GM_CHECK(cudaMemcpyAsync(acc, h->acc, sizeof(double) * 4, cudaMemcpyDeviceToHost, h->stream));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	return GM_OK;
@@ -1435,6 +1444,10 @@ dev_download(als_gpu *h, gm_mf_data *d, char *err, size_t errlen)
  * factors are the same bit for bit; the block solver recomputes its
  * per-entry predictions from the factors at each side (a device holds no
  * permutation between the two orders of entries it does not hold).
+ * The sending overlaps the sweep: after each slice of a side's last sweep
+ * a device's copy stream sends the slice's rows (gm_share_push), and at
+ * the side's end every device waits for every copy (gm_share_join), with
+ * no host wait; GM_SHARE_PUSH=0 sends them all after the side instead.
  */
 typedef struct als_top
 {
@@ -1451,6 +1464,8 @@ typedef struct als_top
 	 * once, so that every slice keeps every device busy)
 	 */
 	gm_shares	sh;
+	gm_share_links links;		/* the copy streams (several devices, pushing) */
+	int			push;
 } als_top;
 
 static void
@@ -1460,6 +1475,7 @@ als_destroy(void *ph)
 
 	if (t == NULL)
 		return;
+	gm_share_links_free(&t->links);
 	for (int i = 0; i < t->ndev; i++)
 		dev_destroy(t->g[i]);
 	gm_shares_free(&t->sh);
@@ -1467,12 +1483,10 @@ als_destroy(void *ph)
 	free(t);
 }
 
-/* Every device's rows of side sent to the others (after its solves; synchronous). */
-static int
-exchange(als_top *t, int side, char *err, size_t errlen)
+/* The devices' factors of side, as the exchanges see them. */
+static void
+shares_of(const als_top *t, int side, gm_share *sh)
 {
-	gm_share	sh[GM_MAX_GPUS];
-
 	for (int i = 0; i < t->ndev; i++)
 	{
 		sh[i].dev = t->g[i]->dev;
@@ -1481,6 +1495,20 @@ exchange(als_top *t, int side, char *err, size_t errlen)
 		sh[i].own0 = t->g[i]->own0[side];
 		sh[i].own1 = t->g[i]->own1[side];
 	}
+}
+
+/*
+ * The end of a side: every device's rows of side sent to the others, or
+ * (pushed after each slice) waited for.
+ */
+static int
+exchange(als_top *t, int side, char *err, size_t errlen)
+{
+	gm_share	sh[GM_MAX_GPUS];
+
+	shares_of(t, side, sh);
+	if (t->push)
+		return gm_share_join(&t->links, sh, t->ndev, err, errlen);
 	return gm_share_allgather(sh, t->ndev, (size_t) t->g[0]->kp, err, errlen);
 }
 
@@ -1528,6 +1556,15 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		if (rc == GM_OK)
 			t->sum_c = i == 0 ? t->g[i]->sum_c : t->sum_c + t->g[i]->sum_c;
 	}
+	if (rc == GM_OK && t->ndev > 1 && gm_share_push_enabled())
+	{
+		int			devs[GM_MAX_GPUS];
+
+		for (int i = 0; i < t->ndev; i++)
+			devs[i] = t->g[i]->dev;
+		rc = gm_share_links_create(&t->links, devs, t->ndev, err, errlen);
+		t->push = rc == GM_OK;
+	}
 	if (rc != GM_OK)
 	{
 		als_destroy(t);
@@ -1549,6 +1586,12 @@ als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err, size_
 		return GM_EINVAL;
 	}
 	t->sum_c = 0;
+	for (int i = 0; i < t->links.n; i++)
+	{
+		/* an earlier training stopped mid-side: its pushes end first */
+		GM_CHECK(cudaSetDevice(t->links.dev[i]));
+		GM_CHECK(cudaStreamSynchronize(t->links.copy[i]));
+	}
 	for (int i = 0; i < t->ndev; i++)
 	{
 		gm_mf_data	dv = *d;
@@ -1642,7 +1685,9 @@ static int
 als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 {
 	als_top    *t = (als_top *) ph;
+	gm_share	sh[GM_MAX_GPUS];
 	int			side,
+				last,
 				rc;
 
 	if (!t || s < 0 || s >= dev_n_sweeps(t->g[0]))
@@ -1659,6 +1704,9 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 		return GM_EINVAL;
 	}
 	/* virtual rows begin .. end: the same rows of every device's share */
+	sweep_side(t->g[0], s, &last);
+	if (t->push && last)
+		shares_of(t, side, sh);
 	for (int i = 0; i < t->ndev; i++)
 	{
 		int32_t		b,
@@ -1666,6 +1714,10 @@ als_run(void *ph, int s, int32_t begin, int32_t end, char *err, size_t errlen)
 
 		gm_shares_rows(&t->sh, side, i, begin, end, &b, &e);
 		if (b < e && (rc = dev_run(t->g[i], s, b, e, err, errlen)) != GM_OK)
+			return rc;
+		/* the side's last sweep: these rows are final, on their way to the others */
+		if (b < e && t->push && last &&
+			(rc = gm_share_push(&t->links, sh, t->ndev, i, b, e, (size_t) t->g[0]->kp, err, errlen)) != GM_OK)
 			return rc;
 	}
 	return GM_OK;
@@ -1719,10 +1771,18 @@ als_evaluate(void *ph, gm_mf_metrics *m, char *err, size_t errlen)
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS evaluate");
 		return GM_EINVAL;
 	}
+	/* every device's sums queued first, so that the devices compute them at once */
+	for (int i = 0; i < t->ndev; i++)
+	{
+		int			rc = dev_partial(t->g[i], err, errlen);
+
+		if (rc != GM_OK)
+			return rc;
+	}
 	for (int i = 0; i < t->ndev; i++)
 	{
 		double		a[4];
-		int			rc = dev_partial(t->g[i], a, err, errlen);
+		int			rc = dev_partial_sums(t->g[i], a, err, errlen);
 
 		if (rc != GM_OK)
 			return rc;

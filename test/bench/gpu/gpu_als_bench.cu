@@ -4,8 +4,10 @@
  * gm_cuda_algo_ops) against a float64 reference, the CPU core (src/core) and
  * the seed's baseline kernel (SEEDS.md section 1), which is reproduced below.
  *
- * No PostgreSQL.  Usage: gpu_als_bench [--quick | --timing] [--module path/to/gpumf_cuda.so]
+ * No PostgreSQL.  Usage: gpu_als_bench [--quick | --timing | --multi ROWS] [--module path/to/gpumf_cuda.so]
  *     [--k 64,128,...] [--chunk-queue on|off|both] [--profile K]
+ * (--multi ROWS: the several-GPU checks, then one, two (pushing) and two
+ * (all-gather) GPUs timed on ROWS interactions, 8M users x 2M items.)
  * (--chunk-queue: how the warp-per-chunk kernels schedule their chunks; both:
  * the checks with the queue, CG 3 and block 32 also timed without it.
  * --timing: the timing tables alone, without the checks before them and
@@ -1640,6 +1642,60 @@ bench_solver(const dataset *d, const gm_mf_params &p, const char *label, int ite
 	cudaEventDestroy(e1);
 }
 
+/*
+ * --multi ROWS: test_multi_gpu, then implicit ALS (CG 3 steps, k 128, 5
+ * iterations, as test/bench/scale/ trains) on a synthetic set of ROWS
+ * interactions over 8M users x 2M items: the training phase on one GPU,
+ * on every visible GPU (two or more) with the rows pushed after each slice
+ * (gm_share_push), and the same with the all-gather after each side
+ * (GM_SHARE_PUSH=0), one table.
+ */
+static void
+multi_timing(int64_t rows)
+{
+	dataset		d;
+	int			visible = 0;
+	const int	k = 128;
+	double		base = 0.0;
+
+	cudaGetDeviceCount(&visible);
+	make_dataset(&d, 8000000, 2000000, rows, 5, 40, 0.5, 2026, 1.0f);
+	printf("\n| implicit ALS, CG 3, k %d, %lld interactions, 8M x 2M, 5 iterations | GPUs | exchange | train s | loss s | transfer s | speed-up | final loss |\n|---|---|---|---|---|---|---|---|\n",
+		   k, (long long) d.A.nnz);
+	for (int c = 0; c < 3; c++)
+	{
+		int			g = c == 0 ? 1 : visible;
+		gm_mf_params p = gpu_params(k, 3, 0.05f, 1.0f);
+		gm_mf_data	dd;
+		gm_mf_result r;
+		std::vector<float> X((size_t) d.A.n_rows * k),
+					Y((size_t) d.A.n_cols * k);
+
+		if (c > 0 && visible < 2)
+			break;
+		if (c == 2)
+			setenv("GM_SHARE_PUSH", "0", 1);
+		p.iterations = 5;
+		p.gpus = g;
+		p.tf32 = 0;
+		gm_factors_init(X.data(), d.A.n_rows, k, 42, 0);
+		gm_factors_init(Y.data(), d.A.n_cols, k, 42, 1);
+		memset(&dd, 0, sizeof(dd));
+		dd.R = &d.A;
+		dd.Rt = &d.At;
+		dd.X = X.data();
+		dd.Y = Y.data();
+		GM(gm_mf_train(&p, &dd, NULL, &r, err, sizeof(err)));
+		unsetenv("GM_SHARE_PUSH");
+		if (c == 0)
+			base = r.train_seconds;
+		printf("| %s | %d | %s | %.3f | %.3f | %.3f | %.2fx | %.8g |\n", r.device_name, g,
+			   c == 0 ? "none" : c == 1 ? "pushed after each slice" : "all-gather after each side",
+			   r.train_seconds, r.loss_seconds, r.transfer_seconds, base / r.train_seconds, r.final.loss);
+	}
+	dataset_free(&d);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1649,6 +1705,7 @@ main(int argc, char **argv)
 	int			profile_k = 0;
 	std::vector<int> ks = {64, 128, 256, 512, 1024};
 	int			queue = 1;		/* --chunk-queue: 0 off, 1 on (the default), 2 both (checks with it on) */
+	int64_t		multi_rows = 0;	/* --multi ROWS */
 	int			count = 0;
 	char		name[128];
 
@@ -1667,6 +1724,8 @@ main(int argc, char **argv)
 		}
 		else if (!strcmp(argv[i], "--profile") && i + 1 < argc)
 			profile_k = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--multi") && i + 1 < argc)
+			multi_rows = atoll(argv[++i]);
 		else if (!strcmp(argv[i], "--k") && i + 1 < argc)
 		{
 			ks.clear();
@@ -1685,6 +1744,20 @@ main(int argc, char **argv)
 	gm_cuda_set_chunk_queue(queue != 0);
 	printf("chunk queue: %s\n", queue == 0 ? "off" : queue == 1 ? "on" : "on for the checks, both timed");
 
+	if (multi_rows > 0)
+	{
+		/* the several-GPU checks and timing alone, through the core's loop and the module */
+		rng_state = (uint64_t) time(NULL);
+		if (gm_cuda_available(module, name, sizeof(name), err, sizeof(err)) != GM_OK)
+		{
+			printf("gm_cuda_available(%s): %s\n", module, err);
+			return 1;
+		}
+		test_multi_gpu();
+		multi_timing(multi_rows);
+		printf("\n%d passed, %d failed\n", checks - failures, failures);
+		return failures ? 1 : 0;
+	}
 	if (profile_k > 0)
 	{
 		/* for a profiler: three iterations of block 32 on the ML-20M shape, nothing else */
