@@ -6,12 +6,13 @@
 # PGHOST, PGUSER, PGDATABASE), then restarts that cluster once with the
 # settings the suite needs: cron.host = /tmp (pg_cron reaches the server
 # through its socket: the cluster listens on no TCP address), 60 connections,
-# and memory for the benchmarks.  Exports GPUMF_PGDATA, so that the
+# background workers for a parallel read on every core (72 worker processes,
+# 64 parallel workers), and memory for the benchmarks.  Exports GPUMF_PGDATA, so that the
 # reliability suite finds the server log (/tmp/pg.log).
 source .pgbundle/device-pg.sh || return 1
 if [ ! -f /tmp/pgdata/.gpumf-settings ]; then
   su pg -c "LD_LIBRARY_PATH=$LD_LIBRARY_PATH $(dirname "$PG_CONFIG")/pg_ctl -D /tmp/pgdata -l /tmp/pg.log -w -m fast \
-    -o \"-k /tmp -c listen_addresses= -c shared_preload_libraries=pg_cron -c cron.database_name=postgres -c cron.host=/tmp -c max_connections=60 -c shared_buffers=4GB -c max_wal_size=8GB\" restart" >/dev/null \
+    -o \"-k /tmp -c listen_addresses= -c shared_preload_libraries=pg_cron -c cron.database_name=postgres -c cron.host=/tmp -c max_connections=60 -c max_worker_processes=72 -c max_parallel_workers=64 -c shared_buffers=4GB -c max_wal_size=8GB\" restart" >/dev/null \
     || { tail -20 /tmp/pg.log; return 1; }
   touch /tmp/pgdata/.gpumf-settings
 fi

@@ -33,6 +33,8 @@ Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
 DEVICE (cpu) RECOMMEND_ALL CAP_MB (gpu: gpumf.gpu_memory_limit on each GPU; a
 one-GPU training that does not fit is shown refused, the others run under it) REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
 predicted need, which must be refused before the upload) GPUS ("1": the GPU counts to train on, one table each, e.g. "1 2")
+READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
+SELECT gets; e.g. "2 15": one training each, gpumf.read_workers = 2, then 15)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
@@ -51,6 +53,7 @@ FACTORS = int(os.environ.get("FACTORS", "128"))
 ITERS = int(os.environ.get("ITERS", "5"))
 DEVICE = os.environ.get("DEVICE", "cpu")
 GPUS = os.environ.get("GPUS", "1").split()
+READ_WORKERS = os.environ.get("READ_WORKERS", "").split() or [None]
 DB = os.environ.get("BENCH_DB", "gpumf_scale")
 KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
@@ -191,8 +194,10 @@ def refused_run(gpus, cap_opt):
     return (tr[0] if tr else None), (msg[0] if msg else last_err[0].strip()[:300])
 
 
-def run_one(gpus):
+def run_one(gpus, read_workers=None):
     cap_opt = " -c gpumf.gpu_memory_limit=%d" % CAP_MB if CAP_MB else ""
+    if read_workers is not None:
+        cap_opt += " -c gpumf.read_workers=%d -c max_parallel_workers=%d" % (read_workers, max(8, read_workers))
     if CAP_MB and gpus == 1:
         # the table does not fit one GPU under the cap: refused before the upload, nothing else runs
         t_ref, msg = refused_run(1, cap_opt)
@@ -255,6 +260,8 @@ def run_one(gpus):
     m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
                   last_err[0])
     predicted = [float(x) * 1048576 for x in m.groups()] if m else None
+    m = re.search(r"with a scan of its own, ([0-9]+) parallel workers", last_err[0])
+    launched = int(m.group(1)) if m else None
     r = rows[0]
     ph = [float(x) for x in r[:5]]
     nnz, n_users, n_items = int(r[5]), int(r[6]), int(r[7])
@@ -293,8 +300,10 @@ def run_one(gpus):
         % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES,
            ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else ""))
     say()
-    say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s)."
-        % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level")))
+    say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s); "
+        "read by the backend and %s parallel workers (gpumf.read_workers %s)."
+        % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level"),
+           "?" if launched is None else launched, "-1" if read_workers is None else read_workers))
     say()
     say("| phase | seconds | floor s | what the floor is | phase / floor |")
     say("|---|---|---|---|---|")
@@ -372,7 +381,8 @@ def run_one(gpus):
 
 
 for g in GPUS:
-    run_one(int(g))
+    for rw in READ_WORKERS:
+        run_one(int(g), None if rw is None else int(rw))
 with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("%d passed, %d failed" % (passed, failed))
