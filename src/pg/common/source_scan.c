@@ -11,8 +11,14 @@
  * does (gpumf.read_workers; by default as many as PostgreSQL would give a
  * parallel SELECT of the table): each worker maps keys into its own key
  * maps and streams its rows as local indices, with the keys it saw first,
- * through a shared-memory queue; the leader scans too, and merges the
- * workers' rows into the global key maps with one array lookup a key.
+ * through a shared-memory queue; the leader merges the keys into the
+ * global key maps as they come, copies the rows as they are (local
+ * indices), and once every queue is done turns them into global indices
+ * with one array lookup a key, in parallel (OpenMP), a batch of one worker
+ * at a time.  With fewer than LEADER_SCANS_BELOW workers the leader scans
+ * its share of the table too; with more, merging is all it does (its own
+ * rows would cost it a hash lookup a key, while it is the one process
+ * every worker waits on).
  */
 #include "source_int.h"
 
@@ -169,6 +175,8 @@ read_error_context(void *arg)
 #define WORKER_QUEUE_SIZE	(1024 * 1024)	/* bytes of each worker's queue */
 #define WORKER_BATCH_ROWS	8192	/* rows a worker sends at once */
 #define LEADER_CHUNK_ROWS	4096	/* rows the leader scans between drains */
+#define LEADER_SCANS_BELOW	3		/* workers from which the leader only merges */
+#define TRANSLATE_CHUNK		((int64) 1 << 22)	/* rows translated between interrupt checks */
 
 /* what a worker counted; filled when it is done */
 typedef struct ReadWorkerStats
@@ -380,6 +388,7 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 /* The leader's view of one worker's queue and its local-to-global key maps. */
 typedef struct WorkerFeed
 {
+	int			index;			/* the worker's number */
 	shm_mq_handle *mqh;
 	bool		done;
 	int32	   *umap;			/* local user index -> global */
@@ -389,6 +398,90 @@ typedef struct WorkerFeed
 				ucap,
 				icap;
 } WorkerFeed;
+
+/*
+ * The workers' batches of rows as copied, still in local indices: batch b
+ * is rows [start[b], start[b] + count[b]) of the source, from worker[b].
+ */
+typedef struct RowBatches
+{
+	int64	   *start;
+	int32	   *count;
+	int32	   *worker;
+	int64		n,
+				cap;
+} RowBatches;
+
+static RowBatches batches;		/* of the read in progress */
+
+static void
+add_batch(int64 start, int32 count, int32 worker)
+{
+	if (batches.n == batches.cap)
+	{
+		int64		want = batches.cap ? batches.cap * 2 : 1024;
+
+		if (batches.cap == 0)
+		{
+			batches.start = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * want);
+			batches.count = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * want);
+			batches.worker = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * want);
+		}
+		else
+		{
+			batches.start = repalloc_huge(batches.start, sizeof(int64) * want);
+			batches.count = repalloc_huge(batches.count, sizeof(int32) * want);
+			batches.worker = repalloc_huge(batches.worker, sizeof(int32) * want);
+		}
+		batches.cap = want;
+	}
+	batches.start[batches.n] = start;
+	batches.count[batches.n] = count;
+	batches.worker[batches.n] = worker;
+	batches.n++;
+}
+
+/*
+ * Every batch's local indices into global ones, batches in parallel; an
+ * index its worker never sent a key for is an ERROR.
+ */
+static void
+translate_batches(GpumfSource *src, const WorkerFeed *feeds)
+{
+	for (int64 b0 = 0; b0 < batches.n;)
+	{
+		int64		b1 = b0,
+					rows = 0;
+		bool		bad = false;
+
+		/* about TRANSLATE_CHUNK rows between interrupt checks */
+		while (b1 < batches.n && rows < TRANSLATE_CHUNK)
+			rows += batches.count[b1++];
+#pragma omp parallel for schedule(dynamic, 4) reduction(||:bad) if (rows > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 b = b0; b < b1; b++)
+		{
+			const WorkerFeed *f = &feeds[batches.worker[b]];
+			int32	   *ru = src->rows + batches.start[b];
+			int32	   *ri = src->cols + batches.start[b];
+
+			for (int32 r = 0; r < batches.count[b]; r++)
+			{
+				if (ru[r] < 0 || ru[r] >= f->nu || ri[r] < 0 || ri[r] >= f->ni)
+				{
+					bad = true;
+					break;
+				}
+				ru[r] = f->umap[ru[r]];
+				ri[r] = f->imap[ri[r]];
+			}
+		}
+		if (bad)
+			elog(ERROR, "gpumf: a parallel read worker sent an unknown key");
+		CHECK_FOR_INTERRUPTS();
+		b0 = b1;
+	}
+}
 
 /* Append v to a growing local-to-global index map (at most PG_INT32_MAX entries). */
 static int32 *
@@ -477,18 +570,16 @@ merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
 				const int32 *li = lu + h.count;
 				const float *lv = (const float *) (li + h.count);
 
-				if (len != sizeof(h) + (sizeof(int32) * 2 + sizeof(float)) * (Size) h.count)
+				if (len != sizeof(h) + (sizeof(int32) * 2 + sizeof(float)) * (Size) h.count ||
+					h.count < 0)
 					elog(ERROR, "gpumf: bad row message from a parallel read worker");
 				while (src->n + h.count > src->cap)
 					gpumf_source_grow(src);
-				for (int32 r = 0; r < h.count; r++)
-				{
-					if (lu[r] < 0 || lu[r] >= f->nu || li[r] < 0 || li[r] >= f->ni)
-						elog(ERROR, "gpumf: a parallel read worker sent an unknown key");
-					src->rows[src->n + r] = f->umap[lu[r]];
-					src->cols[src->n + r] = f->imap[li[r]];
-					src->vals[src->n + r] = lv[r];
-				}
+				/* as sent: translate_batches makes the indices global at the end */
+				memcpy(src->rows + src->n, lu, sizeof(int32) * (Size) h.count);
+				memcpy(src->cols + src->n, li, sizeof(int32) * (Size) h.count);
+				memcpy(src->vals + src->n, lv, sizeof(float) * (Size) h.count);
+				add_batch(src->n, h.count, f->index);
 				src->n += h.count;
 				break;
 			}
@@ -633,7 +724,12 @@ gpumf_source_read_direct(GpumfSource *src)
 		scan_rows(src, scan, slot, -1);
 	else
 	{
-		bool		scanning = true;
+		/* with enough workers the leader only merges (LEADER_SCANS_BELOW) */
+		bool		scanning = active < LEADER_SCANS_BELOW;
+
+		memset(&batches, 0, sizeof(batches));
+		for (int w = 0; w < nworkers; w++)
+			feeds[w].index = w;
 
 		/* scan a little, merge what came, until the table and every queue are done */
 		while (scanning || active > 0)
@@ -650,6 +746,8 @@ gpumf_source_read_direct(GpumfSource *src)
 			}
 			CHECK_FOR_INTERRUPTS();
 		}
+		translate_batches(src, feeds);
+		memset(&batches, 0, sizeof(batches));
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
