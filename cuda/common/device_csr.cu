@@ -326,6 +326,28 @@ gm_shares_view(gm_shares *s, int i, const gm_mf_data *d, gm_mf_data *dv, gm_csr 
 	return GM_OK;
 }
 
+int
+gm_shares_make_all(gm_shares *s, const gm_mf_data *d, int ndev, double row_weight,
+				   gm_share_make make, void *top, int *made, char *err, size_t errlen)
+{
+	int			rc = gm_shares_plan(s, d, ndev, row_weight, err, errlen);
+
+	for (int i = 0; i < s->ndev && rc == GM_OK; i++)
+	{
+		gm_mf_data	dv;
+		gm_csr		v[2];
+		int32_t		own0[2],
+					own1[2];
+		int			dev;
+
+		gm_shares_own(s, i, own0, own1);
+		*made = i + 1;
+		if ((rc = gm_shares_view(s, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
+			rc = make(top, i, &dv, dev, own0, own1, err, errlen);
+	}
+	return rc;
+}
+
 void
 gm_shares_device_name(const gm_shares *s, char *device, size_t devlen)
 {
@@ -354,21 +376,18 @@ gm_shares_free(gm_shares *s)
 }
 
 int
-gm_share_push_enabled(void)
+gm_share_links_open(gm_share_links *l, const gm_shares *s, int *push, char *err, size_t errlen)
 {
-	const char *e = getenv("GM_SHARE_PUSH");
+	const char *env = getenv("GM_SHARE_PUSH");
 
-	return e == NULL || strcmp(e, "0") != 0;
-}
-
-int
-gm_share_links_create(gm_share_links *l, const int *devs, int n, char *err, size_t errlen)
-{
 	memset(l, 0, sizeof(*l));
-	for (int i = 0; i < n; i++)
+	*push = 0;
+	if (s->ndev < 2 || (env != NULL && strcmp(env, "0") == 0))
+		return GM_OK;
+	for (int i = 0; i < s->ndev; i++)
 	{
-		l->dev[i] = devs[i];
-		GM_CHECK(cudaSetDevice(devs[i]));
+		l->dev[i] = s->one_device ? 0 : i;	/* as gm_shares_view places share i */
+		GM_CHECK(cudaSetDevice(l->dev[i]));
 		GM_CHECK(cudaStreamCreateWithFlags(&l->copy[i], cudaStreamNonBlocking));
 		if (cudaEventCreateWithFlags(&l->slice[i], cudaEventDisableTiming) != cudaSuccess)
 		{
@@ -383,6 +402,7 @@ gm_share_links_create(gm_share_links *l, const int *devs, int n, char *err, size
 		}
 		l->n = i + 1;
 	}
+	*push = 1;
 	return GM_OK;
 }
 

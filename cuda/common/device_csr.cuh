@@ -242,6 +242,22 @@ int			gm_shares_plan(gm_shares *s, const gm_mf_data *d, int ndev, double row_wei
 int			gm_shares_view(gm_shares *s, int i, const gm_mf_data *d, gm_mf_data *dv,
 						   gm_csr *v, int *dev, char *err, size_t errlen);
 
+/*
+ * What a handle does with share i of d: create the state of device dev
+ * from dv (the share's problem, gm_shares_view), solving rows [own0[s],
+ * own1[s]) of each side s.
+ */
+typedef int (*gm_share_make)(void *top, int i, const gm_mf_data *dv, int dev, const int32_t *own0,
+							 const int32_t *own1, char *err, size_t errlen);
+
+/*
+ * Plan ndev shares of d (gm_shares_plan) and make each in turn; *made is
+ * i + 1 before share i is made, so that the caller frees a half-made one
+ * too.
+ */
+int			gm_shares_make_all(gm_shares *s, const gm_mf_data *d, int ndev, double row_weight,
+							   gm_share_make make, void *top, int *made, char *err, size_t errlen);
+
 /* The rows share i solves of each side. */
 static inline void
 gm_shares_own(const gm_shares *s, int i, int32_t *own0, int32_t *own1)
@@ -308,10 +324,12 @@ typedef struct gm_share_links
 	cudaEvent_t done[GM_MAX_GPUS];	/* on the copy stream: the pushes are done */
 } gm_share_links;
 
-/* Whether slices push their rows (GM_SHARE_PUSH unset or not 0). */
-int			gm_share_push_enabled(void);
-int			gm_share_links_create(gm_share_links *l, const int *devs, int n, char *err,
-								  size_t errlen);
+/*
+ * The links of s's devices when slices push their rows (several devices,
+ * GM_SHARE_PUSH unset or not 0): *push says whether they were made.
+ */
+int			gm_share_links_open(gm_share_links *l, const gm_shares *s, int *push, char *err,
+								size_t errlen);
 void		gm_share_links_free(gm_share_links *l);
 
 /* Rows [b, e) of sh[i].F, once sh[i].stream's queued work is done, to every other device's F. */

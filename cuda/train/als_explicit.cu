@@ -889,6 +889,9 @@ typedef struct als_top
 	gm_shares	sh;				/* the rows' shares (several devices) */
 	gm_share_links links;		/* the copy streams (several devices, pushing) */
 	int			push;
+	const gm_mf_params *p;		/* create's (while it makes the shares) */
+	char	   *device;
+	size_t		devlen;
 } als_top;
 
 /* The devices' factors of side s, as the exchanges see them. */
@@ -920,6 +923,16 @@ als_destroy(void *ph)
 	free(t);
 }
 
+/* Share i's device state (gm_shares_make_all). */
+static int
+make_share(void *top, int i, const gm_mf_data *dv, int dev, const int32_t *own0,
+		   const int32_t *own1, char *err, size_t errlen)
+{
+	als_top    *t = (als_top *) top;
+
+	return dev_create(&t->g[i], dv, t->p, dev, own0, own1, t->device, t->devlen, err, errlen);
+}
+
 static int
 als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -946,30 +959,13 @@ als_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	}
 	t->nnz = d->R->nnz;
 	t->lambda = p->regularization;
-	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p), err,
-						errlen);
-	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
-	{
-		gm_mf_data	dv;
-		gm_csr		v[2];
-		int32_t		own0[2],
-					own1[2];
-		int			dev;
-
-		gm_shares_own(&t->sh, i, own0, own1);
-		t->ndev = i + 1;
-		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
-			rc = dev_create(&t->g[i], &dv, p, dev, own0, own1, device, devlen, err, errlen);
-	}
-	if (rc == GM_OK && t->ndev > 1 && gm_share_push_enabled())
-	{
-		int			devs[GM_MAX_GPUS];
-
-		for (int i = 0; i < t->ndev; i++)
-			devs[i] = t->g[i]->dev;
-		rc = gm_share_links_create(&t->links, devs, t->ndev, err, errlen);
-		t->push = rc == GM_OK;
-	}
+	t->p = p;
+	t->device = device;
+	t->devlen = devlen;
+	rc = gm_shares_make_all(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p),
+							make_share, t, &t->ndev, err, errlen);
+	if (rc == GM_OK)
+		rc = gm_share_links_open(&t->links, &t->sh, &t->push, err, errlen);
 	if (rc != GM_OK)
 	{
 		als_destroy(t);

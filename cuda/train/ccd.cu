@@ -1964,6 +1964,8 @@ typedef struct ccd_top
 	int32_t		vbn[2];
 	cudaEvent_t ev[GM_MAX_GPUS][2];
 	int			have_ev;
+	const gm_mf_data *d;		/* create's (while it makes the shares) */
+	const gm_mf_params *p;
 } ccd_top;
 
 static void
@@ -2025,6 +2027,27 @@ virtual_positions(ccd_top *t, int s, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/*
+ * Share i's device state (gm_shares_make_all); every device must lay the
+ * residual out alike (the same copies, the same scatter blocks).
+ */
+static int
+make_share(void *top, int i, const gm_mf_data *dv, int dev, const int32_t *own0,
+		   const int32_t *own1, char *err, size_t errlen)
+{
+	ccd_top    *t = (ccd_top *) top;
+	int			rc = dev_create(&t->g[i], dv, t->d, t->p, dev, i, t->sh.ndev, own0, own1, err, errlen);
+
+	if (rc == GM_OK && i > 0 &&
+		(t->g[i]->one_copy != t->g[0]->one_copy ||
+		 (t->g[i]->one_copy && t->g[i]->scatter_blocks != t->g[0]->scatter_blocks)))
+	{
+		snprintf(err, errlen, "ccd: the GPUs differ (shared memory or multiprocessors), so they cannot share one training");
+		rc = GM_ENOTSUP;
+	}
+	return rc;
+}
+
 static int
 ccd_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 		   const gm_callbacks *cb, char *device, size_t devlen,
@@ -2045,28 +2068,10 @@ ccd_create(void **out, const gm_mf_data *d, const gm_mf_params *p,
 	}
 	t->nnz = d->R->nnz;
 	t->lambda = p->regularization;
-	rc = gm_shares_plan(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p), err,
-						errlen);
-	for (int i = 0; i < t->sh.ndev && rc == GM_OK; i++)
-	{
-		gm_mf_data	dv;
-		gm_csr		v[2];
-		int32_t		own0[2],
-					own1[2];
-		int			dev;
-
-		gm_shares_own(&t->sh, i, own0, own1);
-		t->ndev = i + 1;
-		if ((rc = gm_shares_view(&t->sh, i, d, &dv, v, &dev, err, errlen)) == GM_OK)
-			rc = dev_create(&t->g[i], &dv, d, p, dev, i, t->sh.ndev, own0, own1, err, errlen);
-		if (rc == GM_OK && i > 0 &&
-			(t->g[i]->one_copy != t->g[0]->one_copy ||
-			 (t->g[i]->one_copy && t->g[i]->scatter_blocks != t->g[0]->scatter_blocks)))
-		{
-			snprintf(err, errlen, "ccd: the GPUs differ (shared memory or multiprocessors), so they cannot share one training");
-			rc = GM_ENOTSUP;
-		}
-	}
+	t->d = d;
+	t->p = p;
+	rc = gm_shares_make_all(&t->sh, d, p->gpus > 1 ? p->gpus : 1, gm_gpu_share_row_weight(p),
+							make_share, t, &t->ndev, err, errlen);
 	if (rc == GM_OK && t->ndev > 1)
 	{
 		for (int s = 0; s < 2 && rc == GM_OK; s++)
@@ -2197,6 +2202,28 @@ record_all(ccd_top *t, int q, char *err, size_t errlen)
 }
 
 /*
+ * Device j's stream, once every other device's event 0 is reached: from
+ * each other device i, bytes[i] at byte offset off[i] of its buffer
+ * bufs[i] into the same place of j's buffer bufs[j].
+ */
+static int
+pull_others(ccd_top *t, int j, char *const *bufs, const size_t *off, const size_t *bytes,
+			char *err, size_t errlen)
+{
+	ccd_gpu    *c = t->g[j];
+	int			rc;
+
+	GM_CHECK(cudaSetDevice(c->dev));
+	if ((rc = wait_others(t, j, 0, err, errlen)) != GM_OK)
+		return rc;
+	for (int i = 0; i < t->ndev; i++)
+		if (i != j && bytes[i] > 0)
+			GM_CHECK(cudaMemcpyPeerAsync(bufs[j] + off[i], c->dev, bufs[i] + off[i], t->g[i]->dev,
+										 bytes[i], c->stream));
+	return GM_OK;
+}
+
+/*
  * The end of a sweep.  Several devices: a scatter's sums of every slot to
  * every device, each then solving every item; otherwise the rows each
  * device updated to the others.
@@ -2206,6 +2233,9 @@ ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 {
 	ccd_top    *t = (ccd_top *) h;
 	ccd_gpu    *g0 = t->g[0];
+	char	   *bufs[GM_MAX_GPUS];
+	size_t		off[GM_MAX_GPUS],
+				bytes[GM_MAX_GPUS];
 	int			rc;
 
 	(void) s;
@@ -2221,23 +2251,18 @@ ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 		return rc;
 	if (dev_scatter_sweep(g0))
 	{
-		size_t		slot = (size_t) g0->scatter_blocks * g0->side[1].n;
+		size_t		slot = sizeof(float2) * g0->scatter_blocks * g0->side[1].n;
 
-		for (int j = 0; j < t->ndev; j++)
+		for (int i = 0; i < t->ndev; i++)
 		{
-			ccd_gpu    *c = t->g[j];
-
-			GM_CHECK(cudaSetDevice(c->dev));
-			if ((rc = wait_others(t, j, 0, err, errlen)) != GM_OK)
-				return rc;
-			for (int i = 0; i < t->ndev; i++)
-				if (i != j)
-					GM_CHECK(cudaMemcpyPeerAsync(c->partial + i * slot, c->dev,
-												 t->g[i]->partial + i * slot, t->g[i]->dev,
-												 sizeof(float2) * slot, c->stream));
-			if ((rc = dev_finish_scatter(c, err, errlen)) != GM_OK)
-				return rc;
+			bufs[i] = (char *) t->g[i]->partial;
+			off[i] = i * slot;
+			bytes[i] = slot;
 		}
+		for (int j = 0; j < t->ndev; j++)
+			if ((rc = pull_others(t, j, bufs, off, bytes, err, errlen)) != GM_OK ||
+				(rc = dev_finish_scatter(t->g[j], err, errlen)) != GM_OK)
+				return rc;
 		/* a device clears its sums once the others have copied its slot */
 		if ((rc = record_all(t, 1, err, errlen)) != GM_OK)
 			return rc;
@@ -2250,34 +2275,24 @@ ccd_end_sweep(void *h, int s, char *err, size_t errlen)
 		}
 		return GM_OK;
 	}
+
 	/*
 	 * The updated vector's rows from their devices.  A device writes this
 	 * vector again two sweeps on at the earliest, after waiting (at the
 	 * next sweep's end) for every other device's work, these copies
 	 * included.
 	 */
+	for (int i = 0; i < t->ndev; i++)
 	{
-		int			side = g0->step.side,
-					id = g0->step.target;
+		const ccd_side *sd = &t->g[i]->side[g0->step.side];
 
-		for (int j = 0; j < t->ndev; j++)
-		{
-			ccd_gpu    *c = t->g[j];
-
-			GM_CHECK(cudaSetDevice(c->dev));
-			if ((rc = wait_others(t, j, 0, err, errlen)) != GM_OK)
-				return rc;
-			for (int i = 0; i < t->ndev; i++)
-			{
-				const ccd_side *sd = &t->g[i]->side[side];
-
-				if (i != j && sd->own1 > sd->own0)
-					GM_CHECK(cudaMemcpyPeerAsync(vec_of(c, side, id) + sd->own0, c->dev,
-												 vec_of(t->g[i], side, id) + sd->own0, t->g[i]->dev,
-												 sizeof(float) * (size_t) (sd->own1 - sd->own0), c->stream));
-			}
-		}
+		bufs[i] = (char *) vec_of(t->g[i], g0->step.side, g0->step.target);
+		off[i] = sizeof(float) * (size_t) sd->own0;
+		bytes[i] = sizeof(float) * (size_t) (sd->own1 - sd->own0);
 	}
+	for (int j = 0; j < t->ndev; j++)
+		if ((rc = pull_others(t, j, bufs, off, bytes, err, errlen)) != GM_OK)
+			return rc;
 	return GM_OK;
 }
 
