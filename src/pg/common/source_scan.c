@@ -529,7 +529,8 @@ merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
 				int32		g;
 
 				memcpy(&key, p + sizeof(int64) * k, sizeof(int64));
-				g = gm_keymap_int(users ? src->users : src->items, key);
+				/* a key every worker sends: the dense cache answers all but the first */
+				g = gm_keymap_int_dense(users ? src->users : src->items, key);
 				if (g < 0)
 					ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 									errmsg("out of memory mapping keys")));
