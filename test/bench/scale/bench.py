@@ -133,7 +133,7 @@ if ROWS // USERS < 20:
 size_tag = "%d %d %d" % (ROWS, USERS, ITEMS)
 t_gen = None
 kept = KEEP and one("SELECT coalesce((SELECT obj_description(oid, 'pg_class') FROM pg_class "
-                    "WHERE relname = 'scale_src' AND relnamespace = 'public'::regnamespace), '')") == size_tag
+                    "WHERE relname = 'scale_src' AND relnamespace = 'public'::regnamespace), '-')") == size_tag
 if not kept:
     psql("DROP TABLE IF EXISTS scale_src; "
          "CREATE UNLOGGED TABLE scale_src (user_id integer, item_id integer, value real)")
