@@ -461,7 +461,15 @@ gm_gf_loss(double y2, double frob2)
 	return loss > 0 ? loss : 0.0;	/* rounding: span(Z) holds all of it */
 }
 
-/* The starting subspace: a standard normal value for (row, column), seeded. */
+/*
+ * The starting subspace: a standard normal value for (row, column), seeded.
+ * A pure function of its arguments, so the CUDA module draws the same values
+ * on the GPU (to the last bit of the double-precision log and cos, which
+ * differ from the C library's by at most an ulp before the rounding to float).
+ */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
 static inline float
 gm_gf_gauss(uint64_t seed, int64_t row, int64_t col)
 {
