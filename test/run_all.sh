@@ -7,7 +7,7 @@
 #      from the start, since pg_cron starts jobs once a minute)
 #   5. on a GPU machine (GPUMF_TEST_DEVICE=gpu): the GPU checks of
 #      test/bench/gpu (--quick: correctness only): implicit ALS, batch
-#      scoring, the explicit models, the linear algebra
+#      scoring, the explicit models, the linear algebra, the graph filter
 #   6. the core's unit tests under AddressSanitizer, LeakSanitizer and UBSan
 #      (make -C test/unit check-sanitize), and the libFuzzer target over the
 #      key maps and the COO -> CSR path for GPUMF_FUZZ_SECONDS (45) seconds
@@ -34,14 +34,14 @@
 # 12's 15); test/run_majors.sh runs this for other majors (16, 18).
 # GPUMF_TEST_SUITES (optional, space-separated) runs only the suites named:
 # deps unit sanitizers fuzz regress readme pgvector multisession gpu
-# gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart scale load
+# gpu-score gpu-explicit gpu-linalg gpu-graph-filter cron hostile limits fdw restart scale load
 # faults memory
 # (unset: all of them; an unknown name is an error) -- for running the whole
 # set in parts on a machine that limits the length of one command.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 DEV=${GPUMF_TEST_DEVICE:-cpu}
-ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg cron hostile limits fdw restart scale load faults memory"
+ALL_SUITES="deps unit sanitizers fuzz regress readme pgvector multisession gpu gpu-score gpu-explicit gpu-linalg gpu-graph-filter cron hostile limits fdw restart scale load faults memory"
 for s in ${GPUMF_TEST_SUITES:-}; do
   case " $ALL_SUITES " in
     *" $s "*) ;;
@@ -137,6 +137,8 @@ if [ "$DEV" = gpu ]; then
   suite gpu-explicit bash test/bench/gpu/run_explicit.sh --quick
   want gpu-linalg && echo "== GPU linear algebra (SpMV, PCG, OLS) vs float64 references and cuSPARSE"
   suite gpu-linalg bash test/bench/gpu/linalg_run.sh --quick
+  want gpu-graph-filter && echo "== GPU graph filter vs the CPU's"
+  suite gpu-graph-filter bash -c 'make -s -C cuda graph-filter-test >/dev/null && ./test/bench/gpu/test_graph_filter'
 fi
 
 if want cron; then
