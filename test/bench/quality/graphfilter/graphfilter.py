@@ -206,8 +206,9 @@ def build_model(cfg, s, V, di):
         beta = cfg.get("beta", 0.0)
         h = spectral_h(cfg, lam).astype(np.float32)
         keep = np.nonzero(h != 0)[0]
-        pre = (dsafe ** (-beta)).astype(np.float32)[:, None]
-        post = (dsafe ** beta).astype(np.float32)[:, None]
+        # beta_in weighs the user's items, beta_out the scored ones (both beta in ChebyCF)
+        pre = (dsafe ** (-cfg.get("beta_in", beta))).astype(np.float32)[:, None]
+        post = (dsafe ** cfg.get("beta_out", beta)).astype(np.float32)[:, None]
         W = pre * Vd[:, keep] * h[keep][None, :]
         Q = post * Vd[:, keep]
         return W, Q

@@ -1,5 +1,5 @@
-import sys; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import os
+import sys; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from graphfilter import *
 ds=sys.argv[1]; part=sys.argv[2]; k=int(sys.argv[3]); q=int(sys.argv[4])
 tr,te,nu,ni=load(ds); fit,val=split_val(tr)
