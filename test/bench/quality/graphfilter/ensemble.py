@@ -9,10 +9,11 @@ and item numbers of graphfilter.load).  Each part is normalized per user, so the
 factor model: p'_u = [a p_u/|p_u|, (1-a) x_u/|x_u|], q'_i = [q_i, y_i].
 
     python3 ensemble.py DS rows DIR           # DIR/fit.tsv, DIR/full.tsv: the rows (user, item) to train iALS on
-    python3 ensemble.py DS val|test WEIGHTS IALS_PREFIX [NVAL] [D]
+    python3 ensemble.py DS val|test WEIGHTS IALS_PREFIX [NVAL] [D] [KMAX]
         WEIGHTS: comma-separated a values (1: graph_filter alone, 0: iALS alone)
         IALS_PREFIX: IALS_PREFIX_users.txt and IALS_PREFIX_items.txt, trained on the fit
                      split for 'val' and on the whole training part for 'test'
+        D: the graph filter's factors (4096); KMAX: the cached SVD's k (max(D, 4096))
 """
 import os
 import sys, json; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +37,7 @@ fit, val = split_val(tr)
 lists, targets, part = (fit, val, 'fit') if mode == 'val' else (tr, te, 'full')
 R = to_csr(lists, ni)
 Rt, du, di = normalize(R)
-kmax = max(d, 4096)  # the SVD run_svd.py cached (k 4096); the model keeps its first d columns
+kmax = int(sys.argv[7]) if len(sys.argv) > 7 else max(d, 4096)  # the SVD run_svd.py cached; the model keeps its first d columns
 s, V, _ = get_svd(f'{ds}_{part}_a0.5_b0.5', Rt, kmax, n_iter=6, oversample=max(256, kmax // 4))
 cfg = dict(model='spec', h='cheby', K=8, phi=1.5, eta=512, alpha=0.2, beta=0.4, d=d)
 W, Q = build_model(cfg, s, V, di)
