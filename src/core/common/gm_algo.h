@@ -463,9 +463,10 @@ gm_gf_loss(double y2, double frob2)
 
 /*
  * The starting subspace: a standard normal value for (row, column), seeded.
- * A pure function of its arguments, so the CUDA module draws the same values
- * on the GPU (to the last bit of the double-precision log and cos, which
- * differ from the C library's by at most an ulp before the rounding to float).
+ * A pure function of its arguments, so the CUDA module draws it on the GPU.
+ * The values match the host's up to CUDA's double-precision log and cos
+ * (within 1 and 2 ulp of exact, like the C library's): a value may differ
+ * by one float ulp where the double lands on a rounding boundary.
  */
 #ifdef __CUDACC__
 __host__ __device__
