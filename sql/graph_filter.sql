@@ -72,6 +72,61 @@ SELECT count(*), count(DISTINCT item) FROM gpumf_recommend('gf_wide', 5, 10);
 SELECT count(*) AS matched, count(*) FILTER (WHERE abs(a.score - b.score) > 1e-4 * greatest(abs(a.score), 1e-3)) AS differ
   FROM gpumf_recommend('gf_wide', 5, 10) a JOIN gpumf_recommend('gf_wide', 5, 20, recompute => true) b USING (item);
 
+-- blended with an iALS model (ials_factors): one model of factors + ials_factors
+-- factors, the iALS part last; its users keep that part's factors
+SELECT name, factors, (params->'ials') - 'final_loss' AS ials, jsonb_array_length(params->'filter') AS filters,
+       (params->'ials'->>'final_loss')::float8 > 0 AS ials_trained
+  FROM gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 32,
+                   iterations => 8, ials_factors => 8, ials_iterations => 6, model => 'gfb');
+SELECT format('SELECT count(*) AS users, count(*) FILTER (WHERE cardinality(factors) = 8) AS ials_factors FROM %s',
+              user_table) AS q, user_table AS ut, item_table AS it
+  FROM gpumf.models WHERE name = 'gfb' \gset
+:q;
+-- a stored user's scores: blend * p/|p| . q + (1 - blend) * x/|x| . y, p the
+-- filter's sum over its seen items, x its stored iALS factors (float64 here)
+CREATE TEMP TABLE gfb_deg AS SELECT s AS idx, count(*) AS d FROM :ut, unnest(seen) s GROUP BY s;
+CREATE TEMP TABLE gfb_p AS
+SELECT f, (m.params->'filter'->>(f - 1))::float8 *
+          sum(power(g.d, -2 * (m.params->>'beta')::float8) * i.factors[f]) AS p
+  FROM gpumf.models m, :ut u, unnest(u.seen) s JOIN :it i ON i.idx = s JOIN gfb_deg g ON g.idx = s,
+       generate_series(1, 32) f
+ WHERE m.name = 'gfb' AND u.key = 5 GROUP BY f, m.params;
+CREATE TEMP TABLE gfb_x AS SELECT f - 32 AS f, u.factors[f - 32]::float8 AS x FROM :ut u, generate_series(33, 40) f WHERE u.key = 5;
+CREATE TEMP TABLE gfb_ref AS
+SELECT i.key AS item,
+       0.4 * (SELECT sum(p * i.factors[f]) FROM gfb_p) / (SELECT sqrt(sum(p * p)) FROM gfb_p) +
+       0.6 * (SELECT sum(x * i.factors[32 + f]) FROM gfb_x) / (SELECT sqrt(sum(x * x)) FROM gfb_x) AS score
+  FROM :it i WHERE NOT i.idx = ANY ((SELECT seen FROM :ut WHERE key = 5)::int[]);
+SELECT count(*) AS served, count(*) FILTER (WHERE abs(r.score - e.score) < 1e-5) AS agree,
+       (SELECT count(*) FROM (SELECT item FROM gfb_ref ORDER BY score DESC LIMIT 10) t) AS ref
+  FROM gpumf_recommend('gfb', 5, 10) r JOIN (SELECT * FROM gfb_ref ORDER BY score DESC LIMIT 10) e USING (item);
+-- fold-in: the filter's part is the same sum; the iALS part an exact solve
+-- (the trainer's 6 sweeps come close); a basket of the user's items = recomputed
+SELECT (SELECT max(abs(a - b)) FROM unnest((gpumf_user_vector('gfb', 5))[1:32],
+                                           (gpumf_user_vector('gfb', 5, recompute => true))[1:32]) t(a, b)) < 1e-5 AS filter_part_agrees,
+       (SELECT sqrt(sum(a * a)) FROM unnest((gpumf_user_vector('gfb', 5, recompute => true))[33:40]) t(a)) BETWEEN 0.5999 AND 0.6001 AS ials_part_scaled,
+       (SELECT sum(a * b) FROM unnest((gpumf_user_vector('gfb', 5))[33:40],
+                                      (gpumf_user_vector('gfb', 5, recompute => true))[33:40]) t(a, b)) > 0.9 * 0.36 AS ials_part_close;
+SELECT count(*) AS differ FROM (
+  SELECT item, round(score::numeric, 4) FROM gpumf_recommend('gfb', 5, 10, recompute => true)
+  EXCEPT SELECT item, round(score::numeric, 4) FROM gpumf_recommend_items('gfb', (SELECT array_agg(item_id) FROM gf_train WHERE user_id = 5), 10)) d;
+-- evaluation, batch serving and similar users, as for any model
+SELECT e.recall > 0.3 AS learns FROM gpumf_evaluate('gfb', 'gf_test', k => 20) e;
+SELECT scored_users, rows_written FROM gpumf_recommend_all('gfb', 3, 'gfb_recs');
+SELECT count(*) AS differ FROM (
+  SELECT item FROM gfb_recs WHERE "user" = 9
+  EXCEPT SELECT item FROM gpumf_recommend('gfb', 9, 3)) d;
+SELECT count(*) AS similar, bool_and("user" <> 5) AS not_itself FROM gpumf_similar_users('gfb', 5, 3);
+SELECT count(*) AS n, bool_and(item NOT IN (3, 8)) AS basket_excluded
+  FROM gpumf_recommend_items('gfb', ARRAY[3, 8], 10);
+-- the iALS part's hyper-parameters apply with ials_factors only; bad values are refused
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', ials_factors => 8, blend => 1, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', blend => 0.5, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', ials_iterations => 3, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 8000, ials_factors => 200, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', ials_factors => 8, model => 'gf_bad');
+SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', ials_factors => 8, holdout => 0.2, model => 'gf_bad');
+
 -- bad calls change nothing
 SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 301, model => 'gf_bad');
 SELECT gpumf_train('gf_train', 'user_id', 'item_id', algorithm => 'graph_filter', factors => 8193, model => 'gf_bad');

@@ -190,7 +190,9 @@ RESET client_min_messages;
 SELECT pg_get_function_arguments('gpumf_device_info'::regproc);
 -- 0.4: gpumf_train's factors and iterations default to NULL, autotune appended
 SELECT pg_get_function_arguments('gpumf_train'::regproc) ~ 'factors integer DEFAULT NULL::integer' AS factors_null,
-       (SELECT proargnames[22] FROM pg_proc WHERE oid = 'gpumf_train'::regproc) AS last_arg;
+       (SELECT proargnames[22] FROM pg_proc WHERE oid = 'gpumf_train'::regproc) AS autotune_arg;
+-- 0.5: graph_filter's iALS part (ials_factors, blend, ials_iterations) appended
+SELECT proargnames[23:25] AS appended FROM pg_proc WHERE oid = 'gpumf_train'::regproc;
 SELECT backend IS NOT NULL AS has_backend FROM gpumf_device_info();
 SELECT e.extversion = a.default_version AS newest
   FROM pg_extension e, pg_available_extensions a WHERE e.extname = 'gpumf' AND a.name = 'gpumf';

@@ -577,6 +577,16 @@ test_foldin_implicit(void)
 		float	   *x = xmalloc(sizeof(float) * k);
 		float		bias;
 		uint8_t    *obs = xcalloc(m, 1);
+		/* odd trials: a graph_filter model with this als model as its iALS part */
+		int			blend = trial % 2;
+		int			d = blend ? (int) rint_range(1, 40) : 0;
+		int			kw = d + k;
+		float	   *Yw = xmalloc(sizeof(float) * (size_t) m * kw);
+		float	   *filter = xmalloc(sizeof(float) * (d + 1));
+		float	   *iw = xmalloc(sizeof(float) * m);
+		float	   *xw = xmalloc(sizeof(float) * kw);
+		double	   *ref = xcalloc(kw, sizeof(double));
+		double		share = 0.05 + 0.9 * runif();
 		gm_foldin_params p;
 		char		err[GM_ERRLEN];
 		int32_t		n;
@@ -629,6 +639,55 @@ test_foldin_implicit(void)
 			CHECK(fabs(x[f] - b[f]) <= 1e-5 * (1.0 + xnorm),
 				  "k %d m %d n %d alpha0 %g nu %g: x[%d] = %.8g, reference %.8g",
 				  k, m, n, p.alpha0, p.nu, f, x[f], b[f]);
+		if (blend)
+		{
+			/*
+			 * The same rows after d filter columns: the filter's part is its
+			 * weighted sum, the iALS part the solve above, each scaled to
+			 * its share of a unit vector
+			 */
+			gm_foldin_params q = p;
+			double		s0 = 0.0,
+						s1 = 0.0;
+
+			for (int f = 0; f < d; f++)
+				filter[f] = (float) runif();
+			for (int32_t i = 0; i < m; i++)
+			{
+				iw[i] = (float) (0.1 + runif());
+				for (int f = 0; f < kw; f++)
+					Yw[(size_t) i * kw + f] = f < d ? (float) (runif() - 0.5) : Y[(size_t) i * k + f - d];
+			}
+			for (int32_t e = 0; e < n; e++)
+				for (int f = 0; f < d; f++)
+					ref[f] += (double) iw[idx[e]] * Yw[(size_t) idx[e] * kw + f];
+			for (int f = 0; f < d; f++)
+			{
+				ref[f] *= filter[f];
+				s0 += ref[f] * ref[f];
+			}
+			for (int f = 0; f < k; f++)
+			{
+				ref[d + f] = b[f];
+				s1 += b[f] * b[f];
+			}
+			for (int f = 0; f < kw; f++)
+				ref[f] *= f < d ? (s0 > 0 ? share / sqrt(s0) : 0.0) : (s1 > 0 ? (1.0 - share) / sqrt(s1) : 0.0);
+			q.algorithm = GM_ALG_GRAPH_FILTER;
+			q.filter = filter;
+			q.item_weight = iw;
+			q.gf_columns = d;
+			q.blend = (float) share;
+			CHECK(gm_foldin(&q, Yw, NULL, m, kw, G, idx, vals, n, xw, &bias, work, err, sizeof(err)) == GM_OK,
+				  "%s", err);
+			for (int f = 0; f < kw; f++)
+				CHECK(fabs(xw[f] - ref[f]) <= 1e-5,
+					  "graph_filter with an iALS part, d %d k %d n %d: x[%d] = %.8g, reference %.8g",
+					  d, k, n, f, xw[f], ref[f]);
+			/* and without its Gram it is refused */
+			CHECK(gm_foldin(&q, Yw, NULL, m, kw, NULL, idx, vals, n, xw, &bias, work, err, sizeof(err)) == GM_EINVAL,
+				  "an iALS part without its Y^T Y was accepted");
+		}
 		CHECK(bias == 0.0f, "implicit models have no bias");
 		if (n > 0)
 		{
@@ -649,6 +708,11 @@ test_foldin_implicit(void)
 		free(vals);
 		free(x);
 		free(obs);
+		free(Yw);
+		free(filter);
+		free(iw);
+		free(xw);
+		free(ref);
 	}
 	return 0;
 fail:
@@ -1226,7 +1290,7 @@ static const gm_test tests[] = {
 	{"int8 copies in caller-owned memory equal gm_qmat_build's", test_qmat_in_memory},
 	{"cosine top n equals the float64 reference", test_cosine},
 	{"entries_merge sorts and sums duplicates", test_entries_merge},
-	{"implicit fold-in equals the float64 solution (alpha0, nu)", test_foldin_implicit},
+	{"implicit fold-in equals the float64 solution (alpha0, nu), alone and as graph_filter's iALS part", test_foldin_implicit},
 	{"explicit fold-in equals the float64 solution (als_explicit, ccd, biases)", test_foldin_explicit},
 	{"implicit fold-in equals the trainer's next user half-step", test_foldin_matches_trainer},
 	{"explicit ALS fold-in equals the trainer's next user half-step (biases on, off)", test_foldin_explicit_matches_trainer},

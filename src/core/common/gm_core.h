@@ -583,22 +583,36 @@ typedef struct gm_foldin_params
 	float		nu;				/* als: 0 for a fixed lambda */
 	int			biases;			/* als_explicit, ccd */
 	double		global_mean;	/* with biases */
-	const float *filter;		/* graph_filter: each factor column's filter (k) */
+	const float *filter;		/* graph_filter: each filter column's filter (gf_columns) */
 	const float *item_weight;	/* graph_filter: each item's d_i^-2beta (n_items) */
+	int			gf_columns;		/* graph_filter: the filter's columns d, first in each
+								 * row (0: all k); the last k - d are an iALS model's,
+								 * solved as an als row with regularization, alpha,
+								 * alpha0 and nu (G: their Gram, (k-d) x (k-d)) */
+	float		blend;			/* graph_filter with an iALS part: the filter's share a
+								 * (gm_gf_blend_row) */
 } gm_foldin_params;
 
 /*
- * graph_filter models store no user factors: a user's are the sum over its
- * items of item_weight[i] Y_i times filter, column by column (as the
- * trainer forms them, graph_filter.c).  gm_gf_item_weights: each item's
- * d_i^-2beta from the users' item lists (ptr/idx, a CSR of n_users rows);
- * gm_gf_user_vectors: X (n_users x k) from the same lists.  GM_ENOMEM.
+ * graph_filter models store no user factors for the filter: a user's are the
+ * sum over its items of item_weight[i] Y_i times filter, column by column
+ * (as the trainer forms them, graph_filter.c).  A graph_filter model with
+ * an iALS part (gpumf_train's ials_factors) has k = d + f columns: the
+ * filter's d, then the iALS model's f, whose user factors are stored; a
+ * user's row is [a p/|p|, (1 - a) x/|x|] (p the filter's part, x the iALS
+ * part, a the blend), so that one dot product scores the blend.
+ * gm_gf_item_weights: each item's d_i^-2beta from the users' item lists
+ * (ptr/idx, a CSR of n_users rows); gm_gf_user_vectors: X (n_users x k)
+ * from the same lists, the filter's first d columns (d = k: all) formed,
+ * the rest, already in X, scaled as above.  gm_gf_blend_row: one row's
+ * scaling (nothing when d >= k).  GM_ENOMEM.
  */
 int			gm_gf_item_weights(const int64_t *ptr, const int32_t *idx, int32_t n_users,
 							   int32_t n_items, float *item_weight);
 void		gm_gf_user_vectors(const int64_t *ptr, const int32_t *idx, int32_t n_users,
-							   const float *Y, int k, const float *item_weight,
-							   const float *filter, float *X, int threads);
+							   const float *Y, int k, int d, const float *item_weight,
+							   const float *filter, float blend, float *X, int threads);
+void		gm_gf_blend_row(float *x, int d, int k, float blend);
 
 /* doubles of work gm_foldin needs for k factors */
 size_t		gm_foldin_work(int k);

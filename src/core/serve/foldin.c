@@ -107,7 +107,7 @@ gm_foldin_work(int k)
  * returns 0 when it could not (out of memory, no BLAS), to add row by row.
  */
 static int
-add_outers_blas(double *A, int kk, int k, const float *Y, const int32_t *idx,
+add_outers_blas(double *A, int kk, int k, const float *Y, int ldy, const int32_t *idx,
 				const double *w, int32_t n)
 {
 #ifndef GM_NO_CBLAS
@@ -126,7 +126,7 @@ add_outers_blas(double *A, int kk, int k, const float *Y, const int32_t *idx,
 	}
 	for (int32_t e = 0; e < n; e++)
 	{
-		const float *y = Y + (size_t) idx[e] * k;
+		const float *y = Y + (size_t) idx[e] * ldy;
 		double	   *z = Z + (size_t) e * kk,
 				   *wz = WZ + (size_t) e * kk;
 
@@ -170,23 +170,52 @@ add_outer(double *A, int kk, int k, const float *y, double w)
 	}
 }
 
-/* x = filter o sum_e w[idx[e]] Y_idx[e] (graph_filter's user map) */
+/*
+ * x[0..d) = filter o sum_e w[idx[e]] Y_idx[e][0..d) (graph_filter's user map),
+ * Y's rows ldy apart (the filter's d columns come first in a row).
+ */
 static void
-gf_user_vector(const int32_t *idx, int64_t n, const float *Y, int k, const float *w,
+gf_user_vector(const int32_t *idx, int64_t n, const float *Y, int ldy, int d, const float *w,
 			   const float *filter, float *x)
 {
-	memset(x, 0, sizeof(float) * k);
+	memset(x, 0, sizeof(float) * d);
 	for (int64_t e = 0; e < n; e++)
 	{
-		const float *y = Y + (size_t) idx[e] * k;
+		const float *y = Y + (size_t) idx[e] * ldy;
 		float		we = w[idx[e]];
 
 #pragma omp simd
-		for (int f = 0; f < k; f++)
+		for (int f = 0; f < d; f++)
 			x[f] += we * y[f];
 	}
-	for (int f = 0; f < k; f++)
+	for (int f = 0; f < d; f++)
 		x[f] *= filter[f];
+}
+
+/* x *= s / |x| over n values (a zero x stays zero) */
+static void
+scale_to(float *x, int n, double s)
+{
+	double		q = 0.0;
+
+	for (int f = 0; f < n; f++)
+		q += (double) x[f] * x[f];
+	if (q > 0.0)
+	{
+		float		c = (float) (s / sqrt(q));
+
+		for (int f = 0; f < n; f++)
+			x[f] *= c;
+	}
+}
+
+void
+gm_gf_blend_row(float *x, int d, int k, float blend)
+{
+	if (d >= k)
+		return;
+	scale_to(x, d, blend);
+	scale_to(x + d, k - d, 1.0 - blend);
 }
 
 int
@@ -208,22 +237,33 @@ gm_gf_item_weights(const int64_t *ptr, const int32_t *idx, int32_t n_users, int3
 
 void
 gm_gf_user_vectors(const int64_t *ptr, const int32_t *idx, int32_t n_users, const float *Y,
-				   int k, const float *item_weight, const float *filter, float *X, int threads)
+				   int k, int d, const float *item_weight, const float *filter, float blend,
+				   float *X, int threads)
 {
 	int			nt = gm_resolve_threads(threads);
 
+	if (d <= 0 || d > k)
+		d = k;
 #pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
 	for (int32_t u = 0; u < n_users; u++)
-		gf_user_vector(idx + ptr[u], ptr[u + 1] - ptr[u], Y, k, item_weight, filter,
-					   X + (size_t) u * k);
+	{
+		float	   *x = X + (size_t) u * k;
+
+		gf_user_vector(idx + ptr[u], ptr[u + 1] - ptr[u], Y, k, d, item_weight, filter, x);
+		gm_gf_blend_row(x, d, k, blend);
+	}
 }
 
-/* One row's factors against fixed item factors (see the top of the file). */
-int
-gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
-		  int32_t n_items, int k, const double *G, const int32_t *idx,
-		  const float *vals, int32_t n, float *x, float *bias, double *work,
-		  char *err, size_t errlen)
+/*
+ * The solve of gm_foldin (an als, als_explicit or ccd row) against Y's
+ * first k columns, its rows ldy apart; x and bias are zero on entry and the
+ * entries are checked.
+ */
+static int
+foldin_solve(const gm_foldin_params *p, const float *Y, int ldy, const float *item_bias,
+			 int32_t n_items, int k, const double *G, const int32_t *idx,
+			 const float *vals, int32_t n, float *x, float *bias, double *work,
+			 char *err, size_t errlen)
 {
 	int			implicit = p->algorithm == GM_ALG_ALS_IMPLICIT;
 	int			biases = !implicit && p->biases;
@@ -235,33 +275,6 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 				lmin,
 				lmax;
 
-	*bias = 0.0f;
-	memset(x, 0, sizeof(float) * k);
-	for (int32_t e = 0; e < n; e++)
-	{
-		if (idx[e] < 0 || idx[e] >= n_items || (e > 0 && idx[e] <= idx[e - 1]))
-		{
-			snprintf(err, errlen, "fold-in: entry %d has item index %d (must be sorted, distinct, in [0, %d))",
-					 (int) e, (int) idx[e], (int) n_items);
-			return GM_EINVAL;
-		}
-		if (vals != NULL && !isfinite(vals[e]))
-		{
-			snprintf(err, errlen, "fold-in: entry %d has a non-finite value", (int) e);
-			return GM_EINVAL;
-		}
-	}
-	if (p->algorithm == GM_ALG_GRAPH_FILTER)
-	{
-		/* the user map of graph_filter.c: every entry counts 1 */
-		if (p->filter == NULL || p->item_weight == NULL)
-		{
-			snprintf(err, errlen, "fold-in: graph_filter models need the filter and the item weights");
-			return GM_EINVAL;
-		}
-		gf_user_vector(idx, n, Y, k, p->item_weight, p->filter, x);
-		return GM_OK;
-	}
 	if (implicit && G == NULL)
 	{
 		snprintf(err, errlen, "fold-in: implicit models need Y^T Y");
@@ -292,14 +305,14 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		}
 		for (int32_t e = 0; e < n; e++)
 		{
-			w[e] = (double) p->alpha * vals[e] + 1.0 - alpha0;	/* c_e - alpha0 */
+			w[e] = (double) p->alpha * (vals ? vals[e] : 1.0f) + 1.0 - alpha0;	/* c_e - alpha0 */
 			cmax = fmax(cmax, w[e] + alpha0);
 		}
-		blas = add_outers_blas(A, k, k, Y, idx, w, n);
+		blas = add_outers_blas(A, k, k, Y, ldy, idx, w, n);
 		for (int32_t e = 0; e < n; e++)
 		{
-			const float *y = Y + (size_t) idx[e] * k;
-			double		c = 1.0 + (double) p->alpha * vals[e];
+			const float *y = Y + (size_t) idx[e] * ldy;
+			double		c = 1.0 + (double) p->alpha * (vals ? vals[e] : 1.0f);
 
 			if (!blas)
 				add_outer(A, k, k, y, w[e]);
@@ -323,12 +336,12 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 		}
 		for (int32_t e = 0; e < n; e++)
 			w[e] = 1.0;
-		blas = add_outers_blas(A, kk, k, Y, idx, w, n);
+		blas = add_outers_blas(A, kk, k, Y, ldy, idx, w, n);
 		free(w);
 		for (int32_t e = 0; e < n; e++)
 		{
-			const float *y = Y + (size_t) idx[e] * k;
-			double		t = vals[e] - mu - (biases && item_bias ? item_bias[idx[e]] : 0.0);
+			const float *y = Y + (size_t) idx[e] * ldy;
+			double		t = (vals ? vals[e] : 1.0f) - mu - (biases && item_bias ? item_bias[idx[e]] : 0.0);
 
 			if (!blas)
 				add_outer(A, kk, k, y, 1.0);
@@ -381,4 +394,64 @@ gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
 	if (biases)
 		*bias = (float) b[k];
 	return GM_OK;
+}
+
+/* One row's factors against fixed item factors (see the top of the file). */
+int
+gm_foldin(const gm_foldin_params *p, const float *Y, const float *item_bias,
+		  int32_t n_items, int k, const double *G, const int32_t *idx,
+		  const float *vals, int32_t n, float *x, float *bias, double *work,
+		  char *err, size_t errlen)
+{
+	*bias = 0.0f;
+	memset(x, 0, sizeof(float) * k);
+	for (int32_t e = 0; e < n; e++)
+	{
+		if (idx[e] < 0 || idx[e] >= n_items || (e > 0 && idx[e] <= idx[e - 1]))
+		{
+			snprintf(err, errlen, "fold-in: entry %d has item index %d (must be sorted, distinct, in [0, %d))",
+					 (int) e, (int) idx[e], (int) n_items);
+			return GM_EINVAL;
+		}
+		if (vals != NULL && !isfinite(vals[e]))
+		{
+			snprintf(err, errlen, "fold-in: entry %d has a non-finite value", (int) e);
+			return GM_EINVAL;
+		}
+	}
+	if (p->algorithm == GM_ALG_GRAPH_FILTER)
+	{
+		int			d = p->gf_columns > 0 && p->gf_columns < k ? p->gf_columns : k;
+
+		/* the user map of graph_filter.c: every entry counts 1 */
+		if (p->filter == NULL || p->item_weight == NULL)
+		{
+			snprintf(err, errlen, "fold-in: graph_filter models need the filter and the item weights");
+			return GM_EINVAL;
+		}
+		gf_user_vector(idx, n, Y, k, d, p->item_weight, p->filter, x);
+		if (d < k)
+		{
+			/* the iALS part: an als row against the last k - d columns */
+			gm_foldin_params ip = *p;
+			float		b0;
+			int			rc;
+
+			ip.algorithm = GM_ALG_ALS_IMPLICIT;
+			ip.biases = 0;
+			if (G == NULL)
+			{
+				snprintf(err, errlen, "fold-in: graph_filter models with an iALS part need its Y^T Y");
+				return GM_EINVAL;
+			}
+			rc = foldin_solve(&ip, Y + d, k, NULL, n_items, k - d, G, idx, vals, n, x + d, &b0,
+							  work, err, errlen);
+			if (rc != GM_OK)
+				return rc;
+			gm_gf_blend_row(x, d, k, p->blend);
+		}
+		return GM_OK;
+	}
+	return foldin_solve(p, Y, k, item_bias, n_items, k, G, idx, vals, n, x, bias, work,
+						err, errlen);
 }

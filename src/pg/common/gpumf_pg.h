@@ -78,7 +78,7 @@ extern int	gpumf_training_service_idle_s;	/* the worker's idle exit, s (-1: neve
  * model catalog this library reads and writes: the newest version, the
  * default_version of gpumf.control.  Bump both together.
  */
-#define GPUMF_CATALOG_VERSION "0.4"
+#define GPUMF_CATALOG_VERSION "0.5"
 
 /*
  * ERROR (with a hint to ALTER EXTENSION gpumf UPDATE) unless the extension

@@ -112,7 +112,8 @@ typedef struct GpumfStoreInput
 	int64		id;
 	int32		version;
 	int			k;
-	const float *X;
+	const float *X;				/* NULL: graph_filter without an iALS part */
+	int			xk;				/* X's columns (0: k; graph_filter: its iALS part's) */
 	const float *Y;
 	const float *user_bias;		/* NULL: no bias column values */
 	const float *item_bias;

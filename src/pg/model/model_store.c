@@ -117,11 +117,15 @@ static void
 user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool *nulls)
 {
 	int64		b = in->R->indptr[u];
+	int			xk = in->xk > 0 ? in->xk : in->k;
 
 	values[0] = gpumf_key_datum(in->users, in->ukind, in->utype, u);
-	/* graph_filter: no user factors (serving forms them from the seen items) */
+	/*
+	 * graph_filter: no user factors for its filter (serving forms them from
+	 * the seen items), its iALS part's when it has one
+	 */
 	values[1] = in->X == NULL ? PointerGetDatum(construct_empty_array(FLOAT4OID)) :
-		flat_array(&buf[0], in->X + (size_t) u * in->k, in->k, FLOAT4OID, sizeof(float4));
+		flat_array(&buf[0], in->X + (size_t) u * xk, xk, FLOAT4OID, sizeof(float4));
 	values[2] = flat_array(&buf[1], in->R->indices + b, (int) (in->R->indptr[u + 1] - b),
 						   INT4OID, sizeof(int32));
 	nulls[3] = in->user_bias == NULL;
@@ -266,14 +270,16 @@ gpumf_store_write(const GpumfStoreInput *in)
 	/* key types by OID, printed schema-qualified (or as SQL keywords) */
 	create_table(t.users, psprintf("key %s NOT NULL, factors pg_catalog.float4[] NOT NULL, "
 								   "seen pg_catalog.int4[] NOT NULL, bias pg_catalog.float4",
-								   format_type_be_qualified(in->utype)), in->k);
+								   format_type_be_qualified(in->utype)),
+				 in->X != NULL && in->xk > 0 ? in->xk : in->k);
 	create_table(t.items, psprintf("idx pg_catalog.int4 NOT NULL, key %s NOT NULL, "
 								   "factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4",
 								   format_type_be_qualified(in->itype)), in->k);
 	t1 = gm_now();
 	/* row sizes: the header and key, the factor array, the seen items */
 	fill_table(t.users, in, in->R->n_rows, user_row,
-			   (double) in->R->n_rows * (64 + 4.0 * in->k) + 4.0 * (double) in->R->nnz);
+			   (double) in->R->n_rows * (64 + 4.0 * (in->X == NULL ? 0 : in->xk > 0 ? in->xk : in->k)) +
+			   4.0 * (double) in->R->nnz);
 	fill_table(t.items, in, in->R->n_cols, item_row,
 			   (double) in->R->n_cols * (64 + 4.0 * in->k));
 	CommandCounterIncrement();

@@ -47,7 +47,11 @@
 #include "utils/syscache.h"
 #include "utils/uuid.h"
 
-/* Y^T Y as fold-in uses it (gm_gram, as the trainer computes it), once per version */
+/*
+ * Y^T Y as fold-in uses it (gm_gram, as the trainer computes it), once per
+ * version; a graph_filter model with an iALS part: the Gram of that part's
+ * columns (the last k - d of each row), summed over blocks of rows.
+ */
 static const double *
 gram(GpumfServed *m)
 {
@@ -55,14 +59,36 @@ gram(GpumfServed *m)
 
 	if (sv->gram == NULL)
 	{
-		int			k = m->k;
+		int			d0 = sv->foldin.algorithm == GM_ALG_GRAPH_FILTER ? sv->foldin.gf_columns : 0;
+		int			k = m->k - d0;
+		int32		block = 4096;
 		float	   *g = palloc(sizeof(float) * k * k);
-		double	   *d = MemoryContextAllocHuge(sv->cxt, sizeof(double) * k * k);
+		float	   *pack = d0 > 0 ? palloc(sizeof(float) * (Size) block * k) : NULL;
+		double	   *d = MemoryContextAllocExtended(sv->cxt, sizeof(double) * k * k,
+												   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 
-		gm_gram(m->Y, m->n_items, k, 0.0f, g, 1);
-		for (int i = 0; i < k * k; i++)
-			d[i] = g[i];
+		if (pack == NULL)
+		{
+			gm_gram(m->Y, m->n_items, k, 0.0f, g, 1);
+			for (int i = 0; i < k * k; i++)
+				d[i] = g[i];
+		}
+		else
+			for (int32 r0 = 0; r0 < m->n_items; r0 += block)
+			{
+				int32		n = Min(block, m->n_items - r0);
+
+				for (int32 r = 0; r < n; r++)
+					memcpy(pack + (Size) r * k, m->Y + (Size) (r0 + r) * m->k + d0,
+						   sizeof(float) * k);
+				gm_gram(pack, n, k, 0.0f, g, 1);
+				for (int i = 0; i < k * k; i++)
+					d[i] += g[i];
+				CHECK_FOR_INTERRUPTS();
+			}
 		pfree(g);
+		if (pack)
+			pfree(pack);
 		sv->gram = d;
 	}
 	return sv->gram;
@@ -81,7 +107,8 @@ graph_filter_foldin(GpumfServed *m, const char *model, gm_foldin_params *p)
 	if (sv->gf_filter == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", model, m->k),
+				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", model,
+						sv->foldin.gf_columns),
 				 errhint("Retrain the model.")));
 	if (sv->gf_weight == NULL)
 	{
@@ -96,6 +123,13 @@ graph_filter_foldin(GpumfServed *m, const char *model, gm_foldin_params *p)
 	}
 	p->filter = sv->gf_filter;
 	p->item_weight = sv->gf_weight;
+}
+
+/* a graph_filter model with an iALS part? */
+static inline bool
+gf_has_ials(const gm_foldin_params *p, int k)
+{
+	return p->algorithm == GM_ALG_GRAPH_FILTER && p->gf_columns > 0 && p->gf_columns < k;
 }
 
 /* Solve for the factors of the entries idx/vals (sorted, distinct). */
@@ -114,10 +148,11 @@ solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, in
 				 errmsg("model \"%s\" was trained with an algorithm fold-in does not know", model)));
 	if (p->algorithm == GM_ALG_GRAPH_FILTER)
 		graph_filter_foldin(m, model, p);
-	else if (sv->work == NULL)
+	if (sv->work == NULL &&
+		(p->algorithm != GM_ALG_GRAPH_FILTER || gf_has_ials(p, m->k)))
 		sv->work = MemoryContextAllocHuge(sv->cxt, sizeof(double) * gm_foldin_work(m->k));
 	if (gm_foldin(p, m->Y, m->item_bias, m->n_items, m->k,
-				  p->algorithm == GM_ALG_ALS_IMPLICIT ? gram(m) : NULL,
+				  p->algorithm == GM_ALG_ALS_IMPLICIT || gf_has_ials(p, m->k) ? gram(m) : NULL,
 				  idx, vals, n, x, &u->bias, sv->work, err, sizeof(err)) != GM_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -126,6 +161,34 @@ solve(GpumfServed *m, const char *model, const int32 *idx, const float *vals, in
 	u->seen = idx;
 	u->nseen = n;
 	u->folded = true;
+}
+
+/*
+ * A stored graph_filter user's factors: the filter's part formed from its
+ * seen items (u->seen), as loading forms every user's (gpumf_gf_form_users),
+ * and the iALS part, when the model has one, from tail (its k - d stored
+ * factors), the two scaled by the blend.
+ */
+static void
+gf_stored_user(GpumfServed *m, const char *model, const float *tail, GpumfUserFactors *u)
+{
+	GpumfServing *sv = gpumf_serving(m);
+	int			d = sv->foldin.gf_columns;
+	float	   *x = palloc(sizeof(float) * m->k);
+	int64		ptr[2] = {0, u->nseen};
+
+	for (int32 e = 0; e < u->nseen; e++)
+		if (u->seen[e] < 0 || u->seen[e] >= m->n_items)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("gpumf: the seen items of a user of model \"%s\" are damaged", m->name)));
+	graph_filter_foldin(m, model, &sv->foldin);
+	if (d < m->k)
+		memcpy(x + d, tail, sizeof(float) * (m->k - d));
+	gm_gf_user_vectors(ptr, u->seen, 1, m->Y, m->k, d, sv->gf_weight, sv->gf_filter,
+					   sv->foldin.blend, x, 1);
+	u->x = x;
+	u->folded = false;
 }
 
 static char *key_text(Oid type, Datum d);
@@ -500,26 +563,29 @@ gpumf_user_factors(GpumfServed *m, const char *model, Datum userkey, bool recomp
 {
 	int32	   *idx;
 	float	   *vals;
-	int32		n;
+	int32		n,
+				nx;
 	SourceRel	why;
 
 	memset(u, 0, sizeof(*u));
 	if (!recompute &&
-		gpumf_served_user(m, userkey, &u->x, &u->seen, &u->nseen, &u->bias))
+		gpumf_served_user(m, userkey, &u->x, &nx, &u->seen, &u->nseen, &u->bias))
 	{
-		if (u->x == NULL)
-		{
-			/* no stored factors: a graph_filter user, the sum over its seen items */
-			const int32 *seen = u->seen;
-			int32		nseen = u->nseen;
+		GpumfServing *sv = gpumf_serving(m);
 
-			if (gpumf_serving(m)->foldin.algorithm != GM_ALG_GRAPH_FILTER)
+		if (sv->foldin.algorithm == GM_ALG_GRAPH_FILTER)
+		{
+			/* the filter's part: the sum over its seen items; the iALS part stored */
+			if (nx != m->k - sv->foldin.gf_columns)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
 						 errmsg("gpumf: user factors of model \"%s\" are damaged", m->name)));
-			solve(m, model, seen, NULL, nseen, u);
-			u->folded = false;
+			gf_stored_user(m, model, u->x, u);
 		}
+		else if (nx != m->k)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("gpumf: user factors of model \"%s\" are damaged", m->name)));
 		return true;
 	}
 	n = source_user_rows(m, model, userkey, &idx, &vals, &why);

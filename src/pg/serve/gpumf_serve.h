@@ -69,10 +69,12 @@ extern void gpumf_served_forget_local(const char *name);
 /* ---------------------------------------------------- served_tables.c */
 
 /*
- * The user's row: factors (k floats), seen items (sorted), bias.  false when
- * the user is not in the model.  Pointers stay valid until the next call.
+ * The user's row: its stored factors (nx floats: k, or for graph_filter
+ * none (x NULL) or its iALS part's; gpumf_user_factors forms the rest), seen
+ * items (sorted), bias.  false when the user is not in the model.  Pointers
+ * stay valid until the next call.
  */
-extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x,
+extern bool gpumf_served_user(GpumfServed *m, Datum key, const float **x, int32 *nx,
 							  const int32 **seen, int32 *nseen, float *bias);
 /* the snapshot serving reads the model's tables with in this call */
 extern Snapshot gpumf_served_snapshot(void);
@@ -154,9 +156,11 @@ typedef struct GpumfServing
 	char	   *value_col;		/* NULL: every row counts 1 */
 	/* built on first use */
 	gm_keymap  *item_map;		/* item key -> index */
-	double	   *gram;			/* Y^T Y, for implicit fold-in */
+	double	   *gram;			/* Y^T Y, for implicit fold-in (graph_filter with an iALS
+								 * part: of its columns) */
 	double	   *work;			/* gm_foldin_work(k) doubles */
-	float	   *gf_filter;		/* graph_filter: params' filter (k), NULL: absent */
+	float	   *gf_filter;		/* graph_filter: params' filter (foldin.gf_columns), NULL:
+								 * absent or damaged */
 	float	   *gf_weight;		/* graph_filter: each item's d_i^-2beta, built on first use */
 	float	   *item_norms;
 	double		vector_radius_sq;	/* vectors.c's l2 form: the largest item's; 0: not yet */
@@ -254,6 +258,8 @@ extern GpumfUsers *gpumf_users_read(GpumfServed *m);
 extern void gpumf_served_item_degrees(GpumfServed *m, int64 *deg);
 extern void gpumf_gf_form_users(GpumfServed *m, bool all, const int64 *ptr, const int32 *idx,
 								int32 n, float *X);
+/* factors a stored user row of m has: k, or graph_filter's iALS part's (0: none) */
+extern int	gpumf_stored_user_factors(GpumfServed *m);
 /* the item keys of m -> their indexes (freed with the context) */
 extern gm_keymap *gpumf_items_keymap(GpumfServed *m);
 /* add d (a value of column type coltype) to map / find it (-1 when absent) */

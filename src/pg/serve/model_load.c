@@ -85,9 +85,11 @@ seen_list(GpumfServed *m, HeapTuple tup, TupleDesc desc, int32 *n)
 }
 
 /*
- * A graph_filter version stores no user factors: form X (n x k) from the
- * users' seen lists (ptr/idx), the items' factors and the filter in params,
- * as the trainer did (gm_gf_user_vectors).  all: every row lacked them.
+ * A graph_filter version stores no user factors for its filter: form X
+ * (n x k) from the users' seen lists (ptr/idx), the items' factors and the
+ * filter in params, as the trainer did (gm_gf_user_vectors); with an iALS
+ * part, X's last k - d columns hold its stored factors and the two parts are
+ * scaled by the blend.  all: every row was a graph_filter row.
  */
 void
 gpumf_gf_form_users(GpumfServed *m, bool all, const int64 *ptr, const int32 *idx, int32 n,
@@ -101,13 +103,29 @@ gpumf_gf_form_users(GpumfServed *m, bool all, const int64 *ptr, const int32 *idx
 	if (sv->gf_filter == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", m->name, m->k),
+				 errmsg("model \"%s\" lacks the filter of its %d factors in gpumf.models.params", m->name,
+						sv->foldin.gf_columns),
 				 errhint("Retrain the model.")));
 	w = palloc(sizeof(float) * Max(m->n_items, 1));
 	if (gm_gf_item_weights(ptr, idx, n, m->n_items, w) != GM_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory forming a model's users")));
-	gm_gf_user_vectors(ptr, idx, n, m->Y, m->k, w, sv->gf_filter, X, gpumf_threads);
+	gm_gf_user_vectors(ptr, idx, n, m->Y, m->k, sv->foldin.gf_columns, w, sv->gf_filter,
+					   sv->foldin.blend, X, gpumf_threads);
 	pfree(w);
+}
+
+/*
+ * How many factors a stored user row of m has: k, or for graph_filter the
+ * iALS part's k - d (0: none).
+ */
+int
+gpumf_stored_user_factors(GpumfServed *m)
+{
+	GpumfServing *sv = m->serving;
+
+	if (sv != NULL && sv->foldin.algorithm == GM_ALG_GRAPH_FILTER)
+		return m->k - sv->foldin.gf_columns;
+	return m->k;
 }
 
 /* Read every user of m's version: one pass over the heap. */
@@ -126,6 +144,7 @@ gpumf_users_read(GpumfServed *m)
 				nseen = 0;
 	bool		any_bias = false;
 	int64		derived = 0;
+	int			nstored = gpumf_stored_user_factors(m);
 	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpumf users",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old;
@@ -169,8 +188,17 @@ gpumf_users_read(GpumfServed *m)
 		if (isnull)
 			damaged(m, "factors are NULL");
 		fac = DatumGetArrayTypeP(d);
-		if (ARR_NDIM(fac) == 0)
-			derived++;			/* graph_filter: formed below from the seen items */
+		if (nstored < m->k)
+		{
+			/* graph_filter: formed below from the seen items, after its iALS part */
+			if (nstored == 0 ? ARR_NDIM(fac) != 0 :
+				(ARR_NDIM(fac) != 1 || ARR_DIMS(fac)[0] != nstored || ARR_HASNULL(fac)))
+				damaged(m, "factors of the wrong length");
+			if (nstored > 0)
+				memcpy(u->X + (size_t) u->n * m->k + (m->k - nstored), ARR_DATA_PTR(fac),
+					   sizeof(float) * nstored);
+			derived++;
+		}
 		else if (ARR_NDIM(fac) != 1 || ARR_DIMS(fac)[0] != m->k || ARR_HASNULL(fac))
 			damaged(m, "factors of the wrong length");
 		else

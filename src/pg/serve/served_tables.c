@@ -270,7 +270,7 @@ gpumf_served_prepare_user_lookup(GpumfServed *m, const GpumfModel *cat)
 
 /* The user's row through the users table's primary key (see gpumf_serve.h). */
 bool
-gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen,
+gpumf_served_user(GpumfServed *m, Datum key, const float **x, int32 *nx, const int32 **seen,
 				  int32 *nseen, float *bias)
 {
 	Relation	rel = table_open(m->user_rel, NoLock);
@@ -294,12 +294,20 @@ gpumf_served_user(GpumfServed *m, Datum key, const float **x, const int32 **seen
 
 		slot_getallattrs(slot);
 		xf = DatumGetArrayTypePCopy(slot->tts_values[m->user_att_factors - 1]);
+		/* graph_filter: none, or its iALS part's (fold_in.c forms the rest) */
 		if (ARR_NDIM(xf) == 0)
-			*x = NULL;			/* graph_filter: formed from the seen items (fold_in.c) */
-		else if (ARR_NDIM(xf) != 1 || ARR_DIMS(xf)[0] != m->k || ARR_HASNULL(xf))
+		{
+			*x = NULL;
+			*nx = 0;
+		}
+		else if (ARR_NDIM(xf) != 1 || ARR_DIMS(xf)[0] < 1 || ARR_DIMS(xf)[0] > m->k ||
+				 ARR_HASNULL(xf))
 			elog(ERROR, "gpumf: user factors of model \"%s\" are damaged", m->name);
 		else
+		{
 			*x = (const float *) ARR_DATA_PTR(xf);
+			*nx = ARR_DIMS(xf)[0];
+		}
 		sa = DatumGetArrayTypePCopy(slot->tts_values[m->user_att_seen - 1]);
 		*nseen = ArrayGetNItems(ARR_NDIM(sa), ARR_DIMS(sa));
 		*seen = (const int32 *) ARR_DATA_PTR(sa);

@@ -54,14 +54,13 @@
 
 /* ------------------------------------------------------------ lifetime */
 
-/* a number in the params jsonb, or def when absent */
+/* a number in a params object (NULL: none), or def when absent */
 static double
-param_number(Jsonb *params, const char *key, double def)
+param_number_in(JsonbContainer *c, const char *key, double def)
 {
 	JsonbValue	v;
 
-	if (params == NULL ||
-		getKeyJsonValueFromContainer(&params->root, key, strlen(key), &v) == NULL)
+	if (c == NULL || getKeyJsonValueFromContainer(c, key, strlen(key), &v) == NULL)
 		return def;
 	if (v.type == jbvNumeric)
 		return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
@@ -69,6 +68,26 @@ param_number(Jsonb *params, const char *key, double def)
 	if (v.type == jbvBool)
 		return v.val.boolean ? 1.0 : 0.0;
 	return def;
+}
+
+/* a number in the params jsonb, or def when absent */
+static double
+param_number(Jsonb *params, const char *key, double def)
+{
+	return param_number_in(params ? &params->root : NULL, key, def);
+}
+
+/* params' object key (NULL when absent or not an object) */
+static JsonbContainer *
+param_object(Jsonb *params, const char *key)
+{
+	JsonbValue	v;
+
+	if (params == NULL ||
+		getKeyJsonValueFromContainer(&params->root, key, strlen(key), &v) == NULL ||
+		v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+		return NULL;
+	return v.val.binary.data;
 }
 
 /*
@@ -144,7 +163,30 @@ gpumf_serving_reset(GpumfServed *m, const GpumfModel *cat)
 	sv->foldin.biases = cat->has_bias;
 	sv->foldin.global_mean = cat->has_bias ? cat->global_mean : 0.0;
 	if (alg == GM_ALG_GRAPH_FILTER)
-		sv->gf_filter = param_floats(cat->params, "filter", cat->factors, cxt);
+	{
+		/*
+		 * With an iALS part ("ials" in params): its factors are the last
+		 * ones, fold-in solves them as an als row with its own
+		 * hyper-parameters, and the filter has the first d = k - f.
+		 */
+		JsonbContainer *ials = param_object(cat->params, "ials");
+		int			f = (int) param_number_in(ials, "factors", 0);
+
+		sv->foldin.gf_columns = cat->factors;
+		if (ials != NULL)
+		{
+			if (f < 1 || f >= cat->factors)
+				f = 0;			/* damaged: fold-in and loading refuse it (no filter) */
+			sv->foldin.gf_columns = cat->factors - f;
+			sv->foldin.blend = (float) param_number_in(ials, "blend", 0.5);
+			sv->foldin.regularization = (float) param_number_in(ials, "regularization", 0.0);
+			sv->foldin.alpha = (float) param_number_in(ials, "alpha", 1.0);
+			sv->foldin.alpha0 = (float) param_number_in(ials, "alpha0", 1.0);
+			sv->foldin.nu = (float) param_number_in(ials, "nu", 0.0);
+		}
+		if (ials == NULL || f > 0)
+			sv->gf_filter = param_floats(cat->params, "filter", sv->foldin.gf_columns, cxt);
+	}
 	sv->source = cat->source ? MemoryContextStrdup(cxt, cat->source) : NULL;
 	sv->source_relid = cat->source_relid;
 	sv->user_col = cat->user_col ? MemoryContextStrdup(cxt, cat->user_col) : NULL;
@@ -562,6 +604,7 @@ gpumf_load_users(GpumfServed *m)
 	int32	   *sidx = NULL;
 	int64		scap = 0,
 				derived = 0;
+	int			nstored = gpumf_stored_user_factors(m);
 
 	if (sv->X != NULL)
 		return;
@@ -592,9 +635,14 @@ gpumf_load_users(GpumfServed *m)
 		}
 		keys[n] = datumCopy(heap_getattr(tup, a_key, desc, &isnull), typbyval, typlen);
 		arr = DatumGetArrayTypeP(heap_getattr(tup, a_fac, desc, &isnull));
-		if (!isnull && ARR_NDIM(arr) == 0)
+		if (!isnull && nstored < m->k &&
+			(nstored == 0 ? ARR_NDIM(arr) == 0 :
+			 ARR_NDIM(arr) == 1 && ARR_DIMS(arr)[0] == nstored && !ARR_HASNULL(arr)))
 		{
-			/* graph_filter: no stored factors; keep the seen items to form them */
+			/*
+			 * graph_filter: no stored factors for the filter (its iALS
+			 * part's go last); keep the seen items to form them
+			 */
 			ArrayType  *sa = DatumGetArrayTypeP(heap_getattr(tup, m->user_att_seen, desc, &isnull));
 			int32		ns = isnull ? 0 : ArrayGetNItems(ARR_NDIM(sa), ARR_DIMS(sa));
 
@@ -611,10 +659,18 @@ gpumf_load_users(GpumfServed *m)
 			}
 			if (ns > 0)
 				memcpy(sidx + sptr[derived], ARR_DATA_PTR(sa), sizeof(int32) * ns);
+			for (int32 e = 0; e < ns; e++)
+				if (sidx[sptr[derived] + e] < 0 || sidx[sptr[derived] + e] >= m->n_items)
+					ereport(ERROR,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("gpumf: the seen items of a user of model \"%s\" are damaged", m->name)));
+			if (nstored > 0)
+				memcpy(X + n * m->k + (m->k - nstored), ARR_DATA_PTR(arr), sizeof(float) * nstored);
 			sptr[derived + 1] = sptr[derived] + ns;
 			derived++;
 		}
-		else if (isnull || ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k || ARR_HASNULL(arr))
+		else if (isnull || nstored < m->k || ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != m->k ||
+				 ARR_HASNULL(arr))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("gpumf: user factors of model \"%s\" are damaged", m->name)));

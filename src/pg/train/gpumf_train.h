@@ -108,6 +108,15 @@ typedef struct TrainArgs
 	/* graph_filter: the items trained on and the filter download returned */
 	int32		n_items;
 	float	   *filter;
+	/*
+	 * graph_filter with an iALS part (ials_factors > 0): that model's
+	 * hyper-parameters (ip.factors = ials_factors), the filter's share of
+	 * each user's score, and what its training reported
+	 */
+	int			ials_factors;
+	float		blend;
+	gm_mf_params ip;
+	double		ials_loss;
 } TrainArgs;
 
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */

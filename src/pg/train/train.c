@@ -31,8 +31,21 @@ enum
 	ARG_SOURCE, ARG_USER_COL, ARG_ITEM_COL, ARG_VALUE_COL, ARG_FACTORS, ARG_MODEL,
 	ARG_ITERATIONS, ARG_REGULARIZATION, ARG_ALPHA, ARG_CG_STEPS, ARG_SEED,
 	ARG_ALGORITHM, ARG_INNER_ITERATIONS, ARG_BIASES, ARG_TOLERANCE,
-	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC, ARG_AUTOTUNE
+	ARG_ALPHA0, ARG_NU, ARG_SOLVER, ARG_BLOCK_SIZE, ARG_HOLDOUT, ARG_METRIC, ARG_AUTOTUNE,
+	ARG_IALS_FACTORS, ARG_BLEND, ARG_IALS_ITERATIONS	/* 0.5 */
 };
+
+/*
+ * graph_filter's iALS part, when ials_factors is given: the defaults of its
+ * hyper-parameters and of the blend, chosen on a validation split carved
+ * from Gowalla's training part (test/bench/README.md, "graph_filter blended
+ * with iALS")
+ */
+#define GF_IALS_REGULARIZATION	0.0163084f
+#define GF_IALS_ALPHA0			0.025f
+#define GF_IALS_NU				0.75f
+#define GF_IALS_ITERATIONS		4
+#define GF_BLEND				0.4f
 
 /* Everything malloc'ed while training; freed by a memory-context callback. */
 typedef struct TrainState
@@ -94,7 +107,7 @@ given(FunctionCallInfo fcinfo, int argno, const char *name, const char *algorith
 						 strcmp(algorithm, "ccd") == 0 ?
 						 "Algorithm \"ccd\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for als_explicit), inner_iterations, biases, tolerance and seed." :
 						 strcmp(algorithm, "graph_filter") == 0 ?
-						 "Algorithm \"graph_filter\" takes factors, iterations (of its subspace iteration), alpha (the weight of its ideal low-pass), tolerance and seed." :
+						 "Algorithm \"graph_filter\" takes factors, iterations (of its subspace iteration), alpha (the weight of its ideal low-pass), tolerance, seed, and ials_factors; with ials_factors also blend, ials_iterations, regularization, alpha0, nu, solver, cg_steps and block_size (of its iALS part)." :
 						 "Algorithm \"als_explicit\" takes factors, iterations, regularization (weighted by each user's and item's number of ratings, as for ccd), biases, tolerance and seed.")));
 	return true;
 }
@@ -121,6 +134,8 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	bool		hyper = false;	/* a hyper-parameter was given */
 	bool		solver_given = false;
 	bool		metric_given;
+	bool		ials;			/* graph_filter with an iALS part */
+	gm_mf_params *ip;			/* the als parameters' target: a->p or a->ip */
 
 	memset(a, 0, sizeof(*a));
 	gpumf_check_not_null(fcinfo, ARG_SOURCE, "source");
@@ -172,12 +187,67 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		hyper = true;
 	}
 	a->p.seed = (uint64) PG_GETARG_INT64(ARG_SEED);
-	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, !gf))
+
+	/* graph_filter's iALS part: the als parameters below are its */
+	ials = given(fcinfo, ARG_IALS_FACTORS, "ials_factors", alg, gf);
+	ip = &a->p;
+	if (ials)
+	{
+		hyper = true;
+		a->ials_factors = PG_GETARG_INT32(ARG_IALS_FACTORS);
+		gpumf_check_int_range("ials_factors", a->ials_factors, 1, GM_MAXK);
+		if ((int64) a->p.factors + a->ials_factors > GM_GF_MAXK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("graph_filter's factors and ials_factors add up to %d, more than %d",
+							a->p.factors + a->ials_factors, GM_GF_MAXK),
+					 errhint("Give fewer factors or ials_factors.")));
+		gm_mf_params_defaults(&a->ip, GM_ALG_ALS_IMPLICIT);
+		a->ip.factors = a->ials_factors;
+		a->ip.iterations = GF_IALS_ITERATIONS;
+		a->ip.regularization = GF_IALS_REGULARIZATION;
+		a->ip.alpha0 = GF_IALS_ALPHA0;
+		a->ip.nu = GF_IALS_NU;
+		a->ip.solver = GM_SOLVER_BLOCK;
+		a->ip.seed = a->p.seed;
+		a->blend = GF_BLEND;
+		ip = &a->ip;
+	}
+	else
+	{
+		if (PG_NARGS() > ARG_BLEND && !PG_ARGISNULL(ARG_BLEND))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameter \"blend\" needs ials_factors"),
+					 errhint("blend is graph_filter's share of a blend with an iALS model of ials_factors factors.")));
+		if (PG_NARGS() > ARG_IALS_ITERATIONS && !PG_ARGISNULL(ARG_IALS_ITERATIONS))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameter \"ials_iterations\" needs ials_factors"),
+					 errhint("ials_iterations are those of graph_filter's iALS part, which ials_factors asks for.")));
+	}
+	if (ials && !PG_ARGISNULL(ARG_BLEND))
+	{
+		a->blend = PG_GETARG_FLOAT4(ARG_BLEND);
+		if (!(a->blend > 0.0f && a->blend < 1.0f))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("blend must be between 0 and 1 (exclusive), not %g", (double) a->blend),
+					 errhint("blend is graph_filter's share of each user's score; %g was chosen on held-out data.",
+							 (double) GF_BLEND)));
+	}
+	if (ials && !PG_ARGISNULL(ARG_IALS_ITERATIONS))
+	{
+		a->ip.iterations = PG_GETARG_INT32(ARG_IALS_ITERATIONS);
+		gpumf_check_int_range("ials_iterations", a->ip.iterations, 1, 100000);
+	}
+
+	if (given(fcinfo, ARG_REGULARIZATION, "regularization", alg, !gf || ials))
 	{
 		a->auto_fixed |= GM_AUTO_FIX_REG;
 		hyper = true;
-		a->p.regularization = PG_GETARG_FLOAT4(ARG_REGULARIZATION);
-		gpumf_check_positive("regularization", a->p.regularization);
+		ip->regularization = PG_GETARG_FLOAT4(ARG_REGULARIZATION);
+		gpumf_check_positive("regularization", ip->regularization);
 	}
 	if (given(fcinfo, ARG_ALPHA, "alpha", alg, implicit || gf))
 	{
@@ -185,11 +255,11 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		a->p.alpha = PG_GETARG_FLOAT4(ARG_ALPHA);
 		gpumf_check_nonneg("alpha", a->p.alpha);
 	}
-	if (given(fcinfo, ARG_CG_STEPS, "cg_steps", alg, implicit))
+	if (given(fcinfo, ARG_CG_STEPS, "cg_steps", alg, implicit || ials))
 	{
 		hyper = true;
-		a->p.cg_steps = PG_GETARG_INT32(ARG_CG_STEPS);
-		gpumf_check_int_range("cg_steps", a->p.cg_steps, 1, 1024);
+		ip->cg_steps = PG_GETARG_INT32(ARG_CG_STEPS);
+		gpumf_check_int_range("cg_steps", ip->cg_steps, 1, 1024);
 	}
 	if (given(fcinfo, ARG_INNER_ITERATIONS, "inner_iterations", alg, algorithm == GM_ALG_CCD))
 	{
@@ -208,34 +278,34 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 		a->p.tolerance = PG_GETARG_FLOAT4(ARG_TOLERANCE);
 		gpumf_check_nonneg("tolerance", a->p.tolerance);
 	}
-	if (given(fcinfo, ARG_ALPHA0, "alpha0", alg, implicit))
+	if (given(fcinfo, ARG_ALPHA0, "alpha0", alg, implicit || ials))
 	{
 		hyper = true;
 		a->auto_fixed |= GM_AUTO_FIX_ALPHA0;
-		a->p.alpha0 = PG_GETARG_FLOAT4(ARG_ALPHA0);
-		gpumf_check_nonneg("alpha0", a->p.alpha0);
+		ip->alpha0 = PG_GETARG_FLOAT4(ARG_ALPHA0);
+		gpumf_check_nonneg("alpha0", ip->alpha0);
 	}
-	if (given(fcinfo, ARG_NU, "nu", alg, implicit))
+	if (given(fcinfo, ARG_NU, "nu", alg, implicit || ials))
 	{
 		hyper = true;
 		a->auto_fixed |= GM_AUTO_FIX_NU;
-		a->p.nu = PG_GETARG_FLOAT4(ARG_NU);
-		gpumf_check_unit("nu", a->p.nu);
+		ip->nu = PG_GETARG_FLOAT4(ARG_NU);
+		gpumf_check_unit("nu", ip->nu);
 	}
-	if (given(fcinfo, ARG_SOLVER, "solver", alg, implicit))
+	if (given(fcinfo, ARG_SOLVER, "solver", alg, implicit || ials))
 	{
 		hyper = true;
 		solver_given = true;
-		a->p.solver = gpumf_solver_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER)));
+		ip->solver = gpumf_solver_from_text(text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER)));
 	}
 	check_solver_param(PG_NARGS() > ARG_CG_STEPS && !PG_ARGISNULL(ARG_CG_STEPS), "cg_steps",
-					   a->p.solver, GM_SOLVER_CG);
-	if (given(fcinfo, ARG_BLOCK_SIZE, "block_size", alg, implicit))
+					   ip->solver, GM_SOLVER_CG);
+	if (given(fcinfo, ARG_BLOCK_SIZE, "block_size", alg, implicit || ials))
 	{
 		hyper = true;
-		check_solver_param(true, "block_size", a->p.solver, GM_SOLVER_BLOCK);
-		a->p.block_size = PG_GETARG_INT32(ARG_BLOCK_SIZE);
-		gpumf_check_int_range("block_size", a->p.block_size, 1, a->p.factors);
+		check_solver_param(true, "block_size", ip->solver, GM_SOLVER_BLOCK);
+		ip->block_size = PG_GETARG_INT32(ARG_BLOCK_SIZE);
+		gpumf_check_int_range("block_size", ip->block_size, 1, ip->factors);
 	}
 	if (given(fcinfo, ARG_HOLDOUT, "holdout", alg, implicit))
 	{
@@ -283,6 +353,7 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 			implicit ? 20 : a->p.iterations;
 	}
 	a->p.threads = gpumf_threads;
+	a->ip.threads = gpumf_threads;
 }
 
 /* a real as its shortest exact decimal (0.01, not 0.00999999978) */
@@ -313,8 +384,26 @@ params_jsonb(const TrainArgs *a)
 						 GM_GF_IDEAL, GM_GF_ORDER);
 		for (int f = 0; f < p->factors; f++)
 			appendStringInfo(&s, "%s%s", f ? ", " : "", real_text(a->filter ? a->filter[f] : 0.0f));
-		appendStringInfo(&s, "], \"tolerance\": %s, \"seed\": " INT64_FORMAT "}",
+		appendStringInfo(&s, "], \"tolerance\": %s, \"seed\": " INT64_FORMAT,
 						 real_text((float) p->tolerance), (int64) p->seed);
+		if (a->ials_factors > 0)
+		{
+			/* the iALS part: the last ials_factors factors (serving.c reads these) */
+			const gm_mf_params *q = &a->ip;
+
+			appendStringInfo(&s, ", \"ials\": {\"factors\": %d, \"blend\": %s, \"iterations\": %d, "
+							 "\"regularization\": %s, \"alpha\": %s, \"alpha0\": %s, \"nu\": %s, "
+							 "\"solver\": \"%s\"",
+							 q->factors, real_text(a->blend), q->iterations,
+							 real_text(q->regularization), real_text(q->alpha), real_text(q->alpha0),
+							 real_text(q->nu), gpumf_solver_name(q->solver));
+			if (q->solver == GM_SOLVER_CG)
+				appendStringInfo(&s, ", \"cg_steps\": %d", q->cg_steps);
+			if (q->solver == GM_SOLVER_BLOCK)
+				appendStringInfo(&s, ", \"block_size\": %d", gm_block_size(q));
+			appendStringInfo(&s, ", \"final_loss\": %.17g}", a->ials_loss);
+		}
+		appendStringInfoChar(&s, '}');
 		return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
 	}
 	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
@@ -574,6 +663,77 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	ts->global_mean = d.global_mean;	/* set by gm_mf_train when biases are on */
 }
 
+/*
+ * graph_filter's iALS part (ials_factors): an als model trained on the same
+ * R, after the filter, into a second TrainState whose R and Rt are ts's
+ * (borrowed: its callback frees only its factors).  Returns that state;
+ * gf_join_ials joins the two models' item factors.
+ */
+static void
+ials_part_free(void *arg)
+{
+	TrainState *t = arg;
+
+	free(t->X);
+	free(t->Y);
+	t->X = t->Y = NULL;
+}
+
+static TrainState *
+train_ials_part(TrainArgs *a, TrainState *ts, gm_mf_result *res)
+{
+	TrainArgs	b = *a;
+	TrainState *t2 = palloc0(sizeof(TrainState));
+	gm_mf_result r2;
+	gm_mf_eval	ev2;
+
+	t2->cb.func = ials_part_free;
+	t2->cb.arg = t2;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &t2->cb);
+	t2->R = ts->R;
+	t2->Rt = ts->Rt;
+	/* held beside it: the key maps and the filter's item factors */
+	t2->keymap_bytes = ts->keymap_bytes + (double) ts->R.n_cols * a->p.factors * sizeof(float);
+	b.p = a->ip;
+	b.p.backend = a->p.backend;
+	gpumf_apply_gpus(&b.p);
+	b.holdout = 0;
+	b.filter = NULL;
+	memset(&r2, 0, sizeof(r2));
+	train_model(&b, false, t2, &r2, &ev2);
+	a->ials_loss = r2.final.loss;
+	res->train_seconds += r2.train_seconds;
+	res->loss_seconds += r2.loss_seconds;
+	res->transfer_seconds += r2.transfer_seconds;
+	return t2;
+}
+
+/* ts->Y (items x d, the filter's) and t2's Y (items x f) into items x (d + f); X is t2's */
+static void
+gf_join_ials(const TrainArgs *a, TrainState *ts, TrainState *t2)
+{
+	int32		ni = ts->R.n_cols;
+	int			d = a->p.factors,
+				f = a->ials_factors,
+				k = d + f;
+	float	   *Y = malloc(sizeof(float) * (size_t) Max(ni, 1) * k);
+
+	if (Y == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
+	for (int32 i = 0; i < ni; i++)
+	{
+		memcpy(Y + (size_t) i * k, ts->Y + (size_t) i * d, sizeof(float) * d);
+		memcpy(Y + (size_t) i * k + d, t2->Y + (size_t) i * f, sizeof(float) * f);
+	}
+	free(ts->Y);
+	ts->Y = Y;
+	free(ts->X);
+	ts->X = t2->X;
+	t2->X = NULL;
+	free(t2->Y);
+	t2->Y = NULL;
+}
+
 /* a key of the source's key map as text, for messages */
 static char *
 source_key_text(gm_keymap *map, GpumfKeyKind kind, Oid type, int32 idx)
@@ -628,6 +788,7 @@ gpumf_train_args(const TrainArgs *args)
 	char		devname[128] = "";
 	Oid			caller = GetUserId();
 	Datum		result;
+	TrainState *ials = NULL;	/* graph_filter's iALS part */
 
 	memset(&ev, 0, sizeof(ev));
 	/* the source is locked before its columns are checked */
@@ -698,7 +859,11 @@ gpumf_train_args(const TrainArgs *args)
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);
+	if (a.ials_factors > 0)
+		ials = train_ials_part(&a, ts, &res);
 	t = gm_now();
+	if (ials)
+		gf_join_ials(&a, ts, ials);	/* timed with the store */
 
 	/* ---- store, as the extension's owner */
 	memset(&row, 0, sizeof(row));
@@ -707,7 +872,7 @@ gpumf_train_args(const TrainArgs *args)
 	row.m.version = exists ? gpumf_history_next_version(old.id, old.version) : 1;
 	row.m.name = a.model;
 	row.m.algorithm = (char *) gm_algorithm_name(a.p.algorithm);
-	row.m.factors = a.p.factors;
+	row.m.factors = a.p.factors + a.ials_factors;	/* graph_filter's iALS part last */
 	row.m.user_type = src->utype;
 	row.m.item_type = src->itype;
 	row.m.owner = exists && OidIsValid(old.owner) ? old.owner : caller;
@@ -726,9 +891,13 @@ gpumf_train_args(const TrainArgs *args)
 	memset(&in, 0, sizeof(in));
 	in.id = row.m.id;
 	in.version = row.m.version;
-	in.k = a.p.factors;
-	/* graph_filter's users are the sums of their items' rows: serving forms them */
-	in.X = a.p.algorithm == GM_ALG_GRAPH_FILTER ? NULL : ts->X;
+	in.k = a.p.factors + a.ials_factors;
+	/*
+	 * graph_filter's users are the sums of their items' rows: serving forms
+	 * them; with an iALS part, that part's user factors are stored
+	 */
+	in.X = a.p.algorithm == GM_ALG_GRAPH_FILTER && a.ials_factors == 0 ? NULL : ts->X;
+	in.xk = a.ials_factors;
 	in.Y = ts->Y;
 	in.user_bias = ts->user_bias;
 	in.item_bias = ts->item_bias;

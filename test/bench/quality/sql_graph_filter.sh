@@ -8,14 +8,21 @@
 # figures of every candidate trained on the whole training part, with the
 # phases from the catalog (read, CSR, transfer, train, store) and the whole
 # statement.  Needs a server (test/pgenv.sh or test/device-server.sh) with
-# gpumf.
+# gpumf.  IALS_FACTORS=f blends each with an iALS model of f factors
+# (gpumf_train's ials_factors; its other settings the defaults), once for
+# each blend weight in BLENDS; IALS_FACTORS=0 (or unset) trains the filter
+# alone.
 #
 #   FACTORS="2048 3072 4096" ITERATIONS=6 bash test/bench/quality/sql_graph_filter.sh DIR NAME
+#   FACTORS=3072 IALS_FACTORS=1024 BLENDS="0.3 0.4 0.5" bash test/bench/quality/sql_graph_filter.sh DIR NAME
 set -eo pipefail
 dir=$1
 name=${2:-data}
 factors=${FACTORS:-"1024 2048 4096"}
 iterations=${ITERATIONS:-6}
+ials=${IALS_FACTORS:-0}
+blends=${BLENDS:-0.4}
+[ "$ials" -gt 0 ] || blends=-
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 for f in train test; do
@@ -42,28 +49,36 @@ for part in val test; do
 	src=gfb_fit; tst=gfb_val
 	[ $part = test ] && { src=gfb_train; tst=gfb_test; }
 	for k in $factors; do
+	for b in $blends; do
+		extra="" setting="filter"
+		if [ "$b" != - ]; then
+			extra=", ials_factors => $ials, blend => $b"
+			setting="blend $b, iALS $ials"
+		fi
+		model="gfb_${part}_${k}_${b//[.-]/}"
 		t0=$(date +%s.%N)
 		psql -X -q -v ON_ERROR_STOP=1 -c "SET gpumf.progress = off" -c "SET client_min_messages = warning" \
-			-c "SELECT 1 FROM gpumf_train('$src', 'u', 'i', algorithm => 'graph_filter', factors => $k, iterations => $iterations, model => 'gfb_${part}_$k')" >/dev/null
+			-c "SELECT 1 FROM gpumf_train('$src', 'u', 'i', algorithm => 'graph_filter', factors => $k, iterations => $iterations, model => '$model'$extra)" >/dev/null
 		t1=$(date +%s.%N)
 		line=$(psql -X -q -At -F' | ' -v ON_ERROR_STOP=1 <<SQL
 SET gpumf.progress = off;
-SELECT '$name', '$part', m.factors, round(e.recall::numeric, 4), round(e.ndcg::numeric, 4),
+SELECT '$name', '$part', $k, '$setting', m.factors, round(e.recall::numeric, 4), round(e.ndcg::numeric, 4),
        round(m.read_seconds::numeric, 2), round(m.build_seconds::numeric, 2), round(m.transfer_seconds::numeric, 2),
        round(m.train_seconds::numeric, 2), round(m.store_seconds::numeric, 2),
        round((m.train_seconds + m.transfer_seconds + m.store_seconds)::numeric, 2),
        round(($t1 - $t0)::numeric, 2), round(e.seconds::numeric, 1), m.device
   FROM gpumf.models m, LATERAL gpumf_evaluate(m.name, '$tst', 'u', 'i', k => 20) e
- WHERE m.name = 'gfb_${part}_$k';
+ WHERE m.name = '$model';
 SQL
 )
 		table="$table| $line |"$'\n'
-		psql -X -q -c "SELECT gpumf_drop_model('gfb_${part}_$k')" >/dev/null
+		psql -X -q -c "SELECT gpumf_drop_model('$model')" >/dev/null
+	done
 	done
 done
 echo
-echo "| dataset | part | factors | recall@20 | NDCG@20 | read s | CSR s | transfer s | train s | store s | transfer + train + store s | statement s | evaluate s | device |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| dataset | part | filter factors | model | factors | recall@20 | NDCG@20 | read s | CSR s | transfer s | train s | store s | transfer + train + store s | statement s | evaluate s | device |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s' "$table"
 echo
 echo "iterations $iterations; 'val': trained on gfb_fit (80% of the training rows), measured on gfb_val; 'test': trained on the whole training part, measured on the test part."
