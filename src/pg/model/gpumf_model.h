@@ -114,7 +114,9 @@ typedef struct GpumfStoreInput
 	int			k;
 	const float *X;				/* NULL: graph_filter without an iALS part */
 	int			xk;				/* X's columns (0: k; graph_filter: its iALS part's) */
-	const float *Y;
+	const float *Y;				/* items x k, or x (k - k2) with Y2 */
+	const float *Y2;			/* NULL, or graph_filter's iALS part: items x k2, */
+	int			k2;				/* stored after Y's factors in each item row */
 	const float *user_bias;		/* NULL: no bias column values */
 	const float *item_bias;
 	const gm_csr *R;			/* seen items per user */

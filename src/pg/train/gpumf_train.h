@@ -119,6 +119,8 @@ typedef struct TrainArgs
 	double		ials_loss;
 } TrainArgs;
 
+/* The hyper-parameters that apply to a's algorithm, by name, for params (train_params.c) */
+extern Jsonb *gpumf_train_params_jsonb(const TrainArgs *a);
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */
 extern Datum gpumf_train_args(const TrainArgs *a);
 /*

@@ -14,7 +14,6 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
-#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -356,87 +355,6 @@ parse_args(FunctionCallInfo fcinfo, TrainArgs *a)
 	a->ip.threads = gpumf_threads;
 }
 
-/* a real as its shortest exact decimal (0.01, not 0.00999999978) */
-static const char *
-real_text(float v)
-{
-	char	   *buf = palloc(FLOAT_SHORTEST_DECIMAL_LEN);
-
-	float_to_shortest_decimal_buf(v, buf);
-	return buf;
-}
-
-/* The hyper-parameters that apply to the algorithm, by name. */
-static Jsonb *
-params_jsonb(const TrainArgs *a)
-{
-	const gm_mf_params *p = &a->p;
-	StringInfoData s;
-
-	initStringInfo(&s);
-	if (p->algorithm == GM_ALG_GRAPH_FILTER)
-	{
-		/* its constants (gm_algo.h) and the filter fold-in applies to new users */
-		appendStringInfo(&s, "{\"iterations\": %d, \"alpha\": %s, \"columns\": " INT64_FORMAT
-						 ", \"beta\": %s, \"ideal_columns\": %d, \"chebyshev_order\": %d, \"filter\": [",
-						 p->iterations, real_text(p->alpha),
-						 (int64) gm_gf_columns(p->factors, a->n_items), real_text((float) GM_GF_BETA),
-						 GM_GF_IDEAL, GM_GF_ORDER);
-		for (int f = 0; f < p->factors; f++)
-			appendStringInfo(&s, "%s%s", f ? ", " : "", real_text(a->filter ? a->filter[f] : 0.0f));
-		appendStringInfo(&s, "], \"tolerance\": %s, \"seed\": " INT64_FORMAT,
-						 real_text((float) p->tolerance), (int64) p->seed);
-		if (a->ials_factors > 0)
-		{
-			/* the iALS part: the last ials_factors factors (serving.c reads these) */
-			const gm_mf_params *q = &a->ip;
-
-			appendStringInfo(&s, ", \"ials\": {\"factors\": %d, \"blend\": %s, \"iterations\": %d, "
-							 "\"regularization\": %s, \"alpha\": %s, \"alpha0\": %s, \"nu\": %s, "
-							 "\"solver\": \"%s\"",
-							 q->factors, real_text(a->blend), q->iterations,
-							 real_text(q->regularization), real_text(q->alpha), real_text(q->alpha0),
-							 real_text(q->nu), gpumf_solver_name(q->solver));
-			if (q->solver == GM_SOLVER_CG)
-				appendStringInfo(&s, ", \"cg_steps\": %d", q->cg_steps);
-			if (q->solver == GM_SOLVER_BLOCK)
-				appendStringInfo(&s, ", \"block_size\": %d", gm_block_size(q));
-			appendStringInfo(&s, ", \"final_loss\": %.17g}", a->ials_loss);
-		}
-		appendStringInfoChar(&s, '}');
-		return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
-	}
-	appendStringInfo(&s, "{\"iterations\": %d, \"regularization\": %s", p->iterations,
-					 real_text(p->regularization));
-	if (p->algorithm == GM_ALG_ALS_IMPLICIT)
-	{
-		appendStringInfo(&s, ", \"alpha\": %s, \"alpha0\": %s, \"nu\": %s, \"solver\": \"%s\"",
-						 real_text(p->alpha), real_text(p->alpha0), real_text(p->nu),
-						 gpumf_solver_name(p->solver));
-		if (p->solver == GM_SOLVER_CG)
-			appendStringInfo(&s, ", \"cg_steps\": %d", p->cg_steps);
-		if (p->solver == GM_SOLVER_BLOCK)
-			appendStringInfo(&s, ", \"block_size\": %d", gm_block_size(p));
-		if (a->holdout > 0)
-			appendStringInfo(&s, ", \"holdout\": %s, \"metric\": \"%s@%d\"",
-							 real_text(a->holdout), gm_rank_metric_name(a->metric), a->K);
-	}
-	else
-	{
-		if (p->algorithm == GM_ALG_CCD)
-			appendStringInfo(&s, ", \"inner_iterations\": %d", p->inner_iterations);
-		appendStringInfo(&s, ", \"biases\": %s", p->biases ? "true" : "false");
-	}
-	if (p->gpus > 1)
-		appendStringInfo(&s, ", \"gpus\": %d", p->gpus);
-	appendStringInfo(&s, ", \"tolerance\": %s, \"seed\": " INT64_FORMAT,
-					 real_text((float) p->tolerance), (int64) p->seed);
-	if (a->auto_json)
-		appendStringInfo(&s, ", \"autotune\": %s", a->auto_json);
-	appendStringInfoChar(&s, '}');
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
-}
-
 /* ------------------------------------------------------------ training */
 
 typedef struct ProgressArg
@@ -666,8 +584,8 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 /*
  * graph_filter's iALS part (ials_factors): an als model trained on the same
  * R, after the filter, into a second TrainState whose R and Rt are ts's
- * (borrowed: its callback frees only its factors).  Returns that state;
- * gf_join_ials joins the two models' item factors.
+ * (borrowed: its callback frees only its factors).  Returns that state,
+ * whose factors the store writes after the filter's.
  */
 static void
 ials_part_free(void *arg)
@@ -706,32 +624,6 @@ train_ials_part(TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	res->loss_seconds += r2.loss_seconds;
 	res->transfer_seconds += r2.transfer_seconds;
 	return t2;
-}
-
-/* ts->Y (items x d, the filter's) and t2's Y (items x f) into items x (d + f); X is t2's */
-static void
-gf_join_ials(const TrainArgs *a, TrainState *ts, TrainState *t2)
-{
-	int32		ni = ts->R.n_cols;
-	int			d = a->p.factors,
-				f = a->ials_factors,
-				k = d + f;
-	float	   *Y = malloc(sizeof(float) * (size_t) Max(ni, 1) * k);
-
-	if (Y == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory for factors")));
-	for (int32 i = 0; i < ni; i++)
-	{
-		memcpy(Y + (size_t) i * k, ts->Y + (size_t) i * d, sizeof(float) * d);
-		memcpy(Y + (size_t) i * k + d, t2->Y + (size_t) i * f, sizeof(float) * f);
-	}
-	free(ts->Y);
-	ts->Y = Y;
-	free(ts->X);
-	ts->X = t2->X;
-	t2->X = NULL;
-	free(t2->Y);
-	t2->Y = NULL;
 }
 
 /* a key of the source's key map as text, for messages */
@@ -862,8 +754,6 @@ gpumf_train_args(const TrainArgs *args)
 	if (a.ials_factors > 0)
 		ials = train_ials_part(&a, ts, &res);
 	t = gm_now();
-	if (ials)
-		gf_join_ials(&a, ts, ials);	/* timed with the store */
 
 	/* ---- store, as the extension's owner */
 	memset(&row, 0, sizeof(row));
@@ -896,9 +786,11 @@ gpumf_train_args(const TrainArgs *args)
 	 * graph_filter's users are the sums of their items' rows: serving forms
 	 * them; with an iALS part, that part's user factors are stored
 	 */
-	in.X = a.p.algorithm == GM_ALG_GRAPH_FILTER && a.ials_factors == 0 ? NULL : ts->X;
+	in.X = a.p.algorithm != GM_ALG_GRAPH_FILTER ? ts->X : ials ? ials->X : NULL;
 	in.xk = a.ials_factors;
 	in.Y = ts->Y;
+	in.Y2 = ials ? ials->Y : NULL;
+	in.k2 = a.ials_factors;
 	in.user_bias = ts->user_bias;
 	in.item_bias = ts->item_bias;
 	in.R = &ts->R;
@@ -925,7 +817,7 @@ gpumf_train_args(const TrainArgs *args)
 
 	row.m.user_table = tables.users;
 	row.m.item_table = tables.items;
-	row.params = params_jsonb(&a);
+	row.params = gpumf_train_params_jsonb(&a);
 	if (a.holdout > 0)
 	{
 		StringInfoData m;

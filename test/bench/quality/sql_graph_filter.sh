@@ -11,7 +11,7 @@
 # gpumf.  IALS_FACTORS=f blends each with an iALS model of f factors
 # (gpumf_train's ials_factors; its other settings the defaults), once for
 # each blend weight in BLENDS; IALS_FACTORS=0 (or unset) trains the filter
-# alone.
+# alone.  PARTS=test skips the validation runs.
 #
 #   FACTORS="2048 3072 4096" ITERATIONS=6 bash test/bench/quality/sql_graph_filter.sh DIR NAME
 #   FACTORS=3072 IALS_FACTORS=1024 BLENDS="0.3 0.4 0.5" bash test/bench/quality/sql_graph_filter.sh DIR NAME
@@ -45,7 +45,7 @@ SQL
 rm -rf "$tmp"
 # the statement's time: clock around psql (one connection per training)
 table=""
-for part in val test; do
+for part in ${PARTS:-val test}; do
 	src=gfb_fit; tst=gfb_val
 	[ $part = test ] && { src=gfb_train; tst=gfb_test; }
 	for k in $factors; do
