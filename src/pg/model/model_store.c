@@ -80,16 +80,7 @@ typedef struct ArrayBuf
 	Size		size;
 } ArrayBuf;
 
-static Datum flat_array2(ArrayBuf *buf, const void *data, int n, const void *data2, int n2,
-						 Oid elemtype, int elemsize);
-
-static Datum
-flat_array(ArrayBuf *buf, const void *data, int n, Oid elemtype, int elemsize)
-{
-	return flat_array2(buf, data, n, NULL, 0, elemtype, elemsize);
-}
-
-/* the same, of n elements from data followed by n2 from data2 */
+/* such an array of n elements from data followed by n2 from data2 (flat_array: n2 = 0) */
 static Datum
 flat_array2(ArrayBuf *buf, const void *data, int n, const void *data2, int n2, Oid elemtype,
 			int elemsize)
@@ -122,16 +113,32 @@ flat_array2(ArrayBuf *buf, const void *data, int n, const void *data2, int n2, O
 	return PointerGetDatum(a);
 }
 
+static Datum
+flat_array(ArrayBuf *buf, const void *data, int n, Oid elemtype, int elemsize)
+{
+	return flat_array2(buf, data, n, NULL, 0, elemtype, elemsize);
+}
+
 /* The values of row r of a factor table (arrays in buf[0], buf[1]). */
 typedef void (*RowFormer) (const GpumfStoreInput *in, int32 r, ArrayBuf *buf,
 						   Datum *values, bool *nulls);
+
+/*
+ * The factors a user row stores: k, graph_filter's iALS part's (xk), or none
+ * (graph_filter alone: serving forms them from the seen items).
+ */
+static inline int
+user_row_factors(const GpumfStoreInput *in)
+{
+	return in->X == NULL ? 0 : in->xk > 0 ? in->xk : in->k;
+}
 
 /* users: key, factors, seen item indices (sorted), bias */
 static void
 user_row(const GpumfStoreInput *in, int32 u, ArrayBuf *buf, Datum *values, bool *nulls)
 {
 	int64		b = in->R->indptr[u];
-	int			xk = in->xk > 0 ? in->xk : in->k;
+	int			xk = user_row_factors(in);
 
 	values[0] = gpumf_key_datum(in->users, in->ukind, in->utype, u);
 	/*
@@ -290,14 +297,14 @@ gpumf_store_write(const GpumfStoreInput *in)
 	create_table(t.users, psprintf("key %s NOT NULL, factors pg_catalog.float4[] NOT NULL, "
 								   "seen pg_catalog.int4[] NOT NULL, bias pg_catalog.float4",
 								   format_type_be_qualified(in->utype)),
-				 in->X != NULL && in->xk > 0 ? in->xk : in->k);
+				 user_row_factors(in) > 0 ? user_row_factors(in) : in->k);
 	create_table(t.items, psprintf("idx pg_catalog.int4 NOT NULL, key %s NOT NULL, "
 								   "factors pg_catalog.float4[] NOT NULL, bias pg_catalog.float4",
 								   format_type_be_qualified(in->itype)), in->k);
 	t1 = gm_now();
 	/* row sizes: the header and key, the factor array, the seen items */
 	fill_table(t.users, in, in->R->n_rows, user_row,
-			   (double) in->R->n_rows * (64 + 4.0 * (in->X == NULL ? 0 : in->xk > 0 ? in->xk : in->k)) +
+			   (double) in->R->n_rows * (64 + 4.0 * user_row_factors(in)) +
 			   4.0 * (double) in->R->nnz);
 	tu = gm_now();
 	fill_table(t.items, in, in->R->n_cols, item_row,
