@@ -568,6 +568,128 @@ fail:
 
 /* ------------------------------------------------------------ 4. confidence */
 
+/*
+ * The lean builders against the plain ones: gm_csr_from_coo_consume gives
+ * the same CSR as gm_csr_from_coo (bit for bit: the same entry order before
+ * the per-row sort) on random inputs with duplicates, empty rows, a row
+ * longer than a bucket and inputs large enough for several threads, buckets
+ * and (the largest) pages given back; a bad coordinate is refused and the
+ * arrays freed.  gm_transposer's slabs, cut at random, equal the rows of
+ * gm_csr_transpose.
+ */
+static int
+test_csr_lean(void)
+{
+	gm_csr		a = {0},
+				b = {0},
+				t = {0};
+	gm_transposer *tr = NULL;
+	int32_t    *r = NULL,
+			   *c = NULL,
+			   *si = NULL;
+	float	   *v = NULL,
+			   *sv = NULL;
+	char		err[GM_ERRLEN];
+
+	for (int trial = 0; trial < 14; trial++)
+	{
+		int64_t		nnz = trial == 0 ? 0 : trial < 8 ? rint_range(1, 2000) :
+			trial < 12 ? rint_range(100000, 1200000) : trial == 12 ? 3000000 : 17000000;
+		int32_t		R = (int32_t) rint_range(1, trial < 8 ? 80 : 200000),
+					Cn = (int32_t) rint_range(1, trial < 8 ? 60 : 50000);
+		int32_t		longrow = (int32_t) rint_range(0, R - 1);
+
+		r = xmalloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
+		c = xmalloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
+		v = xmalloc(sizeof(float) * (size_t) (nnz > 0 ? nnz : 1));
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			/* a fifth of the entries in one row (longer than a bucket), columns crowded for duplicates */
+			r[e] = runif() < 0.2 ? longrow : (int32_t) rint_range(0, R - 1);
+			c[e] = (int32_t) rint_range(0, trial % 2 ? Cn - 1 : (Cn + 3) / 4);
+			v[e] = (float) (runif() * 4 - 1);
+		}
+		CHECK(gm_csr_from_coo(R, Cn, nnz, r, c, v, &a, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(gm_csr_from_coo_consume(R, Cn, nnz, r, c, v, NULL, &b, err, sizeof(err)) == GM_OK,
+			  "consume: %s", err);
+		r = c = NULL;
+		v = NULL;
+		CHECK(a.n_rows == b.n_rows && a.n_cols == b.n_cols && a.nnz == b.nnz,
+			  "trial %d: %dx%d nnz %lld, expected %dx%d nnz %lld", trial, b.n_rows, b.n_cols,
+			  (long long) b.nnz, a.n_rows, a.n_cols, (long long) a.nnz);
+		CHECK(memcmp(a.indptr, b.indptr, sizeof(int64_t) * ((size_t) R + 1)) == 0 &&
+			  memcmp(a.indices, b.indices, sizeof(int32_t) * (size_t) a.nnz) == 0 &&
+			  memcmp(a.data, b.data, sizeof(float) * (size_t) a.nnz) == 0,
+			  "trial %d (%lld entries): the lean CSR differs", trial, (long long) nnz);
+
+		/* the transpose in random slabs */
+		CHECK(gm_csr_transpose(&a, &t, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(gm_transposer_make(&a, &tr, err, sizeof(err)) == GM_OK, "%s", err);
+		CHECK(memcmp(gm_transposer_indptr(tr), t.indptr, sizeof(int64_t) * ((size_t) Cn + 1)) == 0,
+			  "trial %d: the transposer's row pointers differ", trial);
+		si = xmalloc(sizeof(int32_t) * (size_t) (a.nnz > 0 ? a.nnz : 1));
+		sv = xmalloc(sizeof(float) * (size_t) (a.nnz > 0 ? a.nnz : 1));
+		for (int32_t c0 = 0; c0 < Cn;)
+		{
+			int32_t		c1 = c0 + (int32_t) rint_range(1, Cn - c0);
+			int64_t		n = t.indptr[c1] - t.indptr[c0];
+
+			CHECK(gm_transposer_rows(tr, c0, c1, si, sv) == GM_OK, "slab");
+			CHECK(memcmp(si, t.indices + t.indptr[c0], sizeof(int32_t) * (size_t) n) == 0 &&
+				  memcmp(sv, t.data + t.indptr[c0], sizeof(float) * (size_t) n) == 0,
+				  "trial %d: slab [%d, %d) differs from the transpose", trial, c0, c1);
+			c0 = c1;
+		}
+		free(si);
+		free(sv);
+		si = NULL;
+		sv = NULL;
+		gm_transposer_free(tr);
+		tr = NULL;
+		gm_csr_free(&a);
+		gm_csr_free(&b);
+		gm_csr_free(&t);
+	}
+
+	/* a bad coordinate: refused, the input freed (the sanitizer build sees leaks) */
+	for (int bad = 0; bad < 2; bad++)
+	{
+		int64_t		nnz = 200000;
+
+		r = xmalloc(sizeof(int32_t) * nnz);
+		c = xmalloc(sizeof(int32_t) * nnz);
+		v = xmalloc(sizeof(float) * nnz);
+		for (int64_t e = 0; e < nnz; e++)
+		{
+			r[e] = (int32_t) (e % 100);
+			c[e] = (int32_t) (e % 7);
+			v[e] = 1;
+		}
+		if (bad)
+			r[150001] = 100;
+		else
+			c[7] = -1;
+		CHECK(gm_csr_from_coo_consume(100, 7, nnz, r, c, v, NULL, &b, err, sizeof(err)) == GM_EINVAL,
+			  "a bad coordinate was taken");
+		r = c = NULL;
+		v = NULL;
+		CHECK(strstr(err, bad ? "(100, " : ", -1)") != NULL && b.indptr == NULL,
+			  "error: %s", err);
+	}
+	return 0;
+fail:
+	free(r);
+	free(c);
+	free(v);
+	free(si);
+	free(sv);
+	gm_transposer_free(tr);
+	gm_csr_free(&a);
+	gm_csr_free(&b);
+	gm_csr_free(&t);
+	return 1;
+}
+
 static int
 test_confidence(void)
 {
@@ -3711,6 +3833,7 @@ static const gm_test tests[] = {
 	{"csr_from_coo matches a dense reference", test_csr_from_coo},
 	{"csr_from_coo rejects bad coordinates", test_csr_rejects},
 	{"csr_transpose", test_csr_transpose},
+	{"lean CSR build and slab transpose equal the plain ones", test_csr_lean},
 	{"confidence = 1 + alpha * v", test_confidence},
 	{"gram = Y^T Y + reg I", test_gram},
 	{"cg solve of one row vs Cholesky", test_cg_solve},

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -579,4 +582,518 @@ gm_csr_normalized(const gm_csr *a, const gm_csr *at, float *v, int threads)
 		}
 	}
 	return sum;
+}
+
+/*
+ * Give back the pages wholly inside [p, p + bytes) of a large array whose
+ * contents are no longer read (the kernel maps zero pages there if they are
+ * touched again).  Only arrays of GM_RELEASE_MIN bytes or more (which the C
+ * library maps on their own) are given back; a smaller one stays until it
+ * is freed.
+ */
+#define GM_RELEASE_MIN	((size_t) 64 << 20)
+
+static void
+release_range(void *base, size_t base_bytes, size_t from, size_t to)
+{
+#ifdef MADV_DONTNEED
+	uintptr_t	b,
+				e;
+
+	if (base == NULL || base_bytes < GM_RELEASE_MIN || to <= from)
+		return;
+	b = ((uintptr_t) base + from + 4095) & ~(uintptr_t) 4095;
+	e = ((uintptr_t) base + to) & ~(uintptr_t) 4095;
+	if (e > b)
+		(void) madvise((void *) b, e - b, MADV_DONTNEED);
+#else
+	(void) base;
+	(void) base_bytes;
+	(void) from;
+	(void) to;
+#endif
+}
+
+/*
+ * The lean build (gm_core.h).  Rows are grouped into buckets of
+ * consecutive rows holding about `target` entries each (a longer row is a
+ * bucket of its own).  Pass 1 moves every entry, in input order, into its
+ * bucket's stretch of the output (its column and value where the CSR keeps
+ * them, its row beside them), giving back the input's pages as they are
+ * consumed; pass 2 orders each bucket by row through a scratch of one
+ * bucket a thread and gives back the rows' pages; the rows are then
+ * sorted and their duplicates summed as gm_csr_from_coo does.  The order
+ * within a row before that sort is the input order, as in
+ * gm_csr_from_coo, so both give the same CSR.
+ */
+int
+gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
+						int32_t *rows, int32_t *cols, float *vals,
+						const gm_callbacks *cb, gm_csr *out, char *err, size_t errlen)
+{
+	poller		pl = {cb, 0};
+	int64_t    *ptr = NULL,
+			   *fill = NULL,
+			   *bcnt = NULL;
+	int32_t    *bucket_of = NULL,
+			   *brow = NULL,
+			   *bstart = NULL,
+			   *ind = NULL;
+	float	   *dat = NULL;
+	int64_t		bad = -1,
+				target,
+				w;
+	int32_t		nb = 0;
+	int			nt,
+				rc = GM_OK;
+	size_t		in_bytes = (size_t) (nnz > 0 ? nnz : 1) * sizeof(int32_t);
+
+	memset(out, 0, sizeof(*out));
+	if (n_rows < 0 || n_cols < 0 || nnz < 0)
+	{
+		snprintf(err, errlen, "negative matrix dimensions");
+		rc = GM_EINVAL;
+		goto done;
+	}
+	if ((uint64_t) nnz > SIZE_MAX / sizeof(int32_t))
+	{
+		snprintf(err, errlen, "a CSR of %lld entries is too large", (long long) nnz);
+		rc = GM_ENOMEM;
+		goto done;
+	}
+#ifdef _OPENMP
+	nt = nnz < 100000 ? 1 : omp_get_max_threads();
+#else
+	nt = 1;
+#endif
+	if (nt < 1)
+		nt = 1;
+	ptr = calloc((size_t) n_rows + 1, sizeof(int64_t));
+	bucket_of = malloc(sizeof(int32_t) * (size_t) (n_rows > 0 ? n_rows : 1));
+	if (!ptr || !bucket_of)
+		goto oom;
+
+	/* row lengths (atomics: no histogram a thread), and the first bad coordinate */
+#pragma omp parallel num_threads(nt)
+	{
+		int			t = thread_num();
+		int64_t		b,
+					e,
+					mybad = -1;
+
+		share(nnz, t, nt, &b, &e);
+		for (int64_t i = b; i < e; i++)
+		{
+			int32_t		r = rows[i];
+
+			if (r < 0 || r >= n_rows || cols[i] < 0 || cols[i] >= n_cols)
+			{
+				mybad = i;
+				break;
+			}
+			if (nt > 1)
+				__atomic_fetch_add(&ptr[r + 1], 1, __ATOMIC_RELAXED);
+			else
+				ptr[r + 1]++;
+			if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
+				break;
+		}
+		if (mybad >= 0)
+		{
+#pragma omp critical(gm_csr_bad)
+			if (bad < 0 || mybad < bad)
+				bad = mybad;
+		}
+	}
+	if (bad >= 0)
+	{
+		snprintf(err, errlen, "coordinate (%d, %d) outside %d x %d",
+				 rows[bad], cols[bad], n_rows, n_cols);
+		rc = GM_EINVAL;
+		goto done;
+	}
+	if (poll_stop(&pl))
+		goto canceled;
+	for (int32_t r = 0; r < n_rows; r++)
+		ptr[r + 1] += ptr[r];
+
+	/* buckets of consecutive rows, about target entries each */
+	target = nnz / 1024;
+	if (target < ((int64_t) 1 << 16))
+		target = (int64_t) 1 << 16;
+	bstart = malloc(sizeof(int32_t) * ((size_t) n_rows + 2));
+	if (!bstart)
+		goto oom;
+	for (int32_t r = 0; r < n_rows; r++)
+	{
+		if (nb == 0 || ptr[r + 1] - ptr[bstart[nb - 1]] > target)
+			bstart[nb++] = r;
+		bucket_of[r] = nb - 1;
+	}
+	bstart[nb] = n_rows;
+
+	/* pass 1: each thread's entries of a bucket go after the earlier threads' */
+	bcnt = calloc((size_t) nt * (nb > 0 ? nb : 1), sizeof(int64_t));
+	ind = malloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
+	dat = malloc(sizeof(float) * (size_t) (nnz > 0 ? nnz : 1));
+	brow = malloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
+	if (!bcnt || !ind || !dat || !brow)
+		goto oom;
+#pragma omp parallel num_threads(nt)
+	{
+		int			t = thread_num();
+		int64_t		b,
+					e,
+					done;
+		int64_t    *c = bcnt + (size_t) t * nb;
+
+		share(nnz, t, nt, &b, &e);
+		done = b;
+		for (int64_t i = b; i < e; i++)
+			c[bucket_of[rows[i]]]++;
+#pragma omp barrier
+#pragma omp single
+		{
+			for (int32_t k = 0; k < nb; k++)
+			{
+				int64_t		pos = ptr[bstart[k]];
+
+				for (int u = 0; u < nt; u++)
+				{
+					int64_t		n = bcnt[(size_t) u * nb + k];
+
+					bcnt[(size_t) u * nb + k] = pos;
+					pos += n;
+				}
+			}
+		}
+		for (int64_t i = b; i < e; i++)
+		{
+			int32_t		r = rows[i];
+			int64_t		d = c[bucket_of[r]]++;
+
+			ind[d] = cols[i];
+			dat[d] = vals[i];
+			brow[d] = r;
+			if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1)
+			{
+				/* what this thread has consumed, back to the system */
+				release_range(rows, in_bytes, (size_t) done * 4, (size_t) (i + 1) * 4);
+				release_range(cols, in_bytes, (size_t) done * 4, (size_t) (i + 1) * 4);
+				release_range(vals, in_bytes, (size_t) done * 4, (size_t) (i + 1) * 4);
+				done = i + 1;
+				if (poll_stop(&pl))
+					break;
+			}
+		}
+	}
+	free(rows);
+	free(cols);
+	free(vals);
+	rows = cols = NULL;
+	vals = NULL;
+	free(bcnt);
+	bcnt = NULL;
+	free(bucket_of);
+	bucket_of = NULL;
+	if (poll_stop(&pl))
+		goto canceled;
+
+	/*
+	 * pass 2: each bucket in row order (a stable counting sort through a
+	 * scratch), then each row sorted by column with its duplicates summed;
+	 * fill[r] becomes the row's deduplicated length
+	 */
+	fill = malloc(((size_t) n_rows + 1) * sizeof(int64_t));
+	if (!fill)
+		goto oom;
+#pragma omp parallel num_threads(nt)
+	{
+		int32_t    *sc = NULL;
+		float	   *sv = NULL;
+		int64_t    *cur = NULL;
+		gm_pair    *scratch = NULL;
+		int64_t		cap = 0,
+					rcap = 0,
+					pcap = 0;
+		int			failed = 0;
+
+#pragma omp for schedule(dynamic, 1)
+		for (int32_t k = 0; k < nb; k++)
+		{
+			int32_t		r0 = bstart[k],
+						r1 = bstart[k + 1];
+			int64_t		s = ptr[r0],
+						e = ptr[r1];
+
+			if (failed || __atomic_load_n(&pl.stop, __ATOMIC_RELAXED) ||
+				(thread_num() == 0 && poll_stop(&pl)))
+			{
+				for (int32_t r = r0; r < r1; r++)
+					fill[r] = -1;
+				continue;
+			}
+			if (r1 - r0 > 1 && e > s)
+			{
+				if (e - s > cap)
+				{
+					free(sc);
+					free(sv);
+					cap = e - s;
+					sc = malloc(sizeof(int32_t) * (size_t) cap);
+					sv = malloc(sizeof(float) * (size_t) cap);
+				}
+				if (r1 - r0 > rcap)
+				{
+					free(cur);
+					rcap = r1 - r0;
+					cur = malloc(sizeof(int64_t) * (size_t) rcap);
+				}
+				if (!sc || !sv || !cur)
+				{
+					failed = 1;
+					cap = rcap = 0;
+					for (int32_t r = r0; r < r1; r++)
+						fill[r] = -1;
+					continue;
+				}
+				for (int32_t r = r0; r < r1; r++)
+					cur[r - r0] = ptr[r] - s;
+				for (int64_t i = s; i < e; i++)
+				{
+					int64_t		d = cur[brow[i] - r0]++;
+
+					sc[d] = ind[i];
+					sv[d] = dat[i];
+				}
+				memcpy(ind + s, sc, sizeof(int32_t) * (size_t) (e - s));
+				memcpy(dat + s, sv, sizeof(float) * (size_t) (e - s));
+			}
+			release_range(brow, in_bytes, (size_t) s * 4, (size_t) e * 4);
+			for (int32_t r = r0; r < r1; r++)
+			{
+				int64_t		b = ptr[r],
+							n = ptr[r + 1] - b,
+							wr = b;
+
+				if (n > 32 && n > pcap)
+				{
+					free(scratch);
+					pcap = n;
+					scratch = malloc(sizeof(gm_pair) * (size_t) pcap);
+					if (!scratch)
+					{
+						pcap = 0;
+						failed = 1;
+					}
+				}
+				if (failed)
+				{
+					fill[r] = -1;
+					continue;
+				}
+				sort_row(ind + b, dat + b, n, scratch);
+				for (int64_t i = b; i < b + n; i++)
+				{
+					if (wr > b && ind[wr - 1] == ind[i])
+						dat[wr - 1] += dat[i];
+					else
+					{
+						ind[wr] = ind[i];
+						dat[wr] = dat[i];
+						wr++;
+					}
+				}
+				fill[r] = wr - b;
+			}
+		}
+		free(sc);
+		free(sv);
+		free(cur);
+		free(scratch);
+	}
+	free(brow);
+	brow = NULL;
+	if (poll_stop(&pl))
+		goto canceled;
+	w = 0;
+	for (int32_t r = 0; r < n_rows; r++)
+	{
+		int64_t		b = ptr[r],
+					len = fill[r];
+
+		if (len < 0)
+			goto oom;
+		if (b != w && len > 0)
+		{
+			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
+			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
+		}
+		ptr[r] = w;
+		w += len;
+	}
+	ptr[n_rows] = w;
+	free(fill);
+	free(bstart);
+	out->n_rows = n_rows;
+	out->n_cols = n_cols;
+	out->nnz = w;
+	out->indptr = ptr;
+	out->indices = ind;
+	out->data = dat;
+	return GM_OK;
+
+oom:
+	snprintf(err, errlen, "out of memory building a CSR of %lld entries", (long long) nnz);
+	rc = GM_ENOMEM;
+	goto done;
+canceled:
+	snprintf(err, errlen, "building a CSR of %lld entries canceled", (long long) nnz);
+	rc = GM_ECANCELED;
+done:
+	free(rows);
+	free(cols);
+	free(vals);
+	free(ptr);
+	free(fill);
+	free(bcnt);
+	free(bucket_of);
+	free(brow);
+	free(bstart);
+	free(ind);
+	free(dat);
+	return rc;
+}
+
+/*
+ * The transpose a slab at a time (gm_core.h): thread t of nt takes a's
+ * rows [first[t], first[t + 1]) (about equal entries), and off[t][j] is
+ * where its entries of column j start within that column, so that each
+ * slab is the same stable scatter as gm_csr_transpose, restricted to the
+ * slab's columns.
+ */
+struct gm_transposer
+{
+	const gm_csr *a;
+	int			nt;
+	int32_t    *first;			/* nt + 1 */
+	int32_t    *off;			/* nt x n_cols */
+	int64_t    *ptr;			/* n_cols + 1: the transpose's row pointers */
+};
+
+void
+gm_transposer_free(gm_transposer *t)
+{
+	if (t == NULL)
+		return;
+	free(t->first);
+	free(t->off);
+	free(t->ptr);
+	free(t);
+}
+
+int
+gm_transposer_make(const gm_csr *a, gm_transposer **out, char *err, size_t errlen)
+{
+	gm_transposer *t = calloc(1, sizeof(gm_transposer));
+	int			nt = 1;
+	int64_t		nc = a->n_cols > 0 ? a->n_cols : 1;
+
+	*out = NULL;
+#ifdef _OPENMP
+	nt = omp_get_max_threads();
+#endif
+	/* the offsets at most half a byte an entry */
+	while (nt > 1 && (a->nnz < 100000 || (double) nt * nc * sizeof(int32_t) > 0.5 * a->nnz))
+		nt--;
+	if (t)
+	{
+		t->a = a;
+		t->nt = nt;
+		t->first = malloc(sizeof(int32_t) * (nt + 1));
+		t->off = calloc((size_t) nt * nc, sizeof(int32_t));
+		t->ptr = calloc((size_t) nc + 1, sizeof(int64_t));
+	}
+	if (!t || !t->first || !t->off || !t->ptr)
+	{
+		gm_transposer_free(t);
+		snprintf(err, errlen, "out of memory transposing a CSR of %lld entries",
+				 (long long) a->nnz);
+		return GM_ENOMEM;
+	}
+	for (int u = 0, r = 0; u <= nt; u++)
+	{
+		int64_t		target,
+					end;
+
+		share(a->nnz, u, nt, &target, &end);
+		while (r < a->n_rows && a->indptr[r] < target)
+			r++;
+		t->first[u] = u == nt ? a->n_rows : r;
+	}
+#pragma omp parallel num_threads(nt)
+	{
+		int			u = thread_num();
+		int32_t    *c = t->off + (size_t) u * nc;
+
+		for (int64_t e = a->indptr[t->first[u]]; e < a->indptr[t->first[u + 1]]; e++)
+			c[a->indices[e]]++;
+	}
+	/* column lengths, then each thread's start within a column */
+	for (int32_t j = 0; j < a->n_cols; j++)
+	{
+		int32_t		pos = 0;
+
+		for (int u = 0; u < nt; u++)
+		{
+			int32_t		n = t->off[(size_t) u * nc + j];
+
+			t->off[(size_t) u * nc + j] = pos;
+			pos += n;
+		}
+		t->ptr[j + 1] = t->ptr[j] + pos;
+	}
+	*out = t;
+	return GM_OK;
+}
+
+const int64_t *
+gm_transposer_indptr(const gm_transposer *t)
+{
+	return t->ptr;
+}
+
+int
+gm_transposer_rows(const gm_transposer *t, int32_t c0, int32_t c1, int32_t *ind, float *dat)
+{
+	const gm_csr *a = t->a;
+	int64_t		base = t->ptr[c0];
+	int32_t    *cur = malloc(sizeof(int32_t) * (size_t) t->nt * (c1 > c0 ? c1 - c0 : 1));
+
+	if (cur == NULL)
+		return GM_ENOMEM;
+#pragma omp parallel num_threads(t->nt)
+	{
+		int			u = thread_num();
+		int32_t    *c = cur + (size_t) u * (c1 - c0);
+		const int32_t *o = t->off + (size_t) u * (a->n_cols > 0 ? a->n_cols : 1);
+
+		for (int32_t j = c0; j < c1; j++)
+			c[j - c0] = o[j];
+		for (int32_t r = t->first[u]; r < t->first[u + 1]; r++)
+			for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+			{
+				int32_t		j = a->indices[e];
+
+				if (j >= c0 && j < c1)
+				{
+					int64_t		d = t->ptr[j] - base + c[j - c0]++;
+
+					ind[d] = r;
+					dat[d] = a->data[e];
+				}
+			}
+	}
+	free(cur);
+	return GM_OK;
 }

@@ -57,6 +57,35 @@ int			gm_csr_transpose_polled(const gm_csr *a, const gm_callbacks *cb,
 void		gm_csr_free(gm_csr *a);
 
 /*
+ * gm_csr_from_coo_polled for large inputs: takes the three coordinate
+ * arrays (malloc'd; freed here, on errors too) and gives their pages back
+ * to the system as it consumes them, so that it holds about 12 bytes an
+ * entry at its peak (the coordinates, then the CSR with each entry's row)
+ * instead of 20 plus a row histogram a thread.  The same CSR.
+ */
+int			gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
+									int32_t *rows, int32_t *cols, float *vals,
+									const gm_callbacks *cb, gm_csr *out,
+									char *err, size_t errlen);
+
+/*
+ * a's transpose a slab of its rows at a time, without holding it whole:
+ * make counts a's columns (the transpose's row pointers, indptr: n_cols + 1,
+ * owned by the transposer) and where each thread's entries go; rows writes
+ * the transpose's rows [c0, c1) into ind and dat (indptr[c1] - indptr[c0]
+ * entries, from index 0), exactly as gm_csr_transpose orders them.  a must
+ * stay as it is while the transposer lives.  It holds 4 bytes a column a
+ * thread, with at most half a byte an entry's worth of threads.
+ */
+typedef struct gm_transposer gm_transposer;
+int			gm_transposer_make(const gm_csr *a, gm_transposer **out,
+							   char *err, size_t errlen);
+const int64_t *gm_transposer_indptr(const gm_transposer *t);
+int			gm_transposer_rows(const gm_transposer *t, int32_t c0, int32_t c1,
+							   int32_t *ind, float *dat);
+void		gm_transposer_free(gm_transposer *t);
+
+/*
  * Group a's rows by their number of nonzeros, for load-balanced launches:
  * bin b holds the rows with upper[b-1] < nnz <= upper[b] (upper[-1] = -1).
  * upper has nbins strictly increasing entries >= 0; a row longer than
