@@ -9,7 +9,117 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Allocate d and copy a into it. */
+/* Entries of a slab of a transpose not formed (gm_csr's of): 16M, 128 MB a buffer */
+#define GM_SLAB_ENTRIES	((int64_t) 1 << 24)
+
+/*
+ * a's entries, a transpose not formed, built a slab of rows at a time on
+ * the host (gm_transposer) into two pinned buffers, one filled while the
+ * other is copied, into d's indices and data.
+ */
+static int
+upload_transpose(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
+{
+	gm_transposer *t = NULL;
+	const int64_t *cp;
+	int64_t		cap = getenv("GM_TRANSPOSE_SLAB") ? atoll(getenv("GM_TRANSPOSE_SLAB")) : GM_SLAB_ENTRIES,
+				base;
+	int32_t    *si[2] = {NULL, NULL};
+	float	   *sv[2] = {NULL, NULL};
+	cudaStream_t st = NULL;
+	cudaEvent_t ev[2] = {NULL, NULL};
+	int			rc,
+				used[2] = {0, 0},
+				b = 0;
+	cudaError_t e = cudaSuccess;
+
+	if ((rc = gm_transposer_make(a->of, &t, err, errlen)) != GM_OK)
+		return rc;
+	cp = gm_transposer_indptr(t);
+	base = cp[a->of_r0];
+	if (a->of_r0 < 0 || a->of_r1 > a->of->n_cols || a->of_r0 > a->of_r1 ||
+		cp[a->of_r1] - base != a->nnz)
+	{
+		gm_transposer_free(t);
+		snprintf(err, errlen, "a transpose not formed: rows [%d, %d) do not hold its %lld entries",
+				 a->of_r0, a->of_r1, (long long) a->nnz);
+		return GM_EINVAL;
+	}
+	if (cap < 1)
+		cap = GM_SLAB_ENTRIES;
+	for (int32_t c = a->of_r0; c < a->of_r1; c++)
+		if (cp[c + 1] - cp[c] > cap)
+			cap = cp[c + 1] - cp[c];
+	if (cap > a->nnz)
+		cap = a->nnz > 0 ? a->nnz : 1;
+	for (int i = 0; i < 2 && e == cudaSuccess; i++)
+	{
+		e = cudaMallocHost((void **) &si[i], sizeof(int32_t) * (size_t) cap);
+		if (e == cudaSuccess)
+			e = cudaMallocHost((void **) &sv[i], sizeof(float) * (size_t) cap);
+	}
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	for (int i = 0; i < 2 && e == cudaSuccess; i++)
+		e = cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming);
+	for (int32_t c0 = a->of_r0; e == cudaSuccess && c0 < a->of_r1;)
+	{
+		int32_t		c1 = c0 + 1;
+		int64_t		n;
+
+		while (c1 < a->of_r1 && cp[c1 + 1] - cp[c0] <= cap)
+			c1++;
+		n = cp[c1] - cp[c0];
+		/* buffer b was last copied two slabs ago: that copy ends first */
+		if (used[b] && (e = cudaEventSynchronize(ev[b])) != cudaSuccess)
+			break;
+		if (gm_transposer_rows(t, c0, c1, si[b], sv[b]) != GM_OK)
+		{
+			rc = GM_ENOMEM;
+			break;
+		}
+		if (n > 0)
+		{
+			e = cudaMemcpyAsync(d->indices + (cp[c0] - base), si[b], sizeof(int32_t) * (size_t) n,
+								cudaMemcpyHostToDevice, st);
+			if (e == cudaSuccess)
+				e = cudaMemcpyAsync(d->data + (cp[c0] - base), sv[b], sizeof(float) * (size_t) n,
+									cudaMemcpyHostToDevice, st);
+		}
+		if (e == cudaSuccess)
+			e = cudaEventRecord(ev[b], st);
+		used[b] = 1;
+		c0 = c1;
+		b = 1 - b;
+	}
+	if (st)
+	{
+		cudaError_t e2 = cudaStreamSynchronize(st);
+
+		if (e == cudaSuccess)
+			e = e2;
+		cudaStreamDestroy(st);
+	}
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			cudaEventDestroy(ev[i]);
+	for (int i = 0; i < 2; i++)
+	{
+		cudaFreeHost(si[i]);
+		cudaFreeHost(sv[i]);
+	}
+	gm_transposer_free(t);
+	if (rc == GM_OK && e != cudaSuccess)
+	{
+		snprintf(err, errlen, "uploading a transpose: %s", cudaGetErrorString(e));
+		rc = e == cudaErrorMemoryAllocation ? GM_ENOMEM : GM_EDEVICE;
+	}
+	else if (rc != GM_OK)
+		snprintf(err, errlen, "out of host memory building a transpose");
+	return rc;
+}
+
+/* Allocate d and copy a into it (a may be a transpose not formed: gm_csr's of). */
 int
 gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 {
@@ -24,6 +134,8 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
 	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
 	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	if (a->of != NULL)
+		return upload_transpose(d, a, err, errlen);
 	if (a->nnz > 0)
 	{
 		GM_CHECK(cudaMemcpy(d->indices, a->indices, sizeof(int32_t) * (size_t) a->nnz,
@@ -195,6 +307,12 @@ gm_csr_row_view(const gm_csr *A, int32_t r0, int32_t r1, gm_csr *v, int64_t **pt
 	v->indices = A->indices ? A->indices + e0 : NULL;
 	v->data = A->data ? A->data + e0 : NULL;
 	v->nnz = e1 - e0;
+	if (A->of)
+	{
+		/* a transpose not formed: the view's entries are those of its rows [r0, r1) */
+		v->of_r0 = r0;
+		v->of_r1 = r1;
+	}
 	*ptr = q;
 	return GM_OK;
 }

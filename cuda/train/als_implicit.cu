@@ -827,6 +827,38 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* splitmix64's finaliser, as gm_mix64 (gm_util.h) */
+__device__ __forceinline__ uint64_t
+mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/*
+ * F (n rows of k factors, leading dimension ld) = gm_factors_init(F, n, k,
+ * seed, side): the same counter hash and the same float rounding, bit for
+ * bit, so that a training drawn here starts where the host's would.
+ */
+__global__ void
+factors_init(float *F, int ld, int32_t n, int k, uint64_t seed, int side)
+{
+	uint64_t	s0 = mix64(seed ^ ((uint64_t) side << 62));
+
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t) n * k;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		r = i / k;
+		int			f = (int) (i - r * k);
+		uint64_t	base = s0 ^ mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+		uint64_t	z = mix64(base + (uint64_t) f);
+
+		F[r * ld + f] = __fmul_rn((float) __dmul_rn((double) (z >> 40), 1.0 / 16777216.0), 0.01f);
+	}
+}
+
 /*
  * The parameter side of create and reset: confidences for p->alpha,
  * factors from d (padded), G, the ridges, and the solver's work arrays,
@@ -873,8 +905,18 @@ setup_params(als_gpu *h, const gm_mf_data *d, const gm_mf_params *p, char *err,
 
 		GM_CHECK(gm_dev_malloc((void **) &h->F[s], sizeof(float) * (size_t) n * kp));
 		GM_CHECK(cudaMemsetAsync(h->F[s], 0, sizeof(float) * (size_t) n * kp, h->stream));
-		GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
-								   sizeof(float) * k, n, cudaMemcpyHostToDevice, h->stream));
+		if (d->start_on_device)
+		{
+			/* gm_factors_init's values, drawn here (the host's X and Y stay untouched) */
+			if (n > 0)
+				factors_init<<<(unsigned) (((int64_t) n * k + 255) / 256 < 65536 ?
+										   ((int64_t) n * k + 255) / 256 : 65536), 256, 0,
+					h->stream>>>(h->F[s], kp, n, k, p->seed, s);
+			GM_CHECK(cudaGetLastError());
+		}
+		else
+			GM_CHECK(cudaMemcpy2DAsync(h->F[s], sizeof(float) * kp, Fh[s], sizeof(float) * k,
+									   sizeof(float) * k, n, cudaMemcpyHostToDevice, h->stream));
 		if (p->nu != 0.0f)
 		{
 			/* regularization (n_r + alpha0 n_other)^nu, as gm_als_row_reg */
@@ -983,7 +1025,8 @@ dev_create(als_gpu **out, const gm_mf_data *d, const gm_mf_params *p, int dev, i
 	if (!d || !p || !d->R || !d->Rt || !d->X || !d->Y || !d->R->indptr || !d->Rt->indptr ||
 		d->R->n_rows < 1 || d->R->n_cols < 1 || d->R->nnz < 0 || d->Rt->nnz < 0 ||
 		d->Rt->n_rows != d->R->n_cols || (!multi && d->Rt->nnz != d->R->nnz) || p->cg_steps < 0 ||
-		(d->R->nnz > 0 && (!d->R->indices || !d->R->data || !d->Rt->indices || !d->Rt->data)))
+		(d->R->nnz > 0 && (!d->R->indices || !d->R->data ||
+						   (!d->Rt->of && (!d->Rt->indices || !d->Rt->data)))))
 	{
 		snprintf(err, errlen, "invalid arguments to the CUDA implicit ALS create");
 		return GM_EINVAL;
@@ -1605,6 +1648,8 @@ als_reset(void *ph, const gm_mf_data *d, const gm_mf_params *p, char *err, size_
 			v[1].indices = d->Rt->indices ? d->Rt->indices + d->Rt->indptr[h->own0[1]] : NULL;
 			v[1].data = d->Rt->data ? d->Rt->data + d->Rt->indptr[h->own0[1]] : NULL;
 			v[1].nnz = h->nnzs[1];
+			v[1].of_r0 = h->own0[1];
+			v[1].of_r1 = h->own1[1];
 			dv.R = &v[0];
 			dv.Rt = &v[1];
 		}

@@ -149,6 +149,11 @@ _PG_init(void)
 							 "Faster to store, but after a crash (not a clean shutdown) PostgreSQL empties unlogged tables: such a model must be retrained before it serves again. Unlogged tables are not replicated to standbys.",
 							 &gpumf_unlogged_models, false,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpumf.lean_training",
+							 "Hold less memory in the backend during a GPU training of implicit ALS.",
+							 "The transpose of the matrix is built in slabs as it is uploaded, the starting factors are drawn on the GPU and the values are freed once uploaded: at most about 16 bytes an interaction instead of 26. Off: the host forms all of them, as the CPU path does (the same model from the same start).",
+							 &gpumf_lean_training, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.read_workers",
 							"Parallel workers that read a training's source table; -1 means as many as a parallel SELECT of it would get.",
 							"Used for plain tables and materialized views read with the caller's privileges and no row-level security; views and other sources are read through the executor. At most max_parallel_workers are started.",

@@ -39,9 +39,18 @@
 extern "C" {
 #endif
 
-#define GM_ALGO_ABI_VERSION 5
+#define GM_ALGO_ABI_VERSION 6
 
-/* Compressed sparse rows; columns sorted and unique within each row. */
+/*
+ * Compressed sparse rows; columns sorted and unique within each row.
+ *
+ * A transpose not formed on the host (a lean upload, gm_mf_data): of is the
+ * matrix this is the transpose of, indptr and nnz are set, indices and data
+ * are NULL, and the entries are those of of's transpose in rows
+ * [of_r0, of_r1) (a row view keeps n_rows and empties the other rows).
+ * Only the CUDA module's upload takes such a matrix (gm_transposer builds
+ * it there a slab at a time); of == NULL everywhere else.
+ */
 typedef struct gm_csr
 {
 	int32_t		n_rows;
@@ -50,6 +59,9 @@ typedef struct gm_csr
 	int64_t    *indptr;			/* n_rows + 1 */
 	int32_t    *indices;		/* nnz */
 	float	   *data;			/* nnz */
+	const struct gm_csr *of;	/* NULL, or see above */
+	int32_t		of_r0;
+	int32_t		of_r1;
 } gm_csr;
 
 typedef enum gm_backend_kind
@@ -181,6 +193,19 @@ typedef struct gm_mf_data
 	double		global_mean;	/* 0 when biases are off */
 	float	   *filter;			/* graph_filter: download writes the filter of each
 								 * factor column here (factors floats) when not NULL */
+
+	/*
+	 * Lean (the CUDA module's implicit ALS only; gm_mf_train refuses it
+	 * elsewhere): the module draws the starting factors itself (the values
+	 * gm_factors_init would give) and X and Y are first written by download,
+	 * so their pages are not touched before; Rt may be a transpose not formed
+	 * (gm_csr's of).  After the upload gm_mf_train calls uploaded(arg), so
+	 * that the caller may free what only the upload read (R's values); R's
+	 * values are not read after that call.
+	 */
+	int			start_on_device;
+	void		(*uploaded) (void *arg);
+	void	   *uploaded_arg;
 } gm_mf_data;
 
 /*

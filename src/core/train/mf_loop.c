@@ -47,12 +47,22 @@ check_data(const gm_mf_params *p, const gm_mf_data *d, char *err, size_t errlen)
 	if (R->n_rows < 1 || R->n_cols < 1 || Rt->n_rows != R->n_cols ||
 		Rt->n_cols != R->n_rows || Rt->nnz != R->nnz || R->nnz < 0 ||
 		R->indptr[R->n_rows] != R->nnz || Rt->indptr[Rt->n_rows] != Rt->nnz ||
-		(R->nnz > 0 && (!R->indices || !R->data || !Rt->indices || !Rt->data)))
+		(R->nnz > 0 && (!R->indices || !R->data ||
+						 (Rt->of == NULL && (!Rt->indices || !Rt->data)))) ||
+		(Rt->of != NULL && (Rt->of != R || Rt->of_r0 != 0 || Rt->of_r1 != Rt->n_rows)))
 	{
 		snprintf(err, errlen,
 				 "training data: R (%d x %d, %lld nonzeros) and Rt (%d x %d, %lld nonzeros) are not a matrix and its transpose",
 				 R->n_rows, R->n_cols, (long long) R->nnz, Rt->n_rows, Rt->n_cols,
 				 (long long) Rt->nnz);
+		return GM_EINVAL;
+	}
+	/* a lean training: the CUDA module's implicit ALS, one training from its start */
+	if ((d->start_on_device || Rt->of != NULL) &&
+		(p->backend != GM_BACKEND_CUDA || p->algorithm != GM_ALG_ALS_IMPLICIT))
+	{
+		snprintf(err, errlen,
+				 "training data: a lean training (factors drawn on the device, a transpose not formed) runs only as implicit ALS on the GPU");
 		return GM_EINVAL;
 	}
 	/* graph_filter may go without X: its users are sums of item rows, formed when needed */
@@ -74,9 +84,14 @@ check_data(const gm_mf_params *p, const gm_mf_data *d, char *err, size_t errlen)
 static void
 init_model(const gm_mf_params *p, gm_mf_data *d)
 {
-	if (d->X)
-		gm_factors_init(d->X, d->R->n_rows, p->factors, p->seed, 0);
-	gm_factors_init(d->Y, d->R->n_cols, p->factors, p->seed, 1);
+	if (d->start_on_device)
+		;						/* the module draws them: X and Y stay untouched */
+	else
+	{
+		if (d->X)
+			gm_factors_init(d->X, d->R->n_rows, p->factors, p->seed, 0);
+		gm_factors_init(d->Y, d->R->n_cols, p->factors, p->seed, 1);
+	}
 	d->global_mean = 0.0;
 	if (gm_algorithm_is_explicit(p->algorithm) && p->biases)
 	{
@@ -209,6 +224,7 @@ struct gm_mf_session
 	const gm_csr *R;			/* the data h was created on */
 	const gm_csr *Rt;
 	int			reuses;
+	int			lean;			/* h was created lean: never reset (R's values may be gone) */
 	float	   *best;			/* keep_best copies of X and Y */
 	size_t		best_len;
 };
@@ -257,9 +273,10 @@ session_prepare(gm_mf_session *s, const gm_algo_ops *ops, const gm_mf_params *p,
 				gm_mf_data *d, const gm_callbacks *cb, char *device, size_t devlen,
 				char *err, size_t errlen)
 {
-	int			rc;
+	int			rc,
+				lean = d->start_on_device || d->Rt->of != NULL;
 
-	if (s->h && s->ops == ops && ops->reset && s->algorithm == p->algorithm &&
+	if (s->h && !s->lean && !lean && s->ops == ops && ops->reset && s->algorithm == p->algorithm &&
 		s->backend == p->backend && s->R == d->R && s->Rt == d->Rt)
 	{
 		rc = ops->reset(s->h, d, p, err, errlen);
@@ -283,6 +300,7 @@ session_prepare(gm_mf_session *s, const gm_algo_ops *ops, const gm_mf_params *p,
 	s->backend = p->backend;
 	s->R = d->R;
 	s->Rt = d->Rt;
+	s->lean = lean;
 	return GM_OK;
 }
 
@@ -409,6 +427,8 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 	res->transfer_seconds = t1 - t0;
 	if (rc != GM_OK)
 		return rc;
+	if (d->uploaded)
+		d->uploaded(d->uploaded_arg);
 	n_sweeps = ops->n_sweeps(s->h);
 
 	for (int it = 0; it < p->iterations; it++)

@@ -51,6 +51,7 @@ extern double gpumf_autotune_seconds;	/* the search's time budget */
 extern int	gpumf_autotune_max_factors;	/* the largest factors it tries */
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
+extern bool gpumf_lean_training;	/* a GPU implicit ALS training holds less host memory */
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
@@ -256,7 +257,8 @@ extern void gpumf_source_read(GpumfSource *src);
 /* rows the source probably has (statistics, else its size); -1: unknown */
 extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
-extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt);
+extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R);
+extern void gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form);
 /* bytes a CSR holds */
 extern double gpumf_csr_bytes(const gm_csr *a);
 /* the key of index idx as a Datum of type (the stored key type) */

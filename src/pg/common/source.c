@@ -235,8 +235,13 @@ core_step_failed(int rc, const char *err)
 
 #define RENUMBER_CHUNK	((int64) 1 << 22)	/* entries renumbered between interrupt checks */
 
+/*
+ * R from src's rows, their keys renumbered in key order.  The rows' arrays
+ * are taken (src no longer holds them) and given back as the CSR is built
+ * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.
+ */
 void
-gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
+gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
 {
 	int32		nu = gm_keymap_size(src->users),
 				ni = gm_keymap_size(src->items);
@@ -249,8 +254,8 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = interrupt_pending;
 	/* palloc'd: an interrupt between the steps frees them with the context */
-	/* the rows, the key maps, the CSR and its transpose (the rows go once the CSR is built) */
-	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) * 3 +
+	/* the rows (then the CSR and each entry's row, as the rows are given back) and the key maps */
+	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) * 1.1 +
 					   (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items) +
 					   ((double) nu + ni + 2) * (sizeof(int64) + sizeof(int32)),
 					   "building the matrix");
@@ -278,19 +283,67 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, gm_csr *Rt)
 	}
 	pfree(umap);
 	pfree(imap);
-	rc = gm_csr_from_coo_polled(nu, ni, src->n, src->rows, src->cols, src->vals, &cb,
-								R, err, sizeof(err));
-	free(src->rows);
-	free(src->cols);
-	free(src->vals);
-	src->rows = src->cols = NULL;
-	src->vals = NULL;
+	{
+		int32	   *r = src->rows,
+				   *c = src->cols;
+		float	   *v = src->vals;
+
+		/* taken by the build, which frees them */
+		src->rows = src->cols = NULL;
+		src->vals = NULL;
+		src->cap = 0;
+		rc = gm_csr_from_coo_consume(nu, ni, src->n, r, c, v, &cb, R, err, sizeof(err));
+	}
 	if (rc != GM_OK)
 		core_step_failed(rc, err);
 	CHECK_FOR_INTERRUPTS();
-	rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
-	if (rc != GM_OK)
-		core_step_failed(rc, err);
+}
+
+/*
+ * Rt, R's transpose: formed (form), or only its row pointers, the entries
+ * being built a slab at a time by the CUDA module as it uploads them
+ * (gm_csr's of; a lean GPU training, gpumf.lean_training).
+ */
+void
+gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
+{
+	gm_callbacks cb;
+	char		err[GM_ERRLEN];
+	int			rc;
+
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = interrupt_pending;
+	if (form)
+	{
+		gpumf_check_memory(gpumf_csr_bytes(R) * 2, "transposing the matrix");
+		rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
+		if (rc != GM_OK)
+			core_step_failed(rc, err);
+		return;
+	}
+	memset(Rt, 0, sizeof(*Rt));
+	Rt->indptr = calloc((size_t) R->n_cols + 1, sizeof(int64));
+	if (Rt->indptr == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+						errmsg("out of memory for the row pointers of a transpose")));
+	Rt->n_rows = R->n_cols;
+	Rt->n_cols = R->n_rows;
+	Rt->nnz = R->nnz;
+	for (int64 b = 0; b < R->nnz; b += RENUMBER_CHUNK)
+	{
+		int64		e_end = Min(R->nnz, b + RENUMBER_CHUNK);
+
+#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 e = b; e < e_end; e++)
+			__atomic_fetch_add(&Rt->indptr[R->indices[e] + 1], 1, __ATOMIC_RELAXED);
+		CHECK_FOR_INTERRUPTS();
+	}
+	for (int32 j = 0; j < R->n_cols; j++)
+		Rt->indptr[j + 1] += Rt->indptr[j];
+	Rt->of = R;
+	Rt->of_r0 = 0;
+	Rt->of_r1 = R->n_cols;
 }
 
 double

@@ -61,8 +61,20 @@ typedef struct TrainState
 	double		global_mean;
 	double		keymap_bytes;	/* the source's key maps, kept until the factors are stored */
 	void	   *service_seg;	/* the factors are in the training service's segment */
+	bool		lean;			/* gpumf.lean_training: Rt not formed, factors drawn
+								 * on the GPU, R's values freed once uploaded */
 	MemoryContextCallback cb;
 } TrainState;
+
+/* A lean training's upload is done: R's values are not read again (the store keeps its pattern). */
+static void
+free_uploaded_values(void *arg)
+{
+	TrainState *ts = arg;
+
+	free(ts->R.data);
+	ts->R.data = NULL;
+}
 
 static void
 train_state_free(void *arg)
@@ -471,7 +483,11 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	 */
 	{
 		double		per_thread;
-		double		need = gpumf_csr_bytes(&ts->R) * (a->holdout > 0 ? 4 : 2) +
+		double		need = ts->lean ?
+			/* R, the transpose's slab buffers, the factors as downloaded */
+			gpumf_csr_bytes(&ts->R) + ((double) ni + 1) * sizeof(int64) + 512.0 * 1024 * 1024 +
+			ts->keymap_bytes + ((double) nu + ni) * (k + 1) * sizeof(float) :
+			gpumf_csr_bytes(&ts->R) * (a->holdout > 0 ? 4 : 2) +
 			ts->keymap_bytes + ((double) nu + ni) * (k + 1) * sizeof(float) +
 			gm_mf_memory(&a->p, &ts->R, &ts->Rt, a->holdout > 0 ? a->K : 0, a->holdout > 0,
 						 &per_thread);
@@ -484,6 +500,12 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	memset(&d, 0, sizeof(d));
 	d.R = &ts->R;
 	d.Rt = &ts->Rt;
+	if (ts->lean)
+	{
+		d.start_on_device = 1;
+		d.uploaded = free_uploaded_values;
+		d.uploaded_arg = ts;
+	}
 	if (a->holdout > 0)
 	{
 		if (gm_split_holdout(&ts->R, a->holdout, a->p.seed, &ts->part, &ts->held,
@@ -723,7 +745,7 @@ gpumf_train_args(const TrainArgs *args)
 				 errhint("The source must have at least one row with a non-NULL user and item.")));
 
 	/* ---- CSR / CSC, keys renumbered in key order */
-	gpumf_source_to_csr(src, &ts->R, &ts->Rt);
+	gpumf_source_to_csr(src, &ts->R);
 	gpumf_check_summed_values(src, &ts->R);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
@@ -748,6 +770,15 @@ gpumf_train_args(const TrainArgs *args)
 					 errhint("Give factors => %d or fewer.", ts->R.n_cols)));
 		a.p.factors = ts->R.n_cols; /* the default, 1024, on fewer items */
 	}
+	/*
+	 * The transpose: formed, or (a lean training: one implicit ALS training
+	 * on the GPU in this process) built a slab at a time as it is uploaded
+	 */
+	t = gm_now();
+	ts->lean = gpumf_lean_training && a.p.backend == GM_BACKEND_CUDA && !service &&
+		a.p.algorithm == GM_ALG_ALS_IMPLICIT && a.holdout <= 0 && !a.autotune;
+	gpumf_csr_transpose_for(&ts->R, &ts->Rt, !ts->lean);
+	t_csr += elapsed(&t);
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);

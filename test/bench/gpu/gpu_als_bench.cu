@@ -1342,6 +1342,132 @@ test_multi_gpu(void)
 	dataset_free(&d);
 }
 
+/*
+ * 6c: a lean training (gm_mf_data.start_on_device, Rt a transpose not
+ * formed, built in slabs of GM_TRANSPOSE_SLAB entries as it is uploaded;
+ * gpumf.lean_training) equals the plain one from the same start: the
+ * starting factors drawn on the GPU are gm_factors_init's, the slabs are
+ * the transpose, on one GPU and on shares.  uploaded is called once, after
+ * the upload; X and Y are untouched until the download.
+ */
+static int lean_uploads = 0;
+static void
+lean_uploaded(void *arg)
+{
+	(void) arg;
+	lean_uploads++;
+}
+
+static void
+test_lean(void)
+{
+	dataset		d;
+	int			visible = 0;
+
+	cudaGetDeviceCount(&visible);
+	make_dataset(&d, 2500, 1100, 150000, 8, 10, 0.6, 991, 1.0f);
+	setenv("GM_TRANSPOSE_SLAB", "7001", 1);
+	for (int c = 0; c < 3; c++)
+	{
+		gm_mf_params p;
+		const char *what = c == 0 ? "CG 3 k=64" : c == 1 ? "block 64 k=128" : "CG 3 k=96 on two";
+		int			k;
+		std::vector<float> X[3], Y[3];
+		gm_mf_result r[3];
+		gm_csr		vt = d.At;
+		double		diff[2] = {0.0, 0.0},
+					rel[2],
+					scale = 0.0;
+		bool		untouched = true;
+
+		gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+		p.backend = GM_BACKEND_CUDA;
+		p.iterations = 3;
+		p.tf32 = 0;
+		p.factors = c == 0 ? 64 : c == 1 ? 128 : 96;
+		if (c == 1)
+		{
+			p.solver = GM_SOLVER_BLOCK;
+			p.block_size = 64;
+			p.alpha0 = 0.1f;
+		}
+		if (c == 2 && visible < 2)
+			setenv("GM_GPUS_SHARE_DEVICE", "1", 1);
+		p.gpus = c == 2 ? 2 : 1;
+		k = p.factors;
+		/* the transpose not formed: its row pointers only */
+		vt.indices = NULL;
+		vt.data = NULL;
+		vt.of = &d.A;
+		vt.of_r0 = 0;
+		vt.of_r1 = d.At.n_rows;
+		/* plain twice (the run-to-run noise), then lean */
+		for (int t = 0; t < 3; t++)
+		{
+			gm_mf_data	dd;
+
+			X[t].assign((size_t) d.A.n_rows * k, t == 2 ? 12345.0f : 0.0f);
+			Y[t].assign((size_t) d.A.n_cols * k, t == 2 ? 12345.0f : 0.0f);
+			memset(&dd, 0, sizeof(dd));
+			dd.R = &d.A;
+			dd.Rt = t < 2 ? &d.At : &vt;
+			dd.X = X[t].data();
+			dd.Y = Y[t].data();
+			if (t == 2)
+			{
+				dd.start_on_device = 1;
+				dd.uploaded = lean_uploaded;
+				lean_uploads = 0;
+			}
+			GM(gm_mf_train(&p, &dd, NULL, &r[t], err, sizeof(err)));
+		}
+		for (int t = 0; t < 2; t++)
+		{
+			for (size_t i = 0; i < X[0].size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(X[0][i] - X[t + 1][i]));
+				scale = std::max(scale, (double) fabsf(X[0][i]));
+				untouched = untouched && X[2][i] != 12345.0f;
+			}
+			for (size_t i = 0; i < Y[0].size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(Y[0][i] - Y[t + 1][i]));
+				scale = std::max(scale, (double) fabsf(Y[0][i]));
+			}
+			rel[t] = fabs(r[0].final.loss - r[t + 1].final.loss) / fabs(r[0].final.loss);
+		}
+		CHECK(diff[1] <= std::max(10.0 * diff[0], 1e-6 * scale) &&
+			  rel[1] <= std::max(10.0 * rel[0], 3e-5) && lean_uploads == 1 && untouched,
+			  "lean %s vs plain: factors max abs diff %.2e, loss rel %.1e; plain twice: %.2e, %.1e; "
+			  "scale %.2e; uploaded called %d times (1); every factor downloaded: %d",
+			  what, diff[1], rel[1], diff[0], rel[0], scale, lean_uploads, (int) untouched);
+		if (c == 2 && visible < 2)
+			unsetenv("GM_GPUS_SHARE_DEVICE");
+	}
+	unsetenv("GM_TRANSPOSE_SLAB");
+	{
+		/* refused off the GPU and for another algorithm */
+		gm_mf_params p;
+		gm_mf_data	dd;
+		gm_mf_result rr;
+		std::vector<float> X((size_t) d.A.n_rows * 8), Y((size_t) d.A.n_cols * 8);
+		char		e2[GM_ERRLEN];
+
+		gm_mf_params_defaults(&p, GM_ALG_ALS_EXPLICIT);
+		p.backend = GM_BACKEND_CUDA;
+		p.factors = 8;
+		memset(&dd, 0, sizeof(dd));
+		dd.R = &d.A;
+		dd.Rt = &d.At;
+		dd.X = X.data();
+		dd.Y = Y.data();
+		dd.start_on_device = 1;
+		CHECK(gm_mf_train(&p, &dd, NULL, &rr, e2, sizeof(e2)) == GM_EINVAL && strstr(e2, "lean") != NULL,
+			  "a lean explicit ALS training was not refused: %s", e2);
+	}
+	dataset_free(&d);
+}
+
 /* 7: ranking metrics with the scores computed on the GPU equal the CPU's */
 static void
 test_rank_eval_gpu(void)
@@ -1798,6 +1924,7 @@ main(int argc, char **argv)
 		test_vs_cpu(128, 3, 15);
 		test_vs_cpu(256, 2, 15);
 		test_train_backend(module, 32);
+		test_lean();
 		/* the general model: exact solves (one block), block solves */
 		test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
 		test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);

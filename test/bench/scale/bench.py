@@ -33,7 +33,7 @@ Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
 DEVICE (cpu) RECOMMEND_ALL CAP_MB (gpu: gpumf.gpu_memory_limit on each GPU; a
 one-GPU training that does not fit is shown refused, the others run under it) REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
 predicted need, which must be refused before the upload) GPUS ("1": the GPU counts to train on, one table each, e.g. "1 2")
-READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
+LEAN ("": gpumf.lean_training left on; "on off": one training each), READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
 SELECT gets; e.g. "2 15": one training each, gpumf.read_workers = 2, then 15)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
@@ -54,6 +54,7 @@ ITERS = int(os.environ.get("ITERS", "5"))
 DEVICE = os.environ.get("DEVICE", "cpu")
 GPUS = os.environ.get("GPUS", "1").split()
 READ_WORKERS = os.environ.get("READ_WORKERS", "").split() or [None]
+LEAN = os.environ.get("LEAN", "").split() or [None]
 DB = os.environ.get("BENCH_DB", "gpumf_scale")
 KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
@@ -194,8 +195,10 @@ def refused_run(gpus, cap_opt):
     return (tr[0] if tr else None), (msg[0] if msg else last_err[0].strip()[:300])
 
 
-def run_one(gpus, read_workers=None):
+def run_one(gpus, read_workers=None, lean=None):
     cap_opt = " -c gpumf.gpu_memory_limit=%d" % CAP_MB if CAP_MB else ""
+    if lean is not None:
+        cap_opt += " -c gpumf.lean_training=%s" % lean
     if read_workers is not None:
         cap_opt += " -c gpumf.read_workers=%d -c max_parallel_workers=%d" % (read_workers, max(8, read_workers))
     if CAP_MB and gpus == 1:
@@ -296,9 +299,10 @@ def run_one(gpus, read_workers=None):
     store_floor = (fact_bytes + wal) / write_rate
 
 
-    say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores%s"
+    say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores%s%s"
         % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES,
-           ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else ""))
+           ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else "",
+           ", gpumf.lean_training %s" % lean if lean is not None else ""))
     say()
     say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s); "
         "read by the backend and %s parallel workers (gpumf.read_workers %s)."
@@ -382,7 +386,8 @@ def run_one(gpus, read_workers=None):
 
 for g in GPUS:
     for rw in READ_WORKERS:
-        run_one(int(g), None if rw is None else int(rw))
+        for ln in LEAN:
+            run_one(int(g), None if rw is None else int(rw), ln)
 with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("%d passed, %d failed" % (passed, failed))
