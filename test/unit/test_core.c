@@ -640,6 +640,18 @@ test_csr_lean(void)
 				  "trial %d: slab [%d, %d) differs from the transpose", trial, c0, c1);
 			c0 = c1;
 		}
+		for (int rep = 0; rep < 3 && Cn > 0; rep++)
+		{
+			/* out of order: the cursors seek */
+			int32_t		c0 = (int32_t) rint_range(0, Cn - 1),
+						c1 = c0 + (int32_t) rint_range(1, Cn - c0);
+			int64_t		n = t.indptr[c1] - t.indptr[c0];
+
+			CHECK(gm_transposer_rows(tr, c0, c1, si, sv) == GM_OK, "slab");
+			CHECK(memcmp(si, t.indices + t.indptr[c0], sizeof(int32_t) * (size_t) n) == 0 &&
+				  memcmp(sv, t.data + t.indptr[c0], sizeof(float) * (size_t) n) == 0,
+				  "trial %d: slab [%d, %d) out of order differs from the transpose", trial, c0, c1);
+		}
 		free(si);
 		free(sv);
 		si = NULL;

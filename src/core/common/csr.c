@@ -979,6 +979,8 @@ struct gm_transposer
 	int32_t    *first;			/* nt + 1 */
 	int32_t    *off;			/* nt x n_cols */
 	int64_t    *ptr;			/* n_cols + 1: the transpose's row pointers */
+	int64_t    *cur;			/* n_rows: each row's first entry of column next_c or later */
+	int32_t		next_c;
 };
 
 void
@@ -989,6 +991,7 @@ gm_transposer_free(gm_transposer *t)
 	free(t->first);
 	free(t->off);
 	free(t->ptr);
+	free(t->cur);
 	free(t);
 }
 
@@ -1013,8 +1016,10 @@ gm_transposer_make(const gm_csr *a, gm_transposer **out, char *err, size_t errle
 		t->first = malloc(sizeof(int32_t) * (nt + 1));
 		t->off = calloc((size_t) nt * nc, sizeof(int32_t));
 		t->ptr = calloc((size_t) nc + 1, sizeof(int64_t));
+		t->cur = malloc(sizeof(int64_t) * ((size_t) a->n_rows + 1));
+		t->next_c = -1;
 	}
-	if (!t || !t->first || !t->off || !t->ptr)
+	if (!t || !t->first || !t->off || !t->ptr || !t->cur)
 	{
 		gm_transposer_free(t);
 		snprintf(err, errlen, "out of memory transposing a CSR of %lld entries",
@@ -1063,12 +1068,19 @@ gm_transposer_indptr(const gm_transposer *t)
 	return t->ptr;
 }
 
+/*
+ * Slabs in order (c0 the last slab's c1) continue from each row's cursor,
+ * so that all of them together read each entry once; any other c0 first
+ * moves the cursors there (a binary search a row: a row's columns are
+ * sorted).
+ */
 int
-gm_transposer_rows(const gm_transposer *t, int32_t c0, int32_t c1, int32_t *ind, float *dat)
+gm_transposer_rows(gm_transposer *t, int32_t c0, int32_t c1, int32_t *ind, float *dat)
 {
 	const gm_csr *a = t->a;
 	int64_t		base = t->ptr[c0];
 	int32_t    *cur = malloc(sizeof(int32_t) * (size_t) t->nt * (c1 > c0 ? c1 - c0 : 1));
+	int			seek = c0 != t->next_c;
 
 	if (cur == NULL)
 		return GM_ENOMEM;
@@ -1081,19 +1093,38 @@ gm_transposer_rows(const gm_transposer *t, int32_t c0, int32_t c1, int32_t *ind,
 		for (int32_t j = c0; j < c1; j++)
 			c[j - c0] = o[j];
 		for (int32_t r = t->first[u]; r < t->first[u + 1]; r++)
-			for (int64_t e = a->indptr[r]; e < a->indptr[r + 1]; e++)
+		{
+			int64_t		e = t->cur[r],
+						end = a->indptr[r + 1];
+
+			if (seek)
+			{
+				int64_t		lo = a->indptr[r],
+							hi = end;
+
+				while (lo < hi)
+				{
+					int64_t		mid = lo + (hi - lo) / 2;
+
+					if (a->indices[mid] < c0)
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				e = lo;
+			}
+			for (; e < end && a->indices[e] < c1; e++)
 			{
 				int32_t		j = a->indices[e];
+				int64_t		d = t->ptr[j] - base + c[j - c0]++;
 
-				if (j >= c0 && j < c1)
-				{
-					int64_t		d = t->ptr[j] - base + c[j - c0]++;
-
-					ind[d] = r;
-					dat[d] = a->data[e];
-				}
+				ind[d] = r;
+				dat[d] = a->data[e];
 			}
+			t->cur[r] = e;
+		}
 	}
 	free(cur);
+	t->next_c = c1;
 	return GM_OK;
 }

@@ -73,15 +73,17 @@ int			gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
  * make counts a's columns (the transpose's row pointers, indptr: n_cols + 1,
  * owned by the transposer) and where each thread's entries go; rows writes
  * the transpose's rows [c0, c1) into ind and dat (indptr[c1] - indptr[c0]
- * entries, from index 0), exactly as gm_csr_transpose orders them.  a must
- * stay as it is while the transposer lives.  It holds 4 bytes a column a
- * thread, with at most half a byte an entry's worth of threads.
+ * entries, from index 0), exactly as gm_csr_transpose orders them; slabs
+ * taken in order (each c0 the last c1) read each of a's entries once in
+ * all.  a must stay as it is while the transposer lives.  It holds 4 bytes
+ * a column a thread (with at most half a byte an entry's worth of threads)
+ * and 8 a row.
  */
 typedef struct gm_transposer gm_transposer;
 int			gm_transposer_make(const gm_csr *a, gm_transposer **out,
 							   char *err, size_t errlen);
 const int64_t *gm_transposer_indptr(const gm_transposer *t);
-int			gm_transposer_rows(const gm_transposer *t, int32_t c0, int32_t c1,
+int			gm_transposer_rows(gm_transposer *t, int32_t c0, int32_t c1,
 							   int32_t *ind, float *dat);
 void		gm_transposer_free(gm_transposer *t);
 

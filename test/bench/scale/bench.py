@@ -128,7 +128,7 @@ have = subprocess.run(["psql", "-X", "-qAt", "-d", "postgres", "-c",
                       capture_output=True, text=True).stdout.strip()
 if have != "1":
     subprocess.run(["createdb", DB], check=True)
-psql("CREATE EXTENSION IF NOT EXISTS gpumf")
+psql("CREATE EXTENSION IF NOT EXISTS gpumf; ALTER EXTENSION gpumf UPDATE")  # a kept database may hold an older version
 if ROWS // USERS < 20:
     sys.exit("ROWS / USERS must be at least 20 (gpumf_synthetic's min_per_user)")
 size_tag = "%d %d %d" % (ROWS, USERS, ITEMS)
@@ -246,18 +246,21 @@ def run_one(gpus, read_workers=None, lean=None):
             time.sleep(0.05)
 
 
-    w = threading.Thread(target=watch)
+    # a daemon: an ERROR below (psql raises) must not leave the process waiting for it
+    w = threading.Thread(target=watch, daemon=True)
     w.start()
-    rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
-                   "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, nnz, n_users, n_items "
-                   "FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, iterations => %d, "
-                   "model => 'scale_model');\n"
-                   "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
-                   "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
-                   opts="-c gpumf.device=%s -c gpumf.unlogged_models=off -c client_min_messages=debug1 -c gpumf.gpus=%d%s"
-                   % (DEVICE, gpus, cap_opt), check_rc=not expect_refusal,
-                   app="gpumf_scale_train")
-    done.set()
+    try:
+        rows, t = psql("SELECT pg_current_wal_lsn() AS l0 \\gset\n"
+                       "SELECT read_seconds, build_seconds, transfer_seconds, train_seconds, store_seconds, nnz, n_users, n_items "
+                       "FROM gpumf_train('scale_src', 'user_id', 'item_id', 'value', factors => %d, iterations => %d, "
+                       "model => 'scale_model');\n"
+                       "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'l0');\n"
+                       "SELECT pg_sleep(0.5);" % (FACTORS, ITERS),
+                       opts="-c gpumf.device=%s -c gpumf.unlogged_models=off -c client_min_messages=debug1 -c gpumf.gpus=%d%s"
+                       % (DEVICE, gpus, cap_opt), check_rc=not expect_refusal,
+                       app="gpumf_scale_train")
+    finally:
+        done.set()
     w.join()
     # the GPU memory the training predicted before its upload (gpumf_check_gpu_memory's DEBUG1 line)
     m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
