@@ -63,17 +63,49 @@ typedef struct TrainState
 	void	   *service_seg;	/* the factors are in the training service's segment */
 	bool		lean;			/* gpumf.lean_training: Rt not formed, factors drawn
 								 * on the GPU, R's values freed once uploaded */
+	double		mem_uploaded;	/* the backend's private memory (MB) after the upload */
 	MemoryContextCallback cb;
 } TrainState;
 
-/* A lean training's upload is done: R's values are not read again (the store keeps its pattern). */
+/*
+ * The backend's private memory now (MB; Linux's RssAnon: what the heap and
+ * the process's own mappings hold, not the shared buffers it touched), or
+ * -1 where /proc does not tell.  For the DEBUG1 line of each training.
+ */
+static double
+private_memory_mb(void)
+{
+	FILE	   *f = fopen("/proc/self/status", "r");
+	char		line[256];
+	double		mb = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "RssAnon:", 8) == 0)
+		{
+			mb = atof(line + 8) / 1024.0;
+			break;
+		}
+	fclose(f);
+	return mb;
+}
+
+/*
+ * The upload is done: a lean training's R's values are not read again (the
+ * store keeps its pattern), and go.
+ */
 static void
 free_uploaded_values(void *arg)
 {
 	TrainState *ts = arg;
 
-	free(ts->R.data);
-	ts->R.data = NULL;
+	if (ts->lean)
+	{
+		free(ts->R.data);
+		ts->R.data = NULL;
+	}
+	ts->mem_uploaded = private_memory_mb();
 }
 
 static void
@@ -500,9 +532,9 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	memset(&d, 0, sizeof(d));
 	d.R = &ts->R;
 	d.Rt = &ts->Rt;
-	if (ts->lean)
+	d.start_on_device = ts->lean;
+	if (!service)
 	{
-		d.start_on_device = 1;
 		d.uploaded = free_uploaded_values;
 		d.uploaded_arg = ts;
 	}
@@ -698,6 +730,7 @@ gpumf_train_args(const TrainArgs *args)
 	double		t,
 				t_read,
 				t_csr,
+				mem[4] = {-1, -1, -1, -1},
 				t_store;
 	char		devname[128] = "";
 	Oid			caller = GetUserId();
@@ -711,6 +744,7 @@ gpumf_train_args(const TrainArgs *args)
 					  GPUMF_VALUES_RATINGS);
 
 	ts = palloc0(sizeof(TrainState));
+	ts->mem_uploaded = -1;
 	ts->cb.func = train_state_free;
 	ts->cb.arg = ts;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ts->cb);
@@ -730,6 +764,7 @@ gpumf_train_args(const TrainArgs *args)
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
+	mem[0] = private_memory_mb();
 	if (src->null_keys > 0)
 		ereport(NOTICE,
 				(errmsg("skipped " INT64_FORMAT " rows with a NULL user or item", src->null_keys)));
@@ -749,6 +784,7 @@ gpumf_train_args(const TrainArgs *args)
 	gpumf_check_summed_values(src, &ts->R);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
+	mem[1] = private_memory_mb();
 
 	/* ---- device and training */
 	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
@@ -779,11 +815,13 @@ gpumf_train_args(const TrainArgs *args)
 		a.p.algorithm == GM_ALG_ALS_IMPLICIT && a.holdout <= 0 && !a.autotune;
 	gpumf_csr_transpose_for(&ts->R, &ts->Rt, !ts->lean);
 	t_csr += elapsed(&t);
+	mem[2] = private_memory_mb();
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);
 	if (a.ials_factors > 0)
 		ials = train_ials_part(&a, ts, &res);
+	mem[3] = private_memory_mb();
 	t = gm_now();
 
 	/* ---- store, as the extension's owner */
@@ -839,6 +877,9 @@ gpumf_train_args(const TrainArgs *args)
 	}
 	gpumf_store_grant(&tables, exists ? &old_tables : NULL, row.m.owner);
 	t_store = gm_now() - t;
+	elog(DEBUG1, "gpumf: the backend's private memory (MB) after the read %.0f, the matrix %.0f, its transpose %.0f, the upload %.0f, the training %.0f, the store %.0f%s",
+		 mem[0], mem[1], mem[2], ts->mem_uploaded, mem[3], private_memory_mb(),
+		 ts->lean ? " (lean)" : "");
 	if (ts->service_seg)
 	{
 		/* the factors are in the tables: let the service's segment go */

@@ -266,6 +266,10 @@ def run_one(gpus, read_workers=None, lean=None):
     m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
                   last_err[0])
     predicted = [float(x) * 1048576 for x in m.groups()] if m else None
+    # the backend's private memory after each phase (train.c's DEBUG1 line)
+    m = re.search(r"private memory \(MB\) after the read (-?[0-9]+), the matrix (-?[0-9]+), its transpose (-?[0-9]+), "
+                  r"the upload (-?[0-9]+), the training (-?[0-9]+), the store (-?[0-9]+)", last_err[0])
+    mem_after = [float(x) * 1048576 for x in m.groups()] if m else None
     m = re.search(r"with a scan of its own, ([0-9]+) parallel workers", last_err[0])
     launched = int(m.group(1)) if m else None
     r = rows[0]
@@ -338,6 +342,9 @@ def run_one(gpus, read_workers=None, lean=None):
     say("| GPU (nvidia-smi, above %s MB before) | %s GB | %s | factors %.2f GB: %s bytes an interaction without them |"
         % (fmt(gpu0, 0), fmt(gpu / 1e9 if gpu else None), fmt(gpu / nnz if gpu else None, 1), fac / 1e9,
            fmt((gpu - fac) / nnz if gpu else None, 1)))
+    if mem_after:
+        say("| backend after each phase: read, matrix, transpose, upload, training (factors downloaded), store | %s GB | %s | |"
+            % (" / ".join(fmt(x / 1e9) for x in mem_after), " / ".join(fmt(x / nnz, 1) for x in mem_after)))
     if predicted:
         say("| GPU, predicted before the upload (gm_mf_device_memory and the libraries' margin) | %s GB | %s | "
             "matrices %.2f GB (%.1f bytes an interaction), factors %.2f GB, solver %.2f GB |"
