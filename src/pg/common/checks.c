@@ -131,3 +131,27 @@ gpumf_solver_from_text(const char *s)
 			 errhint("Valid solvers: \"cg\" (conjugate gradient, the default), \"block\" (block coordinate descent, iALS++) and \"exact\" (a Cholesky solve per row).")));
 	return GM_SOLVER_CG;		/* not reached */
 }
+
+/*
+ * The backend's private memory now (MB; Linux's RssAnon: what the heap and
+ * the process's own mappings hold, not the shared buffers it touched), or
+ * -1 where /proc does not tell.  For the DEBUG1 line of each training.
+ */
+double
+gpumf_private_memory_mb(void)
+{
+	FILE	   *f = fopen("/proc/self/status", "r");
+	char		line[256];
+	double		mb = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "RssAnon:", 8) == 0)
+		{
+			mb = atof(line + 8) / 1024.0;
+			break;
+		}
+	fclose(f);
+	return mb;
+}

@@ -10,7 +10,7 @@
  *                    subtransactions
  *   device.c         what gpumf.device means; gpumf_device_info
  *   guard.c          running internal queries safely (owner, pinned search_path)
- *   checks.c         named argument checks (one ereport each)
+ *   checks.c         named argument checks (one ereport each); the backend's private memory
  *   source.c         a table or view -> COO with key maps (NULL/NaN policy):
  *                    the relation's checks, the choice of reader, CSR
  *   source_exec.c    ... read through the executor (gpumf_read_query)
@@ -158,6 +158,7 @@ extern void gpumf_guard_exit(GpumfGuard *g);
 extern void gpumf_spi_exec(const char *sql, int expect);
 
 /* ----------------------------------------------------------- checks.c */
+extern double gpumf_private_memory_mb(void);	/* RssAnon in MB, -1 when unknown */
 
 #define GPUMF_MODEL_NAME_MAX 200	/* bytes */
 

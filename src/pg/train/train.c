@@ -68,30 +68,6 @@ typedef struct TrainState
 } TrainState;
 
 /*
- * The backend's private memory now (MB; Linux's RssAnon: what the heap and
- * the process's own mappings hold, not the shared buffers it touched), or
- * -1 where /proc does not tell.  For the DEBUG1 line of each training.
- */
-static double
-private_memory_mb(void)
-{
-	FILE	   *f = fopen("/proc/self/status", "r");
-	char		line[256];
-	double		mb = -1;
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "RssAnon:", 8) == 0)
-		{
-			mb = atof(line + 8) / 1024.0;
-			break;
-		}
-	fclose(f);
-	return mb;
-}
-
-/*
  * The upload is done: a lean training's R's values are not read again (the
  * store keeps its pattern), and go.
  */
@@ -105,7 +81,7 @@ free_uploaded_values(void *arg)
 		free(ts->R.data);
 		ts->R.data = NULL;
 	}
-	ts->mem_uploaded = private_memory_mb();
+	ts->mem_uploaded = gpumf_private_memory_mb();
 }
 
 static void
@@ -764,7 +740,7 @@ gpumf_train_args(const TrainArgs *args)
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
-	mem[0] = private_memory_mb();
+	mem[0] = gpumf_private_memory_mb();
 	if (src->null_keys > 0)
 		ereport(NOTICE,
 				(errmsg("skipped " INT64_FORMAT " rows with a NULL user or item", src->null_keys)));
@@ -784,7 +760,7 @@ gpumf_train_args(const TrainArgs *args)
 	gpumf_check_summed_values(src, &ts->R);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
-	mem[1] = private_memory_mb();
+	mem[1] = gpumf_private_memory_mb();
 
 	/* ---- device and training */
 	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
@@ -815,13 +791,13 @@ gpumf_train_args(const TrainArgs *args)
 		a.p.algorithm == GM_ALG_ALS_IMPLICIT && a.holdout <= 0 && !a.autotune;
 	gpumf_csr_transpose_for(&ts->R, &ts->Rt, !ts->lean);
 	t_csr += elapsed(&t);
-	mem[2] = private_memory_mb();
+	mem[2] = gpumf_private_memory_mb();
 	if (a.autotune)
 		gpumf_autotune_choose(&a, &ts->R, &ts->Rt);
 	train_model(&a, service, ts, &res, &ev);
 	if (a.ials_factors > 0)
 		ials = train_ials_part(&a, ts, &res);
-	mem[3] = private_memory_mb();
+	mem[3] = gpumf_private_memory_mb();
 	t = gm_now();
 
 	/* ---- store, as the extension's owner */
@@ -878,7 +854,7 @@ gpumf_train_args(const TrainArgs *args)
 	gpumf_store_grant(&tables, exists ? &old_tables : NULL, row.m.owner);
 	t_store = gm_now() - t;
 	elog(DEBUG1, "gpumf: the backend's private memory (MB) after the read %.0f, the matrix %.0f, its transpose %.0f, the upload %.0f, the training %.0f, the store %.0f%s",
-		 mem[0], mem[1], mem[2], ts->mem_uploaded, mem[3], private_memory_mb(),
+		 mem[0], mem[1], mem[2], ts->mem_uploaded, mem[3], gpumf_private_memory_mb(),
 		 ts->lean ? " (lean)" : "");
 	if (ts->service_seg)
 	{
