@@ -827,35 +827,22 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	return GM_OK;
 }
 
-/* splitmix64's finaliser, as gm_mix64 (gm_util.h) */
-__device__ __forceinline__ uint64_t
-mix64(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ULL;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
-}
-
 /*
  * F (n rows of k factors, leading dimension ld) = gm_factors_init(F, n, k,
- * seed, side): the same counter hash and the same float rounding, bit for
- * bit, so that a training drawn here starts where the host's would.
+ * seed, side): gm_algo.h's gm_factor_start, the host's own definition (a
+ * product and a rounding, no sum for the compiler to fuse), so that a
+ * training drawn here starts where the host's would, bit for bit.
  */
 __global__ void
 factors_init(float *F, int ld, int32_t n, int k, uint64_t seed, int side)
 {
-	uint64_t	s0 = mix64(seed ^ ((uint64_t) side << 62));
-
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t) n * k;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
 		int64_t		r = i / k;
 		int			f = (int) (i - r * k);
-		uint64_t	base = s0 ^ mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
-		uint64_t	z = mix64(base + (uint64_t) f);
 
-		F[r * ld + f] = __fmul_rn((float) __dmul_rn((double) (z >> 40), 1.0 / 16777216.0), 0.01f);
+		F[r * ld + f] = gm_factor_start(gm_factor_row_base(seed, side, r), f);
 	}
 }
 

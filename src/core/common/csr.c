@@ -162,6 +162,59 @@ sort_row(int32_t *cols, float *vals, int64_t n, gm_pair *scratch)
 	}
 }
 
+/*
+ * Row [b, b + n) sorted by column (scratch: room for n pairs when n > 32)
+ * and its duplicates summed in place; returns the row's new length.
+ */
+static int64_t
+dedupe_row(int32_t *ind, float *dat, int64_t b, int64_t n, gm_pair *scratch)
+{
+	int64_t		w = b;
+
+	sort_row(ind + b, dat + b, n, scratch);
+	for (int64_t i = b; i < b + n; i++)
+	{
+		if (w > b && ind[w - 1] == ind[i])
+			dat[w - 1] += dat[i];
+		else
+		{
+			ind[w] = ind[i];
+			dat[w] = dat[i];
+			w++;
+		}
+	}
+	return w - b;
+}
+
+/*
+ * The deduplicated rows (fill[r] entries at ptr[r]) moved together, in
+ * order, and ptr made their row pointers; returns the entries, or -1 when a
+ * row's fill is -1 (its sort found no memory).
+ */
+static int64_t
+compact_rows(int64_t *ptr, const int64_t *fill, int32_t *ind, float *dat, int32_t n_rows)
+{
+	int64_t		w = 0;
+
+	for (int32_t r = 0; r < n_rows; r++)
+	{
+		int64_t		b = ptr[r],
+					len = fill[r];
+
+		if (len < 0)
+			return -1;
+		if (b != w && len > 0)
+		{
+			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
+			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
+		}
+		ptr[r] = w;
+		w += len;
+	}
+	ptr[n_rows] = w;
+	return w;
+}
+
 int
 gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 				const int32_t *rows, const int32_t *cols, const float *vals,
@@ -285,8 +338,7 @@ gm_csr_from_coo_polled(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		for (int32_t r = 0; r < n_rows; r++)
 		{
 			int64_t		b = ptr[r],
-						e = ptr[r + 1],
-						w = b;
+						e = ptr[r + 1];
 
 			/* after a stop the remaining rows are skipped (the result is thrown away) */
 			done += e - b + 1;
@@ -298,42 +350,14 @@ gm_csr_from_coo_polled(int32_t n_rows, int32_t n_cols, int64_t nnz,
 			}
 			else if (__atomic_load_n(&pl.stop, __ATOMIC_RELAXED))
 				continue;
-			if (scratch)
-				sort_row(ind + b, dat + b, e - b, scratch);
-			for (int64_t i = b; i < e; i++)
-			{
-				if (w > b && ind[w - 1] == ind[i])
-					dat[w - 1] += dat[i];
-				else
-				{
-					ind[w] = ind[i];
-					dat[w] = dat[i];
-					w++;
-				}
-			}
-			fill[r] = scratch ? w - b : -1;
+			fill[r] = scratch ? dedupe_row(ind, dat, b, e - b, scratch) : -1;
 		}
 		free(scratch);
 	}
 	if (poll_stop(&pl))
 		goto canceled;
-	w = 0;
-	for (int32_t r = 0; r < n_rows; r++)
-	{
-		int64_t		b = ptr[r],
-					len = fill[r];
-
-		if (len < 0)
-			goto oom;
-		if (b != w && len > 0)
-		{
-			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
-			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
-		}
-		ptr[r] = w;
-		w += len;
-	}
-	ptr[n_rows] = w;
+	if ((w = compact_rows(ptr, fill, ind, dat, n_rows)) < 0)
+		goto oom;
 	free(fill);
 	fill = NULL;
 
@@ -361,6 +385,22 @@ canceled:
 	free(dat);
 	snprintf(err, errlen, "building a CSR of %lld entries canceled", (long long) nnz);
 	return GM_ECANCELED;
+}
+
+/* first[t]: the first row of thread t of nt, so that each takes about equal entries of a */
+static void
+row_shares(const gm_csr *a, int nt, int32_t *first)
+{
+	for (int t = 0, r = 0; t <= nt; t++)
+	{
+		int64_t		target,
+					end;
+
+		share(a->nnz, t, nt, &target, &end);
+		while (r < a->n_rows && a->indptr[r] < target)
+			r++;
+		first[t] = t == nt ? a->n_rows : r;
+	}
 }
 
 int
@@ -411,17 +451,7 @@ gm_csr_transpose_polled(const gm_csr *a, const gm_callbacks *cb, gm_csr *out,
 					 (long long) a->nnz);
 			return GM_ENOMEM;
 		}
-		/* first[t]: the first row of thread t */
-		for (int t = 0, r = 0; t <= nt; t++)
-		{
-			int64_t		target,
-						end;
-
-			share(a->nnz, t, nt, &target, &end);
-			while (r < a->n_rows && a->indptr[r] < target)
-				r++;
-			first[t] = t == nt ? a->n_rows : r;
-		}
+		row_shares(a, nt, first);
 #pragma omp parallel num_threads(nt)
 		{
 			int			t = thread_num();
@@ -873,8 +903,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 			for (int32_t r = r0; r < r1; r++)
 			{
 				int64_t		b = ptr[r],
-							n = ptr[r + 1] - b,
-							wr = b;
+							n = ptr[r + 1] - b;
 
 				if (n > 32 && n > pcap)
 				{
@@ -892,19 +921,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					fill[r] = -1;
 					continue;
 				}
-				sort_row(ind + b, dat + b, n, scratch);
-				for (int64_t i = b; i < b + n; i++)
-				{
-					if (wr > b && ind[wr - 1] == ind[i])
-						dat[wr - 1] += dat[i];
-					else
-					{
-						ind[wr] = ind[i];
-						dat[wr] = dat[i];
-						wr++;
-					}
-				}
-				fill[r] = wr - b;
+				fill[r] = dedupe_row(ind, dat, b, n, scratch);
 			}
 		}
 		free(sc);
@@ -916,23 +933,8 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	brow = NULL;
 	if (poll_stop(&pl))
 		goto canceled;
-	w = 0;
-	for (int32_t r = 0; r < n_rows; r++)
-	{
-		int64_t		b = ptr[r],
-					len = fill[r];
-
-		if (len < 0)
-			goto oom;
-		if (b != w && len > 0)
-		{
-			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
-			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
-		}
-		ptr[r] = w;
-		w += len;
-	}
-	ptr[n_rows] = w;
+	if ((w = compact_rows(ptr, fill, ind, dat, n_rows)) < 0)
+		goto oom;
 	free(fill);
 	free(bstart);
 	out->n_rows = n_rows;
@@ -1026,16 +1028,7 @@ gm_transposer_make(const gm_csr *a, gm_transposer **out, char *err, size_t errle
 				 (long long) a->nnz);
 		return GM_ENOMEM;
 	}
-	for (int u = 0, r = 0; u <= nt; u++)
-	{
-		int64_t		target,
-					end;
-
-		share(a->nnz, u, nt, &target, &end);
-		while (r < a->n_rows && a->indptr[r] < target)
-			r++;
-		t->first[u] = u == nt ? a->n_rows : r;
-	}
+	row_shares(a, nt, t->first);
 #pragma omp parallel num_threads(nt)
 	{
 		int			u = thread_num();

@@ -151,6 +151,44 @@ typedef struct gm_mf_params
 
 #define GM_MAX_GPUS		16
 
+/* Functions below that the CUDA module's kernels call too */
+#ifdef __CUDACC__
+#define GM_HOST_DEVICE __host__ __device__
+#else
+#define GM_HOST_DEVICE
+#endif
+
+/* splitmix64's output function: a small, well-mixed, seekable generator. */
+static inline GM_HOST_DEVICE uint64_t
+gm_mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/*
+ * The starting factors (gm_factors_init; drawn on the GPU by a lean
+ * training): row r of side (0 users, 1 items) draws from its base, factor f
+ * is a counter hash of it, uniform in [0, 0.01).  One definition for the
+ * host and the GPU, so that both give the same floats.
+ */
+static inline GM_HOST_DEVICE uint64_t
+gm_factor_row_base(uint64_t seed, int side, int64_t r)
+{
+	return gm_mix64(seed ^ ((uint64_t) side << 62)) ^
+		gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+}
+
+static inline GM_HOST_DEVICE float
+gm_factor_start(uint64_t row_base, int f)
+{
+	uint64_t	z = gm_mix64(row_base + (uint64_t) f);
+
+	return (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
+}
+
 /* Does the GPU put its products on tensor cores (tf32, or its default)? */
 static inline int
 gm_use_tf32(const gm_mf_params *p)

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "gm_algo.h"			/* gm_mix64 */
+
 /*
  * Hot loops are compiled twice (AVX2+FMA and baseline x86-64) and picked at
  * load time, so one build runs well on any x86-64 machine.
@@ -34,15 +36,6 @@ struct gm_callbacks;
 int			gm_gram_polled(const float *Y, int64_t n, int k, float scale, float reg,
 						   float *G, int threads, const struct gm_callbacks *cb);
 
-/* splitmix64's output function: a small, well-mixed, seekable generator. */
-static inline uint64_t
-gm_mix64(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ULL;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-	return x ^ (x >> 31);
-}
 
 /* a . b; "omp simd" lets the compiler vectorise the sum without -ffast-math */
 static inline float

@@ -47,15 +47,10 @@ gm_factors_init(float *F, int64_t n, int k, uint64_t seed, int side)
 #pragma omp parallel for schedule(static) if (n * (int64_t) k > (1 << 20))
 	for (int64_t r = 0; r < n; r++)
 	{
-		uint64_t	base = gm_mix64(seed ^ ((uint64_t) side << 62)) ^
-			gm_mix64((uint64_t) r * 0x632BE59BD9B4E019ULL + (uint64_t) side);
+		uint64_t	base = gm_factor_row_base(seed, side, r);
 
 		for (int f = 0; f < k; f++)
-		{
-			uint64_t	z = gm_mix64(base + (uint64_t) f);
-
-			F[r * k + f] = (float) ((z >> 40) * (1.0 / 16777216.0)) * 0.01f;
-		}
+			F[r * k + f] = gm_factor_start(base, f);
 	}
 }
 
