@@ -86,9 +86,10 @@ gpumf_source_bad_value(GpumfSource *src, Datum u, Datum i, double v)
 }
 
 /*
- * Room for twice the rows, counted against gpumf.max_memory first: the COO
- * at its new size, the CSR and its transpose built from it, and the key
- * maps as they are now.
+ * Room for twice the rows, counted against gpumf.max_memory first: the most
+ * the rows at the new size will take as a matrix (12 bytes a row as read,
+ * which the CSR build gives back as it goes, then 16 for the CSR and its
+ * transpose) and the key maps as they are now.
  */
 void
 gpumf_source_grow(GpumfSource *src)
@@ -97,7 +98,7 @@ gpumf_source_grow(GpumfSource *src)
 	int32	   *r;
 	float	   *f;
 
-	gpumf_check_memory((double) cap * 3 * (sizeof(int32) * 2 + sizeof(float)) +
+	gpumf_check_memory((double) cap * 2 * (sizeof(int32) + sizeof(float)) +
 					   (double) gm_keymap_memory(src->users) +
 					   (double) gm_keymap_memory(src->items),
 					   "reading the source");
