@@ -36,7 +36,7 @@ upload_transpose(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	if ((rc = gm_transposer_make(a->of, &t, err, errlen)) != GM_OK)
 		return rc;
 	cp = gm_transposer_indptr(t);
-	base = cp[a->of_r0];
+	base = a->of_r0 >= 0 && a->of_r0 <= a->of->n_cols ? cp[a->of_r0] : 0;
 	if (a->of_r0 < 0 || a->of_r1 > a->of->n_cols || a->of_r0 > a->of_r1 ||
 		cp[a->of_r1] - base != a->nnz)
 	{
