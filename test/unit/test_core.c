@@ -606,7 +606,7 @@ test_csr_lean(void)
 		{
 			/* a fifth of the entries in one row (longer than a bucket), columns crowded for duplicates */
 			r[e] = runif() < 0.2 ? longrow : (int32_t) rint_range(0, R - 1);
-			c[e] = (int32_t) rint_range(0, trial % 2 ? Cn - 1 : (Cn + 3) / 4);
+			c[e] = (int32_t) rint_range(0, trial % 2 ? Cn - 1 : (Cn + 3) / 4 - 1);
 			v[e] = (float) (runif() * 4 - 1);
 		}
 		CHECK(gm_csr_from_coo(R, Cn, nnz, r, c, v, &a, err, sizeof(err)) == GM_OK, "%s", err);

@@ -536,7 +536,7 @@ test_rank_metrics_example(void)
 	int64_t		indptr[4] = {0, 2, 3, 3};
 	int32_t		indices[3] = {1, 4, 5};
 	float		data[3] = {1, 1, 1};
-	gm_csr		test = {3, 6, 3, indptr, indices, data};
+	gm_csr		test = {3, 6, 3, indptr, indices, data, NULL, 0, 0};
 	gm_rank_metrics m;
 	char		err[GM_ERRLEN];
 	double		ndcg = ((1 + 1 / log2(4.0)) / (1 + 1 / log2(3.0))) / 2;

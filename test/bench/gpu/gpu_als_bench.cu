@@ -2009,7 +2009,7 @@ main(int argc, char **argv)
 			const gm_algo_ops *ops = gm_cuda_algo_ops(GM_ALG_ALS_IMPLICIT);
 			int64_t		ip[2] = {0, 0};
 			float		f = 0.f;
-			gm_csr		one = {1, 1, 0, ip, NULL, NULL};
+			gm_csr		one = {1, 1, 0, ip, NULL, NULL, NULL, 0, 0};
 			gm_mf_data	dd;
 			gm_mf_params p = gpu_params(4096, 3, 0.1f, 1.0f);
 			void	   *h = &f;
