@@ -38,6 +38,13 @@ static const struct config_enum_entry device_options[] = {
 	{NULL, 0, false}
 };
 
+static const struct config_enum_entry store_writes_options[] = {
+	{"ring", GPUMF_STORE_RING, false},
+	{"ring_ahead", GPUMF_STORE_RING_AHEAD, false},
+	{"shared_buffers", GPUMF_STORE_SHARED, false},
+	{NULL, 0, false}
+};
+
 static const struct config_enum_entry spmv_options[] = {
 	{"auto", GM_SPMV_AUTO, false},
 	{"own", GM_SPMV_OWN, false},
@@ -159,6 +166,11 @@ _PG_init(void)
 							"Used for plain tables and materialized views read with the caller's privileges and no row-level security; views and other sources are read through the executor. At most max_parallel_workers are started.",
 							&gpumf_read_workers, -1, -1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpumf.store_writes",
+							 "How a training's factor tables larger than an eighth of shared_buffers are written: ring_ahead, ring or shared_buffers.",
+							 "ring_ahead (the default): through a 16 MB ring of buffers, as COPY writes, with the WAL writer flushing the WAL behind each batch of rows so that the ring never waits for it. ring: the same without asking the WAL writer (the ring waits for an fsync every 16 MB). shared_buffers: through the whole buffer pool (the tables push other pages out of it). Smaller tables always go through the buffer pool.",
+							 &gpumf_store_writes, GPUMF_STORE_RING_AHEAD, store_writes_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpumf.shared_models",
 							 "Serve each model version from one copy in dynamic shared memory that every backend attaches to.",
 							 "The first backend that serves a version loads it and shares it; others map it instead of reading the factor tables. Off: every backend loads its own copy.",

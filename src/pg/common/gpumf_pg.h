@@ -53,6 +53,14 @@ extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern bool gpumf_lean_training;	/* a GPU implicit ALS training holds less host memory */
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
+extern int	gpumf_store_writes;	/* gpumf.store_writes: how the store's pages reach disk */
+
+typedef enum
+{
+	GPUMF_STORE_RING,			/* a 16 MB bulk-write ring, as COPY */
+	GPUMF_STORE_RING_AHEAD,		/* the ring, the WAL writer flushing behind each batch */
+	GPUMF_STORE_SHARED			/* through shared_buffers, flushing behind each batch */
+} GpumfStoreWrites;
 extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */
 extern bool gpumf_warm_new_models;

@@ -24,6 +24,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/catalog.h"
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
@@ -195,6 +196,7 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 				old;
 	int			n = 0;
 	Size		bytes = 0;
+	bool		flush_ahead;
 
 	/* frozen rows are safe only in a table created by this (sub)transaction */
 	if (rel->rd_createSubid != GetCurrentSubTransactionId())
@@ -208,11 +210,22 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 	 * its index builds find it there, and its pages go out once, at commit or
 	 * by the checkpointer.
 	 */
-	if (est_bytes <= (double) NBuffers * BLCKSZ / 8)
+	if (est_bytes <= (double) NBuffers * BLCKSZ / 8 || gpumf_store_writes == GPUMF_STORE_SHARED)
 	{
 		FreeAccessStrategy(bis->strategy);
 		bis->strategy = NULL;
 	}
+	/*
+	 * A page leaves the ring 16 MB after it was filled, and only once the WAL
+	 * up to it is on disk: left to itself, the ring makes this backend wait
+	 * for an fsync of the last 16 MB of WAL every 16 MB of table, one write
+	 * after the other.  After each batch the WAL writer is asked to flush what
+	 * is complete (XLogSetAsyncXactLSN, as an asynchronous commit does), so the
+	 * WAL goes to disk while the next batches are formed and a page's WAL is
+	 * flushed when the ring reaches it.  Nothing is flushed that would not be
+	 * at commit, and nothing commits earlier.
+	 */
+	flush_ahead = RelationNeedsWAL(rel) && gpumf_store_writes != GPUMF_STORE_RING;
 	/*
 	 * One block that a reset keeps, large enough for a batch of rows in
 	 * palloc's power-of-two chunks: each batch reuses the memory of the last
@@ -238,6 +251,8 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 		if (n == STORE_BATCH_ROWS || bytes >= STORE_BATCH_BYTES || r == nrows - 1)
 		{
 			table_multi_insert(rel, slots, n, cid, options, bis);
+			if (flush_ahead)
+				XLogSetAsyncXactLSN(GetXLogInsertRecPtr());
 			for (int s = 0; s < n; s++)
 				ExecClearTuple(slots[s]);
 			MemoryContextReset(batch);

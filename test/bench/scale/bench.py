@@ -17,7 +17,10 @@ memory it takes and the first serving call after the commit.  One table a run.
     gpumf.device = DEVICE and the training service off (the session trains),
     logged model tables: its phases from the catalog row, the whole
     statement, the backend's peak private memory (RssAnon, polled) and the GPU's peak memory use
-    above its use before (nvidia-smi every 50 ms; the busiest GPU's), per interaction.
+    above its use before (nvidia-smi every 50 ms; the busiest GPU's), per interaction;
+    the store's parts (creating, filling, indexing) beside the WAL at the disk's
+    own rate (2 GB written and fsynced next to pg_wal). Each training starts
+    after a CHECKPOINT and a sync, with no dirty pages of an earlier one.
  4. A new session's first gpumf_recommend after the commit, and the next;
     with RECOMMEND_ALL=1, gpumf_recommend_all of every user (n 10) into a
     table, by phase.
@@ -33,7 +36,8 @@ Settings (environment): ROWS USERS ITEMS SESSIONS FACTORS (128) ITERS (5)
 DEVICE (cpu) RECOMMEND_ALL CAP_MB (gpu: gpumf.gpu_memory_limit on each GPU; a
 one-GPU training that does not fit is shown refused, the others run under it) REFUSE (gpu: train again under gpumf.gpu_memory_limit = half the
 predicted need, which must be refused before the upload) GPUS ("1": the GPU counts to train on, one table each, e.g. "1 2")
-LEAN ("": gpumf.lean_training left on; "on off": one training each), READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
+LEAN ("": gpumf.lean_training left on; "on off": one training each), STORE_WRITES ("": gpumf.store_writes
+left at its default; e.g. "ring ring_ahead": one training each, the source read once), READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
 SELECT gets; e.g. "2 15": one training each, gpumf.read_workers = 2, then 15)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
@@ -55,6 +59,7 @@ DEVICE = os.environ.get("DEVICE", "cpu")
 GPUS = os.environ.get("GPUS", "1").split()
 READ_WORKERS = os.environ.get("READ_WORKERS", "").split() or [None]
 LEAN = os.environ.get("LEAN", "").split() or [None]
+STORE_WRITES = os.environ.get("STORE_WRITES", "").split() or [None]
 DB = os.environ.get("BENCH_DB", "gpumf_scale")
 KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
@@ -179,6 +184,31 @@ rows, t = psql("DROP TABLE IF EXISTS scale_write_probe; "
                "DROP TABLE scale_write_probe;" % (FACTORS, probe_rows))
 write_rate = float(rows[-1][0]) / t[2]          # bytes a second (heap and WAL) of the CREATE TABLE AS
 
+
+def disk_write_rate():
+    """Bytes a second the disk of this server's WAL takes: 2 GB written and fsynced in the directory that holds
+    pg_wal's target or, when pg_wal is the data directory's own, the data directory (None: not ours to write)."""
+    try:
+        data = os.path.realpath(one("SHOW data_directory"))
+        wal_parent = os.path.dirname(os.path.realpath(os.path.join(data, "pg_wal")))
+        path = os.path.join(os.path.dirname(data) if wal_parent == data else wal_parent, ".gpumf_disk_probe")
+        block = os.urandom(1 << 20)
+        t0 = time.time()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for _ in range(2048):
+                os.write(fd, block)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(path)
+        return 2048 * (1 << 20) / (time.time() - t0)
+    except (OSError, IndexError):
+        return None
+
+
+disk_rate = disk_write_rate() if DEVICE == "gpu" else None
+
 # ------------------------------------------------------------ 3. the training, once per GPU count
 
 
@@ -195,8 +225,10 @@ def refused_run(gpus, cap_opt):
     return (tr[0] if tr else None), (msg[0] if msg else last_err[0].strip()[:300])
 
 
-def run_one(gpus, read_workers=None, lean=None):
+def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     cap_opt = " -c gpumf.gpu_memory_limit=%d" % CAP_MB if CAP_MB else ""
+    if store_writes is not None:
+        cap_opt += " -c gpumf.store_writes=%s" % store_writes
     if lean is not None:
         cap_opt += " -c gpumf.lean_training=%s" % lean
     if read_workers is not None:
@@ -211,6 +243,12 @@ def run_one(gpus, read_workers=None, lean=None):
         check("one GPU under the cap: refused before the upload", "needs about" in msg and "GPU memory" in msg, msg)
         return
     expect_refusal = False
+    # every training starts with no dirty pages behind it (the source's, an earlier training's tables),
+    # so that the kernel's write-back of one run does not land in the next one's store
+    # (each trains a new model: the last one's tables are dropped first, so a run of several trainings
+    # holds one model's tables on the disk, not three)
+    psql("SELECT gpumf_drop_model('scale_model', if_exists => true); CHECKPOINT")
+    os.sync()
     # ------------------------------------------------------------ 3. the training
     gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
     peak = {"gpu": gpu0, "rss": None}
@@ -270,6 +308,10 @@ def run_one(gpus, read_workers=None, lean=None):
     m = re.search(r"private memory \(MB\) after the read (-?[0-9]+), the matrix (-?[0-9]+), its transpose (-?[0-9]+), "
                   r"the upload (-?[0-9]+), the training (-?[0-9]+), the store (-?[0-9]+)", last_err[0])
     mem_after = [float(x) * 1048576 for x in m.groups()] if m else None
+    # the store's parts (model_store.c's DEBUG1 line)
+    m = re.search(r"factor tables created in ([0-9.]+) s, filled in ([0-9.]+) s \(users ([0-9.]+) s, items ([0-9.]+) s\), "
+                  r"indexed in ([0-9.]+) s", last_err[0])
+    store_parts = [float(x) for x in m.groups()] if m else None
     m = re.search(r"with a scan of its own, ([0-9]+) parallel workers", last_err[0])
     launched = int(m.group(1)) if m else None
     r = rows[0]
@@ -304,12 +346,15 @@ def run_one(gpus, read_workers=None, lean=None):
     transfer_floor = ((csr_bytes + fac) / (copy_pageable * 1e9) + fac / (copy_down * 1e9)
                       if copy_pageable and copy_down else None)
     store_floor = (fact_bytes + wal) / write_rate
+    # what must be on disk when the commit returns: the WAL, at the disk's own rate (written and fsynced)
+    disk_floor = wal / disk_rate if disk_rate else None
 
 
     say("### gpumf_train at scale: %s rows (%s users x %s items), factors %d, %d iterations, %s (%s), %d cores%s%s"
         % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES,
            ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else "",
-           ", gpumf.lean_training %s" % lean if lean is not None else ""))
+           ", gpumf.lean_training %s" % lean if lean is not None else "") +
+        (", gpumf.store_writes %s" % store_writes if store_writes is not None else ""))
     say()
     say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s); "
         "read by the backend and %s parallel workers (gpumf.read_workers %s)."
@@ -328,6 +373,11 @@ def run_one(gpus, read_workers=None, lean=None):
     say("| train | %.2f | - | | - |" % ph[3])
     say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
         % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
+    if store_parts:
+        say("| store: create, fill users, fill items, index | %s | %s | the WAL (fsynced before the commit returns) at the disk's "
+            "rate: %s GB/s written and fsynced | %s |"
+            % (" / ".join(fmt(x) for x in (store_parts[0], store_parts[2], store_parts[3], store_parts[4])),
+               fmt(disk_floor), fmt(disk_rate / 1e9 if disk_rate else None), ratio(ph[4], disk_floor)))
     say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
         % (t_stmt, read_floor + (transfer_floor or 0) + store_floor,
            ratio(t_stmt, read_floor + (transfer_floor or 0) + store_floor)))
@@ -397,7 +447,8 @@ def run_one(gpus, read_workers=None, lean=None):
 for g in GPUS:
     for rw in READ_WORKERS:
         for ln in LEAN:
-            run_one(int(g), None if rw is None else int(rw), ln)
+            for sw in STORE_WRITES:
+                run_one(int(g), None if rw is None else int(rw), ln, sw)
 with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("%d passed, %d failed" % (passed, failed))
