@@ -106,6 +106,82 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_keymap_drop_lookups (a training's maps once every key is in): the keys
+ * read back by index as before, the map holds less, and adding, finding or
+ * sorting is refused (-1, GM_EINVAL) instead of touching freed tables.
+ */
+static int
+test_drop_lookups(void)
+{
+	gm_keymap  *m = NULL;
+	int32_t		o2n[1];
+
+	for (int bytes = 0; bytes < 2; bytes++)
+	{
+		size_t		before;
+		int32_t		n = 0;
+		char		key[32];
+
+		m = gm_keymap_create(bytes);
+		CHECK(m, "create");
+		for (int64_t k = 0; k < 50000; k++)
+		{
+			int64_t		kk = k % 3 == 0 ? k * 1000003 : k;	/* dense and sparse keys */
+			int32_t		got;
+
+			if (bytes)
+			{
+				int			len = snprintf(key, sizeof(key), "k%lld", (long long) kk);
+
+				got = gm_keymap_bytes(m, key, (uint32_t) len);
+			}
+			else
+				got = gm_keymap_int_dense(m, kk);
+			CHECK(got == n, "key %lld -> %d, expected %d", (long long) kk, got, n);
+			n++;
+		}
+		before = gm_keymap_memory(m);
+		gm_keymap_drop_lookups(m);
+		CHECK(gm_keymap_size(m) == n, "size %d after the drop, %d before", gm_keymap_size(m), n);
+		CHECK(gm_keymap_memory(m) < before * 3 / 4, "memory %zu after the drop, %zu before",
+			  gm_keymap_memory(m), before);
+		for (int32_t i = 0; i < n; i++)
+		{
+			int64_t		kk = i % 3 == 0 ? (int64_t) i * 1000003 : i;
+
+			if (bytes)
+			{
+				uint32_t	len;
+				const char *p = gm_keymap_bytes_at(m, i, &len);
+				int			want = snprintf(key, sizeof(key), "k%lld", (long long) kk);
+
+				CHECK(len == (uint32_t) want && memcmp(p, key, len) == 0, "byte key %d after the drop", i);
+			}
+			else
+				CHECK(gm_keymap_int_at(m, i) == kk, "key %d after the drop", i);
+		}
+		if (bytes)
+		{
+			CHECK(gm_keymap_bytes(m, "k1", 2) == -1, "adding after the drop");
+			CHECK(gm_keymap_find_bytes(m, "k1", 2) == -1, "finding after the drop");
+		}
+		else
+		{
+			CHECK(gm_keymap_int(m, 1) == -1 && gm_keymap_int_dense(m, 1) == -1, "adding after the drop");
+			CHECK(gm_keymap_find_int(m, 1) == -1, "finding after the drop");
+		}
+		CHECK(gm_keymap_sort(m, o2n) == GM_EINVAL, "sorting after the drop");
+		CHECK(gm_keymap_size(m) == n, "size changed by refused calls");
+		gm_keymap_free(m);
+		m = NULL;
+	}
+	return 0;
+fail:
+	gm_keymap_free(m);
+	return 1;
+}
+
 /* the inverse of x -> x * c (mod 2^64) for odd c */
 static uint64_t
 inverse_mod64(uint64_t c)
@@ -362,6 +438,7 @@ fail:
 static const gm_test tests[] = {
 	{"keymap: int2/int4/int8 extremes and 2^62 through the dense array", test_dense_extremes},
 	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
+	{"keymap: dropping the lookups keeps the keys, refuses lookups", test_drop_lookups},
 	{"keymap sort, csr and sparse-matrix builds, transpose stop when asked", test_polled_cancel},
 	{"mf_memory counts every thread's scratch", test_mf_memory},
 };

@@ -697,6 +697,15 @@ int32_t		gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len);
 #define GM_KEYMAP_DENSE_SLACK	8
 int32_t		gm_keymap_int_dense(gm_keymap *m, int64_t key);
 
+/*
+ * Free what only lookups use (the hash table and the dense array), keeping
+ * the keys: afterwards gm_keymap_size, gm_keymap_*_at, gm_keymap_memory and
+ * gm_keymap_free work as before; adding or finding a key returns -1 and
+ * gm_keymap_sort GM_EINVAL.  For a training whose keys are all in (a fifth
+ * to a half of a map's memory).
+ */
+void		gm_keymap_drop_lookups(gm_keymap *m);
+
 int32_t		gm_keymap_size(const gm_keymap *m);
 /* bytes the map holds: its tables, keys and dense array */
 size_t		gm_keymap_memory(const gm_keymap *m);

@@ -143,12 +143,24 @@ gm_keymap_size(const gm_keymap *m)
 size_t
 gm_keymap_memory(const gm_keymap *m)
 {
-	size_t		per_key = sizeof(uint64_t) +
+	size_t		per_key = (m->hashes ? sizeof(uint64_t) : 0) +
 		(m->byte_keys ? sizeof(char *) + sizeof(uint32_t) : sizeof(int64_t));
 
-	return sizeof(*m) + (size_t) (m->mask + 1) * sizeof(int32_t) +
+	return sizeof(*m) + (m->slots ? (size_t) (m->mask + 1) * sizeof(int32_t) : 0) +
 		(size_t) m->cap_keys * per_key + (size_t) m->capchunks * sizeof(char *) +
 		m->arena_bytes + (size_t) m->dense_n * sizeof(int32_t);
+}
+
+void
+gm_keymap_drop_lookups(gm_keymap *m)
+{
+	free(m->slots);
+	free(m->hashes);
+	free(m->dense);
+	m->slots = NULL;
+	m->hashes = NULL;
+	m->dense = NULL;
+	m->dense_n = 0;
 }
 
 static int
@@ -228,6 +240,8 @@ gm_keymap_int(gm_keymap *m, int64_t key)
 	uint64_t	pos = h & m->mask;
 	int32_t		s;
 
+	if (m->slots == NULL)
+		return -1;				/* gm_keymap_drop_lookups */
 	while ((s = m->slots[pos]) != 0)
 	{
 		if (m->ikeys[s - 1] == key)
@@ -278,6 +292,9 @@ int32_t
 gm_keymap_int_dense(gm_keymap *m, int64_t key)
 {
 	int32_t		idx;
+
+	if (m->slots == NULL)
+		return -1;				/* gm_keymap_drop_lookups */
 
 	if (key < 0 || key >= GM_KEYMAP_DENSE_MAX ||
 		(key >= m->dense_n && dense_grow(m, key) != 0))
@@ -334,6 +351,8 @@ gm_keymap_bytes(gm_keymap *m, const void *key, uint32_t len)
 	int32_t		s;
 	const char *copy;
 
+	if (m->slots == NULL)
+		return -1;				/* gm_keymap_drop_lookups */
 	while ((s = m->slots[pos]) != 0)
 	{
 		if (m->hashes[s - 1] == h && m->blens[s - 1] == len &&
@@ -459,6 +478,8 @@ gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
 
 	if (m->n == 0)
 		return GM_OK;			/* nothing to renumber (and no key arrays yet) */
+	if (m->slots == NULL)
+		return GM_EINVAL;		/* gm_keymap_drop_lookups: the slots cannot be rebuilt */
 	order = malloc(sizeof(int32_t) * (size_t) m->n);
 	tmp = malloc(sizeof(int64_t) * (size_t) m->n);
 
@@ -551,7 +572,7 @@ gm_keymap_find_int(const gm_keymap *m, int64_t key)
 	uint64_t	pos;
 	int32_t		s;
 
-	if (m->byte_keys)
+	if (m->byte_keys || m->slots == NULL)
 		return -1;
 	if (key >= 0 && key < m->dense_n && m->dense[key] >= 0)
 		return m->dense[key];
@@ -573,7 +594,7 @@ gm_keymap_find_bytes(const gm_keymap *m, const void *key, uint32_t len)
 	uint64_t	pos = h & m->mask;
 	int32_t		s;
 
-	if (!m->byte_keys)
+	if (!m->byte_keys || m->slots == NULL)
 		return -1;
 	while ((s = m->slots[pos]) != 0)
 	{

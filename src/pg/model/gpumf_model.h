@@ -126,6 +126,13 @@ typedef struct GpumfStoreInput
 	GpumfKeyKind ikind;
 	Oid			utype;
 	Oid			itype;
+	int			read_workers;	/* parallel workers the training read with */
+	/*
+	 * Called (when set) once both tables are filled, before their indexes are
+	 * built: the factors and R's arrays are not read again, and may go.
+	 */
+	void		(*filled) (void *arg);
+	void	   *filled_arg;
 } GpumfStoreInput;
 
 extern GpumfFactorTables gpumf_store_write(const GpumfStoreInput *in);

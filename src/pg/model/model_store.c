@@ -39,6 +39,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -296,6 +297,33 @@ create_table(const char *qname, const char *columns, int k)
 				   SPI_OK_UTILITY);
 }
 
+/*
+ * The settings the factor tables' index builds run with (inside the guard:
+ * undone at its exit).  Each build sorts one key a row: with the default
+ * maintenance_work_mem (64 MB) a table of millions of rows spills its sort to
+ * temporary files, so maintenance_work_mem is raised to what an in-memory
+ * sort of the larger table's keys takes (about 96 bytes a row, at most 2 GB
+ * and half of gpumf.max_memory; never lowered), and a build may use as many
+ * parallel workers as the read did (or max_parallel_maintenance_workers, if
+ * more; max_parallel_workers still caps them).  The training's own arrays
+ * are gone by then (GpumfStoreInput.filled).
+ */
+static void
+index_build_settings(const GpumfStoreInput *in)
+{
+	double		rows = Max((double) in->R->n_rows, (double) in->R->n_cols);
+	double		want_kb = Min(rows * 96.0 / 1024.0, 2.0 * 1024 * 1024);
+
+	want_kb = Min(want_kb, (double) gpumf_memory_limit() / 2 / 1024);
+	if (want_kb > maintenance_work_mem)
+		(void) set_config_option("maintenance_work_mem", psprintf("%.0f", want_kb), PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (in->read_workers > max_parallel_maintenance_workers)
+		(void) set_config_option("max_parallel_maintenance_workers",
+								 psprintf("%d", in->read_workers),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
 /* Create, fill and index a version's two factor tables, as the extension's owner. */
 GpumfFactorTables
 gpumf_store_write(const GpumfStoreInput *in)
@@ -326,6 +354,9 @@ gpumf_store_write(const GpumfStoreInput *in)
 			   (double) in->R->n_cols * (64 + 4.0 * in->k));
 	CommandCounterIncrement();
 	t2 = gm_now();
+	if (in->filled)
+		in->filled(in->filled_arg);
+	index_build_settings(in);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", t.users), SPI_OK_UTILITY);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (idx), ADD UNIQUE (key)", t.items),
 				   SPI_OK_UTILITY);

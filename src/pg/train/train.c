@@ -84,6 +84,30 @@ free_uploaded_values(void *arg)
 	ts->mem_uploaded = gpumf_private_memory_mb();
 }
 
+/*
+ * The factor tables are filled: their indexes are built next, from the
+ * tables.  The factors and R's arrays (R's sizes stay, for the catalog row)
+ * are not read again and go now, so the index builds' sorts never sit on top
+ * of them.
+ */
+static void
+free_stored(void *arg)
+{
+	TrainState *ts = arg;
+	int64		nnz = ts->R.nnz;
+
+	gm_csr_free(&ts->R);
+	ts->R.nnz = nnz;
+	if (ts->service_seg == NULL)
+	{
+		free(ts->X);
+		free(ts->Y);
+		free(ts->user_bias);
+		free(ts->item_bias);
+		ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+	}
+}
+
 static void
 train_state_free(void *arg)
 {
@@ -758,6 +782,9 @@ gpumf_train_args(const TrainArgs *args)
 	/* ---- CSR / CSC, keys renumbered in key order */
 	gpumf_source_to_csr(src, &ts->R);
 	gpumf_check_summed_values(src, &ts->R);
+	/* every key is in and numbered: only the keys stay (the store writes them), not the lookups */
+	gm_keymap_drop_lookups(src->users);
+	gm_keymap_drop_lookups(src->items);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
 	mem[1] = gpumf_private_memory_mb();
@@ -845,6 +872,9 @@ gpumf_train_args(const TrainArgs *args)
 	in.ikind = src->ikind;
 	in.utype = src->utype;
 	in.itype = src->itype;
+	in.read_workers = src->read_workers;
+	in.filled = free_stored;
+	in.filled_arg = ts;
 	tables = gpumf_store_write(&in);
 	if (exists)
 	{
