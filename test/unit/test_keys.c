@@ -182,6 +182,93 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_keymap_sort_final against gm_keymap_sort on the same keys, in the same
+ * order of arrival: keys all in the dense array (the one-pass order), keys
+ * with negative, large and sparse ones among them (the comparison sort), and
+ * byte keys; the same renumbering and keys, and the lookups gone after it.
+ */
+static int
+test_sort_final(void)
+{
+	gm_keymap  *a = NULL,
+			   *b = NULL;
+	int32_t    *o2n_a = NULL,
+			   *o2n_b = NULL;
+
+	for (int kind = 0; kind < 3; kind++)
+	{
+		int32_t		n;
+		int64_t		nkeys = 20000 + rnext() % 20000;
+
+		a = gm_keymap_create(kind == 2);
+		b = gm_keymap_create(kind == 2);
+		CHECK(a && b, "create");
+		for (int64_t i = 0; i < nkeys; i++)
+		{
+			/* kind 0: a shuffled-ish dense range; 1: and outliers; 2: byte keys */
+			int64_t		k = (int64_t) (rnext() % (uint64_t) (nkeys * 2));
+			int32_t		x,
+						y;
+
+			if (kind == 1 && i % 50 == 0)
+				k = i % 100 == 0 ? -k - 1 : k * 100003 + ((int64_t) 1 << 40);
+			if (kind == 2)
+			{
+				char		key[32];
+				int			len = snprintf(key, sizeof(key), "u%lld", (long long) k);
+
+				x = gm_keymap_bytes(a, key, (uint32_t) len);
+				y = gm_keymap_bytes(b, key, (uint32_t) len);
+			}
+			else
+			{
+				x = gm_keymap_int_dense(a, k);
+				y = gm_keymap_int_dense(b, k);
+			}
+			CHECK(x >= 0 && x == y, "key %lld: %d and %d", (long long) k, x, y);
+		}
+		n = gm_keymap_size(a);
+		o2n_a = xmalloc(sizeof(int32_t) * (size_t) n);
+		o2n_b = xmalloc(sizeof(int32_t) * (size_t) n);
+		CHECK(gm_keymap_sort(a, o2n_a) == GM_OK, "sort");
+		CHECK(gm_keymap_sort_final(b, o2n_b, NULL) == GM_OK, "sort_final");
+		CHECK(gm_keymap_size(b) == n, "size %d after sort_final, %d", gm_keymap_size(b), n);
+		for (int32_t i = 0; i < n; i++)
+		{
+			CHECK(o2n_a[i] == o2n_b[i], "kind %d: key %d renumbered %d and %d", kind, i, o2n_a[i], o2n_b[i]);
+			if (kind == 2)
+			{
+				uint32_t	la,
+							lb;
+				const char *pa = gm_keymap_bytes_at(a, i, &la),
+						   *pb = gm_keymap_bytes_at(b, i, &lb);
+
+				CHECK(la == lb && memcmp(pa, pb, la) == 0, "byte key %d", i);
+			}
+			else
+				CHECK(gm_keymap_int_at(a, i) == gm_keymap_int_at(b, i), "kind %d: key at %d", kind, i);
+		}
+		CHECK(kind == 2 ? gm_keymap_find_bytes(b, "u1", 2) == -1 :
+			  gm_keymap_find_int(b, gm_keymap_int_at(a, 0)) == -1, "lookups after sort_final");
+		CHECK(gm_keymap_memory(b) < gm_keymap_memory(a), "memory %zu after sort_final, %zu after sort",
+			  gm_keymap_memory(b), gm_keymap_memory(a));
+		gm_keymap_free(a);
+		gm_keymap_free(b);
+		free(o2n_a);
+		free(o2n_b);
+		a = b = NULL;
+		o2n_a = o2n_b = NULL;
+	}
+	return 0;
+fail:
+	gm_keymap_free(a);
+	gm_keymap_free(b);
+	free(o2n_a);
+	free(o2n_b);
+	return 1;
+}
+
 /* the inverse of x -> x * c (mod 2^64) for odd c */
 static uint64_t
 inverse_mod64(uint64_t c)
@@ -439,6 +526,7 @@ static const gm_test tests[] = {
 	{"keymap: int2/int4/int8 extremes and 2^62 through the dense array", test_dense_extremes},
 	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
 	{"keymap: dropping the lookups keeps the keys, refuses lookups", test_drop_lookups},
+	{"keymap: sort_final renumbers as sort does (dense pass, comparison sort, bytes)", test_sort_final},
 	{"keymap sort, csr and sparse-matrix builds, transpose stop when asked", test_polled_cancel},
 	{"mf_memory counts every thread's scratch", test_mf_memory},
 };

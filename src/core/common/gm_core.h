@@ -702,7 +702,7 @@ int32_t		gm_keymap_int_dense(gm_keymap *m, int64_t key);
  * the keys: afterwards gm_keymap_size, gm_keymap_*_at, gm_keymap_memory and
  * gm_keymap_free work as before; adding or finding a key returns -1 and
  * gm_keymap_sort GM_EINVAL.  For a training whose keys are all in (a fifth
- * to a half of a map's memory).
+ * to a half of a map's memory; gm_keymap_sort_final).
  */
 void		gm_keymap_drop_lookups(gm_keymap *m);
 
@@ -720,6 +720,14 @@ int			gm_keymap_sort(gm_keymap *m, int32_t *old_to_new);
  */
 int			gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new,
 								  const gm_callbacks *cb);
+/*
+ * gm_keymap_sort_polled for a map no key is added to or looked up in again
+ * (a training's, once every row is read): the lookups are dropped instead of
+ * rebuilt (gm_keymap_drop_lookups).  Integer keys that all lie in the dense
+ * array (row numbers, serial ids) are ordered by one pass over it either way.
+ */
+int			gm_keymap_sort_final(gm_keymap *m, int32_t *old_to_new,
+								 const gm_callbacks *cb);
 int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);
 const void *gm_keymap_bytes_at(const gm_keymap *m, int32_t idx, uint32_t *len);
 void		gm_keymap_free(gm_keymap *m);

@@ -469,15 +469,26 @@ sort_order(int32_t *order, int32_t *buf, int64_t n,
 	return GM_OK;
 }
 
-int
-gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
+/*
+ * Renumber in key order (gm_keymap_sort_polled); keep_lookups 0: the lookups
+ * are dropped instead of rebuilt (gm_keymap_sort_final).  Integer keys that
+ * all sit in the dense array are in key order along it: one pass over it
+ * orders them, without a comparison sort.
+ */
+static int
+keymap_sort(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb, int keep_lookups)
 {
 	int32_t    *order;
 	void	   *tmp;
-	int			rc;
+	int64_t		in_dense = 0;
+	int			rc = GM_OK;
 
 	if (m->n == 0)
+	{
+		if (!keep_lookups)
+			gm_keymap_drop_lookups(m);
 		return GM_OK;			/* nothing to renumber (and no key arrays yet) */
+	}
 	if (m->slots == NULL)
 		return GM_EINVAL;		/* gm_keymap_drop_lookups: the slots cannot be rebuilt */
 	order = malloc(sizeof(int32_t) * (size_t) m->n);
@@ -489,11 +500,42 @@ gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
 		free(tmp);
 		return GM_ENOMEM;
 	}
-	for (int32_t i = 0; i < m->n; i++)
-		order[i] = i;
-	sort_map = m;				/* qsort has no context argument in C99 */
-	rc = sort_order(order, tmp, m->n, m->byte_keys ? cmp_bytes : cmp_int, cb);
-	sort_map = NULL;
+	if (!m->byte_keys)
+	{
+		int64_t		maxk = -1,
+					covered = 0;
+
+		/*
+		 * The dense array holds the keys met through gm_keymap_int_dense once
+		 * it covered them: it is grown to the largest key when the map's
+		 * bounds allow, and given every key it covers.  When that is every
+		 * key, a pass along it is the key order.
+		 */
+		for (int32_t i = 0; i < m->n; i++)
+			if (m->ikeys[i] >= 0 && m->ikeys[i] < GM_KEYMAP_DENSE_MAX && m->ikeys[i] > maxk)
+				maxk = m->ikeys[i];
+		if (maxk >= m->dense_n)
+			(void) dense_grow(m, maxk);
+		for (int32_t i = 0; i < m->n; i++)
+			if (m->ikeys[i] >= 0 && m->ikeys[i] < m->dense_n)
+			{
+				m->dense[m->ikeys[i]] = i;
+				covered++;
+			}
+		if (covered == m->n)
+			for (int64_t key = 0; key < m->dense_n && in_dense < m->n; key++)
+				if (m->dense[key] >= 0)
+					order[in_dense++] = m->dense[key];
+	}
+	if (in_dense < m->n)
+	{
+		/* keys outside the dense array (negative, large, sparse, bytes): sorted */
+		for (int32_t i = 0; i < m->n; i++)
+			order[i] = i;
+		sort_map = m;			/* qsort has no context argument in C99 */
+		rc = sort_order(order, tmp, m->n, m->byte_keys ? cmp_bytes : cmp_int, cb);
+		sort_map = NULL;
+	}
 	if (rc != GM_OK)
 	{
 		/* the map is as it was */
@@ -515,8 +557,9 @@ gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
 		for (int32_t i = 0; i < m->n; i++)
 			bl[old_to_new[i]] = m->blens[i];
 		memcpy(m->blens, bl, sizeof(uint32_t) * (size_t) m->n);
-		for (int32_t i = 0; i < m->n; i++)
-			m->hashes[i] = hash_bytes(m->bkeys[i], m->blens[i], m->seed);
+		if (keep_lookups)
+			for (int32_t i = 0; i < m->n; i++)
+				m->hashes[i] = hash_bytes(m->bkeys[i], m->blens[i], m->seed);
 	}
 	else
 	{
@@ -525,11 +568,17 @@ gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
 		for (int32_t r = 0; r < m->n; r++)
 			ik[r] = m->ikeys[order[r]];
 		memcpy(m->ikeys, ik, sizeof(int64_t) * (size_t) m->n);
-		for (int32_t i = 0; i < m->n; i++)
-			m->hashes[i] = hash_int(m->ikeys[i], m->seed);
+		if (keep_lookups)
+			for (int32_t i = 0; i < m->n; i++)
+				m->hashes[i] = hash_int(m->ikeys[i], m->seed);
 	}
 	free(order);
 	free(tmp);
+	if (!keep_lookups)
+	{
+		gm_keymap_drop_lookups(m);
+		return GM_OK;
+	}
 	memset(m->slots, 0, sizeof(int32_t) * (size_t) (m->mask + 1));
 	for (int32_t i = 0; i < m->n; i++)
 	{
@@ -544,6 +593,18 @@ gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
 		if (m->dense[key] >= 0)
 			m->dense[key] = old_to_new[m->dense[key]];
 	return GM_OK;
+}
+
+int
+gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
+{
+	return keymap_sort(m, old_to_new, cb, 1);
+}
+
+int
+gm_keymap_sort_final(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb)
+{
+	return keymap_sort(m, old_to_new, cb, 0);
 }
 
 int

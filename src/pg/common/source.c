@@ -238,7 +238,9 @@ core_step_failed(int rc, const char *err)
 /*
  * R from src's rows, their keys renumbered in key order.  The rows' arrays
  * are taken (src no longer holds them) and given back as the CSR is built
- * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.
+ * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.  The key
+ * maps keep their keys, in key order, and nothing else: no key is looked up
+ * after this (gm_keymap_sort_final).
  */
 void
 gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
@@ -261,9 +263,13 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
 					   "building the matrix");
 	umap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(nu, 1));
 	imap = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) Max(ni, 1));
-	rc = gm_keymap_sort_polled(src->users, umap, &cb);
+	/*
+	 * every key is in: renumbered, the maps keep their keys (the store writes
+	 * them) and drop their lookups, which nothing after the read uses
+	 */
+	rc = gm_keymap_sort_final(src->users, umap, &cb);
 	if (rc == GM_OK)
-		rc = gm_keymap_sort_polled(src->items, imap, &cb);
+		rc = gm_keymap_sort_final(src->items, imap, &cb);
 	if (rc != GM_OK)
 		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
 						 "out of memory sorting the keys");

@@ -782,9 +782,6 @@ gpumf_train_args(const TrainArgs *args)
 	/* ---- CSR / CSC, keys renumbered in key order */
 	gpumf_source_to_csr(src, &ts->R);
 	gpumf_check_summed_values(src, &ts->R);
-	/* every key is in and numbered: only the keys stay (the store writes them), not the lookups */
-	gm_keymap_drop_lookups(src->users);
-	gm_keymap_drop_lookups(src->items);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
 	mem[1] = gpumf_private_memory_mb();
