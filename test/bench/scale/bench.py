@@ -312,6 +312,10 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     m = re.search(r"factor tables created in ([0-9.]+) s, filled in ([0-9.]+) s \(users ([0-9.]+) s, items ([0-9.]+) s\), "
                   r"indexed in ([0-9.]+) s", last_err[0])
     store_parts = [float(x) for x in m.groups()] if m else None
+    # the matrix's parts (source.c's DEBUG1 line)
+    m = re.search(r"the matrix: keys sorted in ([0-9.]+) s, rows renumbered in ([0-9.]+) s, CSR built in ([0-9.]+) s",
+                  last_err[0])
+    csr_parts = [float(x) for x in m.groups()] if m else None
     m = re.search(r"with a scan of its own, ([0-9]+) parallel workers", last_err[0])
     launched = int(m.group(1)) if m else None
     r = rows[0]
@@ -366,6 +370,9 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
         % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
     say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
+    if csr_parts:
+        say("| CSR/CSC: keys sorted, rows renumbered, CSR built (the rest: checks, the transpose's counts) | %s | - | | - |"
+            % " / ".join(fmt(x) for x in csr_parts))
     say("| transfer | %.2f | %s | %.1f GB of CSR and CSC and %.1f GB of factors up at %s GB/s from pageable memory "
         "(pinned: %s GB/s), the factors down at %s GB/s | %s |"
         % (ph[2], fmt(transfer_floor), csr_bytes / 1e9, fac / 1e9, fmt(copy_pageable), fmt(copy_pinned),
