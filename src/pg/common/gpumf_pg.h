@@ -267,6 +267,8 @@ extern void gpumf_source_read(GpumfSource *src);
 extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
 extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R);
+/* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
+extern void gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R);
 extern void gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form);
 /* bytes a CSR holds */
 extern double gpumf_csr_bytes(const gm_csr *a);

@@ -17,8 +17,8 @@
  * and a direct scan of a plain table, by parallel workers when it is large
  * (source_scan.c); both hand each row to take_row (source_int.h), which
  * maps its keys (source_keys.c) and appends it.  This file opens and checks
- * the relation and its columns, picks the way to read, and turns the
- * coordinates into CSR.
+ * the relation and its columns, picks the way to read, turns the
+ * coordinates into CSR and checks that summed duplicates stay finite.
  */
 #include "source_int.h"
 
@@ -311,6 +311,68 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
 	elog(DEBUG1, "gpumf: the matrix: keys sorted in %.3f s, rows renumbered in %.3f s, CSR built in %.3f s",
 		 t1 - t0, t2 - t1, gm_now() - t2);
 	CHECK_FOR_INTERRUPTS();
+}
+
+#define SUMMED_CHECK_BLOCK	((int64) 1 << 26)	/* values checked between interrupt checks */
+
+/* a key of the source's key map as text, for messages */
+static char *
+source_key_text(gm_keymap *map, GpumfKeyKind kind, Oid type, int32 idx)
+{
+	Oid			outfunc;
+	bool		varlena;
+
+	getTypeOutputInfo(type, &outfunc, &varlena);
+	return OidOutputFunctionCall(outfunc, gpumf_key_datum(map, kind, type, idx));
+}
+
+/*
+ * Rows with the same user and item are summed: an ERROR naming the first
+ * pair whose sum is not finite (beyond real's range).
+ */
+void
+gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R)
+{
+	int64		first = R->nnz;		/* the first value that is not finite */
+	int32		r;
+
+	/* in parallel, a block at a time (an interrupt is looked at between blocks) */
+	for (int64 b = 0; b < R->nnz && first == R->nnz; b += SUMMED_CHECK_BLOCK)
+	{
+		int64		end = Min(R->nnz, b + SUMMED_CHECK_BLOCK);
+
+#pragma omp parallel for schedule(static) reduction(min:first) if (end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 e = b; e < end; e++)
+			if (!isfinite(R->data[e]) && e < first)
+				first = e;
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (first == R->nnz)
+		return;
+	/* its row: the last whose first entry is at or before it */
+	{
+		int32		lo = 0,
+					hi = R->n_rows - 1;
+
+		while (lo < hi)
+		{
+			int32		mid = lo + (hi - lo + 1) / 2;
+
+			if (R->indptr[mid] <= first)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		r = lo;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("the values of the rows for user %s, item %s add up beyond the range of real (%g)",
+					source_key_text(src->users, src->ukind, src->utype, r),
+					source_key_text(src->items, src->ikind, src->itype, R->indices[first]),
+					(double) FLT_MAX),
+			 errhint("Rows with the same user and item are summed: scale the values down, or aggregate them in a view.")));
 }
 
 /*

@@ -129,9 +129,6 @@ extern Datum gpumf_train_args(const TrainArgs *a);
  * a->p gets the choice and a->auto_json its summary.
  */
 extern void gpumf_autotune_choose(TrainArgs *a, const gm_csr *R, const gm_csr *Rt);
-/* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
-struct GpumfSource;
-extern void gpumf_check_summed_values(const struct GpumfSource *src, const gm_csr *R);
 /* 'recall@20' etc.; ERROR with a hint otherwise */
 extern void gpumf_metric_from_text(const char *s, gm_rank_metric *m, int *K);
 

@@ -12,7 +12,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <omp.h>
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -679,64 +678,6 @@ train_ials_part(TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	res->loss_seconds += r2.loss_seconds;
 	res->transfer_seconds += r2.transfer_seconds;
 	return t2;
-}
-
-#define SUMMED_CHECK_BLOCK	((int64) 1 << 26)	/* values checked between interrupt checks */
-
-/* a key of the source's key map as text, for messages */
-static char *
-source_key_text(gm_keymap *map, GpumfKeyKind kind, Oid type, int32 idx)
-{
-	Oid			outfunc;
-	bool		varlena;
-
-	getTypeOutputInfo(type, &outfunc, &varlena);
-	return OidOutputFunctionCall(outfunc, gpumf_key_datum(map, kind, type, idx));
-}
-
-void
-gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R)
-{
-	int64		first = R->nnz;		/* the first value that is not finite */
-	int32		r;
-
-	/* in parallel, a block at a time (an interrupt is looked at between blocks) */
-	for (int64 b = 0; b < R->nnz && first == R->nnz; b += SUMMED_CHECK_BLOCK)
-	{
-		int64		end = Min(R->nnz, b + SUMMED_CHECK_BLOCK);
-
-#pragma omp parallel for schedule(static) reduction(min:first) if (end - b > 1000000) \
-	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-		for (int64 e = b; e < end; e++)
-			if (!isfinite(R->data[e]) && e < first)
-				first = e;
-		CHECK_FOR_INTERRUPTS();
-	}
-	if (first == R->nnz)
-		return;
-	/* its row: the last whose first entry is at or before it */
-	{
-		int32		lo = 0,
-					hi = R->n_rows - 1;
-
-		while (lo < hi)
-		{
-			int32		mid = lo + (hi - lo + 1) / 2;
-
-			if (R->indptr[mid] <= first)
-				lo = mid;
-			else
-				hi = mid - 1;
-		}
-		r = lo;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-			 errmsg("the values of the rows for user %s, item %s add up beyond the range of real (%g)",
-					source_key_text(src->users, src->ukind, src->utype, r),
-					source_key_text(src->items, src->ikind, src->itype, R->indices[first]),
-					(double) FLT_MAX),
-			 errhint("Rows with the same user and item are summed: scale the values down, or aggregate them in a view.")));
 }
 
 /* Train and store a model as a says (gpumf_train, gpumf_tune); the catalog row. */
