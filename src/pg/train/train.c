@@ -84,10 +84,24 @@ free_uploaded_values(void *arg)
 	ts->mem_uploaded = gpumf_private_memory_mb();
 }
 
+/* The factors, unless they are the training service's segment's (detached by gpumf_train or the transaction's end). */
+static void
+free_factors(TrainState *ts)
+{
+	if (ts->service_seg == NULL)
+	{
+		free(ts->X);
+		free(ts->Y);
+		free(ts->user_bias);
+		free(ts->item_bias);
+	}
+	ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+}
+
 /*
  * The factor tables are filled: their indexes are built next, from the
- * tables.  The factors and R's arrays (R's sizes stay, for the catalog row)
- * are not read again and go now, so the index builds' sorts never sit on top
+ * tables.  The factors, R's arrays (R's sizes stay, for the catalog row)
+ * and its transpose are not read again and go now, so the index builds' sorts never sit on top
  * of them.
  */
 static void
@@ -98,14 +112,8 @@ free_stored(void *arg)
 
 	gm_csr_free(&ts->R);
 	ts->R.nnz = nnz;
-	if (ts->service_seg == NULL)
-	{
-		free(ts->X);
-		free(ts->Y);
-		free(ts->user_bias);
-		free(ts->item_bias);
-		ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
-	}
+	gm_csr_free(&ts->Rt);
+	free_factors(ts);
 }
 
 static void
@@ -118,15 +126,7 @@ train_state_free(void *arg)
 	gm_csr_free(&ts->part);
 	gm_csr_free(&ts->part_t);
 	gm_csr_free(&ts->held);
-	if (ts->service_seg == NULL)
-	{
-		/* else the segment's own (detached by gpumf_train or the transaction's end) */
-		free(ts->X);
-		free(ts->Y);
-		free(ts->user_bias);
-		free(ts->item_bias);
-	}
-	ts->X = ts->Y = ts->user_bias = ts->item_bias = NULL;
+	free_factors(ts);
 }
 
 /* ------------------------------------------------------------ arguments */
