@@ -315,6 +315,7 @@ index_build_settings(const GpumfStoreInput *in)
 	double		want_kb = Min(rows * 96.0 / 1024.0, 2.0 * 1024 * 1024);
 
 	want_kb = Min(want_kb, (double) gpumf_memory_limit() / 2 / 1024);
+	want_kb = Min(want_kb, (double) MAX_KILOBYTES);	/* the parameter's own range */
 	if (want_kb > maintenance_work_mem)
 		(void) set_config_option("maintenance_work_mem", psprintf("%.0f", want_kb), PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
