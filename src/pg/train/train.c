@@ -84,7 +84,10 @@ free_uploaded_values(void *arg)
 	ts->mem_uploaded = gpumf_private_memory_mb();
 }
 
-/* The factors, unless they are the training service's segment's (detached by gpumf_train or the transaction's end). */
+/*
+ * The factors, unless they are the training service's segment's (detached
+ * by gpumf_train or the transaction's end).
+ */
 static void
 free_factors(TrainState *ts)
 {
@@ -101,8 +104,8 @@ free_factors(TrainState *ts)
 /*
  * The factor tables are filled: their indexes are built next, from the
  * tables.  The factors, R's arrays (R's sizes stay, for the catalog row)
- * and its transpose are not read again and go now, so the index builds' sorts never sit on top
- * of them.
+ * and its transpose are not read again and go now, so the index builds'
+ * sorts never sit on top of them.
  */
 static void
 free_stored(void *arg)
