@@ -151,6 +151,27 @@ tp=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'r
 to=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'readone'")
 check "parallel and single readers train the same model" "$(differ ${tp% *} ${to% *}) $(differ ${tp#* } ${to#* })" "0 0"
 q "SELECT gpumf_drop_model('readpar'), gpumf_drop_model('readone')" >/dev/null
+# integer keys in the workers' raw range go to the leader as themselves, the
+# others (negative, above it) through the workers' maps: keys of one kind
+# only (d i: the leader loads the maps at once), both kinds in one column,
+# text keys on the other side; the leader merging only (4 workers) and
+# scanning too (1 worker): the same model as one reader each time
+q "CREATE TABLE mixed AS SELECT CASE WHEN user_id % 7 = 0 THEN -user_id WHEN user_id % 11 = 0 THEN user_id::bigint * 1000000007 ELSE user_id END::bigint AS u, user_id AS d, item_id AS i, 'i' || item_id AS t, value FROM big"
+for cols in "d i" "u i" "u t"; do
+  set -- $cols
+  for w in 0 4 1; do
+    out=$(dbg "SET gpumf.device = cpu; SET gpumf.read_workers = $w; SELECT 1 FROM gpumf_train('mixed', '$1', '$2', 'value', factors => 8, iterations => 2, model => 'mixed$w')")
+    [ $w = 0 ] || grep -qE "read public.mixed with a scan of its own, [1-9][0-9]* parallel workers" <<<"$out" || bad "mixed keys ($cols), $w workers: read in parallel" "$(grep 'gpumf: read' <<<"$out")"
+  done
+  for w in 4 1; do
+    tp=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'mixed$w'")
+    to=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'mixed0'")
+    check "keys in and out of the raw range ($cols), $w parallel workers: the model of one reader" "$(differ ${tp% *} ${to% *}) $(differ ${tp#* } ${to#* })" "0 0"
+  done
+  check "keys in and out of the raw range ($cols): users and items" "$(q "SELECT n_users || ' ' || n_items FROM gpumf.models WHERE name = 'mixed4'")" "$(q "SELECT count(DISTINCT $1) || ' ' || count(DISTINCT $2) FROM mixed")"
+  q "SELECT gpumf_drop_model('mixed0'), gpumf_drop_model('mixed4'), gpumf_drop_model('mixed1')" >/dev/null
+done
+q "DROP TABLE mixed"
 
 # 10. serving from shared memory: one session reads a version into a shared
 #     segment, another attaches to it; a retraining and a drop let it go

@@ -269,6 +269,68 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_keymap_load_marked against adding the same keys one by one: marks
+ * scattered over a range (a parallel read's presence array), the keys and
+ * indices equal, sort_final the identity; refused on a map that is not
+ * empty, a byte map and one loaded already, changing nothing.
+ */
+static int
+test_load_marked(void)
+{
+	const int64_t n = 300000;
+	gm_keymap  *a = gm_keymap_create(0),
+			   *b = gm_keymap_create(0),
+			   *c = gm_keymap_create(1);
+	int32_t    *mark = malloc(sizeof(int32_t) * (size_t) n);
+	int32_t    *o2n = malloc(sizeof(int32_t) * (size_t) n);
+	uint64_t	x = 88172645463325252ULL;
+	int32_t		want = 0;
+
+	CHECK(a && b && c && mark && o2n, "create");
+	for (int64_t k = 0; k < n; k++)
+	{
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		mark[k] = (x % 5 == 0 || k == 0 || k == n - 1) ? 0 : -1;
+		if (mark[k] == 0)
+			CHECK(gm_keymap_int(a, k) == want++, "key %lld added", (long long) k);
+	}
+	CHECK(gm_keymap_load_marked(b, mark, n) == GM_OK, "load");
+	CHECK(gm_keymap_size(b) == want, "size %d, expected %d", gm_keymap_size(b), want);
+	for (int64_t k = 0; k < n; k++)
+		if (mark[k] >= 0)
+		{
+			CHECK(gm_keymap_int_at(b, mark[k]) == k, "key %lld at its mark", (long long) k);
+			CHECK(gm_keymap_find_int(a, k) == mark[k], "key %lld: index %d, added as %d",
+				  (long long) k, mark[k], gm_keymap_find_int(a, k));
+		}
+	CHECK(gm_keymap_sort_final(b, o2n, NULL) == GM_OK, "sort_final after the load");
+	for (int32_t i = 0; i < want; i++)
+		CHECK(o2n[i] == i, "sort_final moved key %d to %d", i, o2n[i]);
+	CHECK(gm_keymap_sort(b, o2n) == GM_EINVAL, "sort keeping lookups after the load");
+	CHECK(gm_keymap_find_int(b, 0) == -1 && gm_keymap_int(b, 1) == -1, "lookups after the load");
+	CHECK(gm_keymap_load_marked(b, mark, n) == GM_EINVAL, "loading twice");
+	CHECK(gm_keymap_load_marked(a, mark, n) == GM_EINVAL, "loading a map with keys");
+	CHECK(gm_keymap_size(a) == want && gm_keymap_find_int(a, n - 1) == want - 1, "refused load changed the map");
+	CHECK(gm_keymap_load_marked(c, mark, n) == GM_EINVAL, "loading a byte map");
+	CHECK(gm_keymap_size(c) == 0, "refused load changed the byte map");
+	gm_keymap_free(a);
+	gm_keymap_free(b);
+	gm_keymap_free(c);
+	free(mark);
+	free(o2n);
+	return 0;
+fail:
+	gm_keymap_free(a);
+	gm_keymap_free(b);
+	gm_keymap_free(c);
+	free(mark);
+	free(o2n);
+	return 1;
+}
+
 /* the inverse of x -> x * c (mod 2^64) for odd c */
 static uint64_t
 inverse_mod64(uint64_t c)
@@ -527,6 +589,7 @@ static const gm_test tests[] = {
 	{"keymap: keys colliding under an unseeded hash map in linear time", test_hash_flood},
 	{"keymap: dropping the lookups keeps the keys, refuses lookups", test_drop_lookups},
 	{"keymap: sort_final renumbers as sort does (dense pass, comparison sort, bytes)", test_sort_final},
+	{"keymap: load_marked equals adding in key order, sorts as the identity", test_load_marked},
 	{"keymap sort, csr and sparse-matrix builds, transpose stop when asked", test_polled_cancel},
 	{"mf_memory counts every thread's scratch", test_mf_memory},
 };

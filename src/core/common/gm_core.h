@@ -728,6 +728,17 @@ int			gm_keymap_sort_polled(gm_keymap *m, int32_t *old_to_new,
  */
 int			gm_keymap_sort_final(gm_keymap *m, int32_t *old_to_new,
 								 const gm_callbacks *cb);
+/*
+ * Load an empty integer map at once with the keys k in [0, n) for which
+ * mark[k] >= 0 (a presence array a parallel pass filled), in key order, and
+ * set each such mark[k] to its key's index: the same keys and indices as
+ * adding them in order with gm_keymap_int, without building lookups.  The
+ * map then holds its keys as after gm_keymap_drop_lookups, and
+ * gm_keymap_sort_final is the identity on it.  GM_EINVAL for a byte map,
+ * one not empty or with its lookups dropped, or more than INT32_MAX - 1
+ * keys (nothing changed); GM_ENOMEM.
+ */
+int			gm_keymap_load_marked(gm_keymap *m, int32_t *mark, int64_t n);
 int64_t		gm_keymap_int_at(const gm_keymap *m, int32_t idx);
 const void *gm_keymap_bytes_at(const gm_keymap *m, int32_t idx, uint32_t *len);
 void		gm_keymap_free(gm_keymap *m);

@@ -37,6 +37,7 @@ struct gm_keymap
 	size_t		arena_bytes;	/* all chunks */
 	int32_t    *dense;			/* gm_keymap_int_dense: key -> index, -1: not seen */
 	int64_t		dense_n;		/* entries of dense (keys 0 .. dense_n - 1) */
+	int			in_key_order;	/* gm_keymap_load_marked: indices are the key order */
 };
 
 static inline uint64_t
@@ -490,7 +491,16 @@ keymap_sort(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb, int keep_
 		return GM_OK;			/* nothing to renumber (and no key arrays yet) */
 	}
 	if (m->slots == NULL)
+	{
+		/* gm_keymap_load_marked: already in key order, and final */
+		if (m->in_key_order && !keep_lookups)
+		{
+			for (int32_t i = 0; i < m->n; i++)
+				old_to_new[i] = i;
+			return GM_OK;
+		}
 		return GM_EINVAL;		/* gm_keymap_drop_lookups: the slots cannot be rebuilt */
+	}
 	order = malloc(sizeof(int32_t) * (size_t) m->n);
 	tmp = malloc(sizeof(int64_t) * (size_t) m->n);
 
@@ -592,6 +602,44 @@ keymap_sort(gm_keymap *m, int32_t *old_to_new, const gm_callbacks *cb, int keep_
 	for (int64_t key = 0; key < m->dense_n; key++)
 		if (m->dense[key] >= 0)
 			m->dense[key] = old_to_new[m->dense[key]];
+	return GM_OK;
+}
+
+/*
+ * An empty integer map given the keys k in [0, n) whose mark[k] >= 0, in
+ * key order, each mark[k] set to its key's index; the map keeps no lookups.
+ */
+int
+gm_keymap_load_marked(gm_keymap *m, int32_t *mark, int64_t n)
+{
+	int64_t		count = 0;
+	int32_t		idx = 0;
+
+	if (m->byte_keys || m->n != 0 || m->slots == NULL || n < 0)
+		return GM_EINVAL;
+	for (int64_t k = 0; k < n; k++)
+		count += mark[k] >= 0;
+	if (count > INT32_MAX - 1)
+		return GM_EINVAL;
+	if (count > 0)
+	{
+		int64_t    *keys = malloc(sizeof(int64_t) * (size_t) count);
+
+		if (keys == NULL)
+			return GM_ENOMEM;
+		free(m->ikeys);
+		m->ikeys = keys;
+		m->cap_keys = (int32_t) count;
+		for (int64_t k = 0; k < n; k++)
+			if (mark[k] >= 0)
+			{
+				keys[idx] = k;
+				mark[k] = idx++;
+			}
+	}
+	gm_keymap_drop_lookups(m);
+	m->n = idx;
+	m->in_key_order = 1;
 	return GM_OK;
 }
 

@@ -239,6 +239,15 @@ typedef struct GpumfSource
 	int			read_workers;	/* parallel workers that read it (0: read alone) */
 	/* a full COO batch: a parallel worker sends it; NULL: the arrays grow */
 	void		(*flush) (struct GpumfSource *src);
+	/*
+	 * A parallel read worker's integer keys 0 <= key < raw_*limit go to the
+	 * leader as they are (0: every key through the worker's own map); the
+	 * largest sent so far (-1: none).
+	 */
+	int64		raw_ulimit;
+	int64		raw_ilimit;
+	int32		raw_umax;
+	int32		raw_imax;
 	MemoryContextCallback cb;
 } GpumfSource;
 

@@ -235,6 +235,34 @@ core_step_failed(int rc, const char *err)
 
 #define RENUMBER_CHUNK	((int64) 1 << 22)	/* entries renumbered between interrupt checks */
 
+/* whether map[i] == i for every i < n */
+static bool
+identity(const int32 *map, int32 n)
+{
+	for (int32 i = 0; i < n; i++)
+		if (map[i] != i)
+			return false;
+	return true;
+}
+
+/* e[j] = map[e[j]] for j < n, in parallel for large inputs; nothing when map is NULL */
+static void
+renumber(int32 *e, int64 n, const int32 *map)
+{
+	if (map == NULL)
+		return;
+	for (int64 b = 0; b < n; b += RENUMBER_CHUNK)
+	{
+		int64		e_end = Min(n, b + RENUMBER_CHUNK);
+
+#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 j = b; j < e_end; j++)
+			e[j] = map[e[j]];
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /*
  * R from src's rows, their keys renumbered in key order.  The rows' arrays
  * are taken (src no longer holds them) and given back as the CSR is built
@@ -278,20 +306,13 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
 		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
 						 "out of memory sorting the keys");
 	t1 = gm_now();
-	/* renumber in place: one lookup an entry, in parallel for large inputs */
-	for (int64 b = 0; b < src->n; b += RENUMBER_CHUNK)
-	{
-		int64		e_end = Min(src->n, b + RENUMBER_CHUNK);
-
-#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
-	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-		for (int64 e = b; e < e_end; e++)
-		{
-			src->rows[e] = umap[src->rows[e]];
-			src->cols[e] = imap[src->cols[e]];
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
+	/*
+	 * renumber in place: one lookup an entry, in parallel for large inputs;
+	 * not at all on a side already in key order (a parallel read numbers
+	 * integer keys in key order)
+	 */
+	renumber(src->rows, src->n, identity(umap, nu) ? NULL : umap);
+	renumber(src->cols, src->n, identity(imap, ni) ? NULL : imap);
 	pfree(umap);
 	pfree(imap);
 	t2 = gm_now();

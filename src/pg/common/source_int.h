@@ -71,6 +71,26 @@ map_key(gm_keymap *m, Oid coltype, Datum d)
 }
 
 /*
+ * A parallel read worker's entry for an integer key (source_scan.c): the key
+ * itself when 0 <= key < limit (the leader numbers those keys after the
+ * read, in parallel), else -1 - its index in the worker's own map.
+ */
+static inline int32
+raw_key(gm_keymap *m, Oid coltype, Datum d, int64 limit, int32 *maxraw)
+{
+	int64		k = coltype == INT2OID ? DatumGetInt16(d) :
+		coltype == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+
+	if (k >= 0 && k < limit)
+	{
+		if (k > *maxraw)
+			*maxraw = (int32) k;
+		return (int32) k;
+	}
+	return -1 - map_key(m, coltype, d);
+}
+
+/*
  * One row of the source: NULLs counted and skipped, the value checked, the
  * keys mapped and the entry appended (a full batch is flushed by a parallel
  * worker, grown otherwise).
@@ -105,8 +125,12 @@ take_row(GpumfSource *src, Datum u, bool unull, Datum i, bool inull, Datum vd, b
 		else
 			gpumf_source_grow(src);
 	}
-	src->rows[src->n] = map_key(src->users, src->ucoltype, u);
-	src->cols[src->n] = map_key(src->items, src->icoltype, i);
+	src->rows[src->n] = src->raw_ulimit > 0 ?
+		raw_key(src->users, src->ucoltype, u, src->raw_ulimit, &src->raw_umax) :
+		map_key(src->users, src->ucoltype, u);
+	src->cols[src->n] = src->raw_ilimit > 0 ?
+		raw_key(src->items, src->icoltype, i, src->raw_ilimit, &src->raw_imax) :
+		map_key(src->items, src->icoltype, i);
 	src->vals[src->n] = (float) v;
 	if (v < src->vmin)
 		src->vmin = v;

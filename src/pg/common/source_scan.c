@@ -9,13 +9,19 @@
  * inheritance children and the transaction is not SERIALIZABLE.  Large
  * tables are then read by parallel workers as a parallel sequential scan
  * does (gpumf.read_workers; by default as many as PostgreSQL would give a
- * parallel SELECT of the table): each worker maps keys into its own key
- * maps and streams its rows as local indices, with the keys it saw first,
- * through a shared-memory queue; the leader merges the keys into the
- * global key maps as they come, copies the rows as they are (local
- * indices), and once every queue is done turns them into global indices
- * with one array lookup a key, in parallel (OpenMP), a batch of one worker
- * at a time.  With fewer than LEADER_SCANS_BELOW workers the leader scans
+ * parallel SELECT of the table): each worker streams its rows through a
+ * shared-memory queue.  An integer key 0 <= key < the read's raw limit
+ * (row numbers, serial ids) goes as itself; any other key goes as its index
+ * in the worker's own key map, with the keys the worker saw first.  The
+ * leader merges those keys into the global key maps as they come and
+ * copies the rows as they are.  Once every queue is done it numbers the
+ * keys sent as themselves (a presence pass over the rows in parallel, then
+ * one pass in key order: the map is loaded at once when no key came the
+ * other way), and turns every entry into a global index with one array
+ * lookup, in parallel (OpenMP), a batch of one worker at a time.  No key is
+ * then looked up once per worker, by the worker and again by the leader:
+ * with keys spread over the table each worker meets nearly all of them.
+ * With fewer than LEADER_SCANS_BELOW workers the leader scans
  * its share of the table too; with more, merging is all it does (its own
  * rows would cost it a hash lookup a key, while it is the one process
  * every worker waits on).
@@ -136,6 +142,21 @@ read_workers_for(Relation rel, BlockNumber pages)
 	return Min(workers, max_parallel_workers_per_gather);
 }
 
+/*
+ * Integer keys 0 <= key < this go from the workers as themselves
+ * (ReadMessageKind): the dense range of the key maps (GM_KEYMAP_DENSE_MAX),
+ * and no more than 256 a page of the table, so that numbering them (an
+ * int32 a key of the range, gm_keymap_load_marked) stays within a quarter of
+ * the table's size.  0 for other key types.
+ */
+static int64
+raw_limit_for(Oid coltype, BlockNumber pages)
+{
+	if (coltype != INT2OID && coltype != INT4OID && coltype != INT8OID)
+		return 0;
+	return Min((int64) GM_KEYMAP_DENSE_MAX, Max((int64) GM_KEYMAP_DENSE_MIN, (int64) pages * 256));
+}
+
 /* Read the rows a scan returns (the leader's share of a parallel one: all of it when done). */
 static bool
 scan_rows(GpumfSource *src, TableScanDesc scan, TupleTableSlot *slot, int64 limit)
@@ -201,6 +222,8 @@ typedef struct ReadShared
 	AttrNumber	vatt;			/* InvalidAttrNumber: no value column */
 	GpumfValuePolicy policy;
 	int			nworkers;
+	int64		raw_ulimit;		/* integer keys below these go as themselves (0: none) */
+	int64		raw_ilimit;
 	ReadWorkerStats stats[FLEXIBLE_ARRAY_MEMBER];
 } ReadShared;
 
@@ -208,7 +231,10 @@ typedef struct ReadShared
  * Messages on a worker's queue: an 8-byte header (kind, count) and then
  *  MSG_*_KEYS_INT: count int64 keys, local indices sent .. sent + count - 1
  *  MSG_*_KEYS_BYTES: count (uint32 length, bytes) keys, packed
- *  MSG_ROWS: count int32 local users, count int32 local items, count floats
+ *  MSG_ROWS: int32 umax, int32 imax (the largest keys sent as themselves so
+ *    far, -1: none), then count int32 users, count int32 items (each a key
+ *    sent as itself, >= 0, or -1 - a local index on a side with a raw limit;
+ *    a local index otherwise), count floats
  * A worker sends the keys it saw first in a batch before the batch's rows.
  */
 typedef enum
@@ -301,6 +327,8 @@ worker_flush(GpumfSource *src)
 		return;
 	resetStringInfo(&w->msg);
 	appendBinaryStringInfo(&w->msg, (char *) &h, sizeof(h));
+	appendBinaryStringInfo(&w->msg, (char *) &src->raw_umax, sizeof(int32));
+	appendBinaryStringInfo(&w->msg, (char *) &src->raw_imax, sizeof(int32));
 	appendBinaryStringInfo(&w->msg, (char *) src->rows, sizeof(int32) * src->n);
 	appendBinaryStringInfo(&w->msg, (char *) src->cols, sizeof(int32) * src->n);
 	appendBinaryStringInfo(&w->msg, (char *) src->vals, sizeof(float) * src->n);
@@ -343,6 +371,9 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	/* take_row only asks whether there is a value column */
 	src->vcol = shared->vatt != InvalidAttrNumber ? "value" : NULL;
 	src->policy = shared->policy;
+	src->raw_ulimit = shared->raw_ulimit;
+	src->raw_ilimit = shared->raw_ilimit;
+	src->raw_umax = src->raw_imax = -1;
 	src->ukind = gpumf_key_kind(gpumf_key_store_type(src->ucoltype, "", "user"));
 	src->ikind = gpumf_key_kind(gpumf_key_store_type(src->icoltype, "", "item"));
 	src->vmin = INFINITY;
@@ -410,6 +441,10 @@ typedef struct RowBatches
 	int32	   *worker;
 	int64		n,
 				cap;
+	int64		ulimit,			/* ReadShared's raw limits (entries as ReadMessageKind says) */
+				ilimit;
+	int32		umax,			/* the largest key any worker sent as itself; -1: none */
+				imax;
 } RowBatches;
 
 static RowBatches batches;		/* of the read in progress */
@@ -441,22 +476,127 @@ add_batch(int64 start, int32 count, int32 worker)
 	batches.n++;
 }
 
+#define PRESENCE_CHUNK	((int64) 1 << 24)	/* entries marked between interrupt checks */
+
 /*
- * Every batch's local indices into global ones, batches in parallel; an
- * index its worker never sent a key for is an ERROR.
+ * The batches [b0, b1) and how many rows they have, b1 chosen so that they
+ * have about `chunk` rows (at least one batch).
+ */
+static int64
+batch_run(int64 b0, int64 chunk, int64 *rows)
+{
+	int64		b1 = b0;
+
+	*rows = 0;
+	while (b1 < batches.n && *rows < chunk)
+		*rows += batches.count[b1++];
+	return b1;
+}
+
+/*
+ * The indices of the keys the workers sent as themselves on one side (keys
+ * 0 .. max): rank[key], NULL when none was.  A parallel pass marks the keys
+ * present; then, in key order, they are loaded into the empty map at once
+ * (gm_keymap_load_marked: already in key order, the way the build wants
+ * them) or, when keys came the other way too (through the workers' maps or
+ * the leader's own scan), added one by one.
+ */
+static int32 *
+raw_ranks(GpumfSource *src, bool users)
+{
+	gm_keymap  *m = users ? src->users : src->items;
+	int32		max = users ? batches.umax : batches.imax;
+	int32	   *entries = users ? src->rows : src->cols;
+	int32	   *rank;
+	int64		n = (int64) max + 1;
+
+	if (max < 0)
+		return NULL;
+	gpumf_check_memory((double) src->n * (sizeof(int32) * 2 + sizeof(float)) +
+					   (double) n * (sizeof(int32) + sizeof(int64)) +
+					   gm_keymap_memory(src->users) + gm_keymap_memory(src->items),
+					   "numbering the keys read in parallel");
+	rank = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) n);
+	memset(rank, 0xff, sizeof(int32) * (Size) n);	/* -1: absent */
+	for (int64 b0 = 0; b0 < batches.n;)
+	{
+		int64		rows;
+		int64		b1 = batch_run(b0, PRESENCE_CHUNK, &rows);
+
+#pragma omp parallel for schedule(dynamic, 4) if (rows > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+		for (int64 b = b0; b < b1; b++)
+		{
+			const int32 *e = entries + batches.start[b];
+
+			/* entries above max are refused by translate_batches */
+			for (int32 r = 0; r < batches.count[b]; r++)
+				if (e[r] >= 0 && e[r] <= max)
+					__atomic_store_n(&rank[e[r]], 0, __ATOMIC_RELAXED);
+		}
+		CHECK_FOR_INTERRUPTS();
+		b0 = b1;
+	}
+	if (gm_keymap_size(m) == 0)
+	{
+		int			rc = gm_keymap_load_marked(m, rank, n);
+
+		if (rc == GM_ENOMEM)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory mapping keys")));
+		if (rc != GM_OK)
+			elog(ERROR, "gpumf: could not number the keys read in parallel");
+	}
+	else
+		for (int64 k = 0; k < n; k++)
+		{
+			if (rank[k] == 0 && (rank[k] = gm_keymap_int_dense(m, k)) < 0)
+				gpumf_keymap_full(m);
+			if ((k & 0xFFFFF) == 0xFFFFF)
+				CHECK_FOR_INTERRUPTS();
+		}
+	return rank;
+}
+
+/*
+ * One entry's global index: a key sent as itself through rank (raw side,
+ * entry >= 0), else a local index through the worker's map; false when the
+ * entry names no key the worker sent.
+ */
+static inline bool
+global_index(int32 e, bool raw, const int32 *rank, int32 max, const int32 *map, int32 n,
+			 int32 *out)
+{
+	if (raw && e >= 0)
+	{
+		if (e > max)
+			return false;
+		*out = rank[e];
+		return true;
+	}
+	if (raw)
+		e = -1 - e;				/* e < 0: no overflow */
+	if (e < 0 || e >= n)
+		return false;
+	*out = map[e];
+	return true;
+}
+
+/*
+ * Every batch's entries into global indices, batches in parallel; an entry
+ * naming a key its worker never sent is an ERROR.
  */
 static void
 translate_batches(GpumfSource *src, const WorkerFeed *feeds)
 {
+	int32	   *urank = raw_ranks(src, true);
+	int32	   *irank = raw_ranks(src, false);
+
 	for (int64 b0 = 0; b0 < batches.n;)
 	{
-		int64		b1 = b0,
-					rows = 0;
+		int64		rows;
+		int64		b1 = batch_run(b0, TRANSLATE_CHUNK, &rows);
 		bool		bad = false;
 
-		/* about TRANSLATE_CHUNK rows between interrupt checks */
-		while (b1 < batches.n && rows < TRANSLATE_CHUNK)
-			rows += batches.count[b1++];
 #pragma omp parallel for schedule(dynamic, 4) reduction(||:bad) if (rows > 1000000) \
 	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
 		for (int64 b = b0; b < b1; b++)
@@ -467,13 +607,12 @@ translate_batches(GpumfSource *src, const WorkerFeed *feeds)
 
 			for (int32 r = 0; r < batches.count[b]; r++)
 			{
-				if (ru[r] < 0 || ru[r] >= f->nu || ri[r] < 0 || ri[r] >= f->ni)
+				if (!global_index(ru[r], batches.ulimit > 0, urank, batches.umax, f->umap, f->nu, &ru[r]) ||
+					!global_index(ri[r], batches.ilimit > 0, irank, batches.imax, f->imap, f->ni, &ri[r]))
 				{
 					bad = true;
 					break;
 				}
-				ru[r] = f->umap[ru[r]];
-				ri[r] = f->imap[ri[r]];
 			}
 		}
 		if (bad)
@@ -481,6 +620,10 @@ translate_batches(GpumfSource *src, const WorkerFeed *feeds)
 		CHECK_FOR_INTERRUPTS();
 		b0 = b1;
 	}
+	if (urank)
+		pfree(urank);
+	if (irank)
+		pfree(irank);
 }
 
 /* Append v to a growing local-to-global index map (at most PG_INT32_MAX entries). */
@@ -567,13 +710,19 @@ merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
 			break;
 		case MSG_ROWS:
 			{
-				const int32 *lu = (const int32 *) p;
+				const int32 *maxes = (const int32 *) p;
+				const int32 *lu = maxes + 2;
 				const int32 *li = lu + h.count;
 				const float *lv = (const float *) (li + h.count);
 
-				if (len != sizeof(h) + (sizeof(int32) * 2 + sizeof(float)) * (Size) h.count ||
-					h.count < 0)
+				if (h.count < 0 ||
+					len != sizeof(h) + sizeof(int32) * 2 +
+					(sizeof(int32) * 2 + sizeof(float)) * (Size) h.count ||
+					maxes[0] < -1 || maxes[0] >= Max(batches.ulimit, 0) ||
+					maxes[1] < -1 || maxes[1] >= Max(batches.ilimit, 0))
 					elog(ERROR, "gpumf: bad row message from a parallel read worker");
+				batches.umax = Max(batches.umax, maxes[0]);
+				batches.imax = Max(batches.imax, maxes[1]);
 				while (src->n + h.count > src->cap)
 					gpumf_source_grow(src);
 				/* as sent: translate_batches makes the indices global at the end */
@@ -688,6 +837,8 @@ gpumf_source_read_direct(GpumfSource *src)
 			shared->vatt = src->vatt;
 			shared->policy = src->policy;
 			shared->nworkers = nworkers;
+			shared->raw_ulimit = raw_limit_for(src->ucoltype, pages);
+			shared->raw_ilimit = raw_limit_for(src->icoltype, pages);
 			shm_toc_insert(pcxt->toc, PARALLEL_KEY_SHARED, shared);
 			pscan = shm_toc_allocate(pcxt->toc, sscan);
 			table_parallelscan_initialize(rel, pscan, snap);
@@ -729,6 +880,9 @@ gpumf_source_read_direct(GpumfSource *src)
 		bool		scanning = active < LEADER_SCANS_BELOW;
 
 		memset(&batches, 0, sizeof(batches));
+		batches.ulimit = shared->raw_ulimit;
+		batches.ilimit = shared->raw_ilimit;
+		batches.umax = batches.imax = -1;
 		for (int w = 0; w < nworkers; w++)
 			feeds[w].index = w;
 
