@@ -208,6 +208,8 @@ typedef struct ReadWorkerStats
 	double		vmin;
 	double		vmax;
 	double		vsum;
+	double		seconds;		/* from its start to its last message */
+	double		send_wait;		/* of which sending (waiting while its queue was full) */
 } ReadWorkerStats;
 
 /* the read's description, in the parallel context's shared memory */
@@ -260,6 +262,7 @@ typedef struct ReadWorker
 	int32		users_sent;
 	int32		items_sent;
 	int			nworkers;		/* of the read */
+	double		send_wait;		/* seconds in shm_mq_send */
 	StringInfoData msg;
 } ReadWorker;
 
@@ -269,10 +272,13 @@ PGDLLEXPORT void gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc);
 static void
 send_message(ReadWorker *w)
 {
+	double		t0 = gm_now();
+
 	if (shm_mq_send(w->mqh, w->msg.len, w->msg.data, false, false) != SHM_MQ_SUCCESS)
 		ereport(ERROR,
 				(errcode(ERRCODE_ADMIN_SHUTDOWN),
 				 errmsg("gpumf: the leader of a parallel read went away")));
+	w->send_wait += gm_now() - t0;
 }
 
 /* Send the keys of m that the leader has not seen yet (local indices *sent ..). */
@@ -351,6 +357,7 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	ReadWorker *w = palloc0(sizeof(ReadWorker));
 	GpumfSource *src = &w->src;
 	ReadWorkerStats *st = &shared->stats[ParallelWorkerNumber];
+	double		t0 = gm_now();
 	Relation	rel;
 	TableScanDesc scan;
 	TupleTableSlot *slot;
@@ -399,6 +406,8 @@ gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
 	slot = table_slot_create(rel, NULL);
 	scan_rows(src, scan, slot, -1);
 	worker_flush(src);
+	st->seconds = gm_now() - t0;
+	st->send_wait = w->send_wait;
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 	error_context_stack = errctx.previous;
@@ -789,6 +798,10 @@ gpumf_source_read_direct(GpumfSource *src)
 	int			active = 0;
 	TableScanDesc scan;
 	ErrorContextCallback errctx;
+	double		t_read = gm_now(),
+				merging = 0,
+				waiting = 0,
+				numbering = 0;
 
 	errctx.callback = read_error_context;
 	errctx.arg = src->relname;
@@ -889,19 +902,25 @@ gpumf_source_read_direct(GpumfSource *src)
 		/* scan a little, merge what came, until the table and every queue are done */
 		while (scanning || active > 0)
 		{
+			double		t = gm_now();
 			bool		got = drain_queues(src, feeds, nworkers, &active);
 
+			merging += gm_now() - t;
 			if (scanning)
 				scanning = scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
 			else if (!got && active > 0)
 			{
+				t = gm_now();
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
 								 GM_WAIT_EVENT_MQ_RECEIVE);
 				ResetLatch(MyLatch);
+				waiting += gm_now() - t;
 			}
 			CHECK_FOR_INTERRUPTS();
 		}
+		numbering = gm_now();
 		translate_batches(src, feeds);
+		numbering = gm_now() - numbering;
 		memset(&batches, 0, sizeof(batches));
 	}
 	table_endscan(scan);
@@ -912,11 +931,16 @@ gpumf_source_read_direct(GpumfSource *src)
 	if (pcxt)
 	{
 		/* a worker's ERROR is raised here if it was not already */
+		double		wsec = 0,
+					wsend = 0;
+
 		WaitForParallelWorkersToFinish(pcxt);
 		for (int w = 0; w < pcxt->nworkers_launched; w++)
 		{
 			ReadWorkerStats *st = &shared->stats[w];
 
+			wsec += st->seconds / Max(pcxt->nworkers_launched, 1);
+			wsend += st->send_wait / Max(pcxt->nworkers_launched, 1);
 			src->rows_read += st->rows_read;
 			src->null_keys += st->null_keys;
 			src->null_values += st->null_values;
@@ -924,6 +948,9 @@ gpumf_source_read_direct(GpumfSource *src)
 			src->vmax = Max(src->vmax, st->vmax);
 			src->vsum += st->vsum;
 		}
+		/* where the time went: the leader merging or waiting, the workers scanning or sending */
+		elog(DEBUG1, "gpumf: the parallel read: %.3f s, the leader %.3f s merging, %.3f s waiting, %.3f s numbering the keys and translating; a worker %.3f s on average, %.3f s of it sending",
+			 gm_now() - t_read, merging, waiting, numbering, wsec, wsend);
 		for (int w = 0; w < nworkers; w++)
 			shm_mq_detach(feeds[w].mqh);
 		DestroyParallelContext(pcxt);

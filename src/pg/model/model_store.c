@@ -334,7 +334,8 @@ gpumf_store_write(const GpumfStoreInput *in)
 	double		t0 = gm_now(),
 				t1,
 				tu,
-				t2;
+				t2,
+				t3;
 
 	gpumf_guard_enter(&g, true);
 	/* key types by OID, printed schema-qualified (or as SQL keywords) */
@@ -359,11 +360,12 @@ gpumf_store_write(const GpumfStoreInput *in)
 		in->filled(in->filled_arg);
 	index_build_settings(in);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", t.users), SPI_OK_UTILITY);
+	t3 = gm_now();
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (idx), ADD UNIQUE (key)", t.items),
 				   SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
-	elog(DEBUG1, "gpumf: factor tables created in %.3f s, filled in %.3f s (users %.3f s, items %.3f s), indexed in %.3f s",
-		 t1 - t0, t2 - t1, tu - t1, t2 - tu, gm_now() - t2);
+	elog(DEBUG1, "gpumf: factor tables created in %.3f s, filled in %.3f s (users %.3f s, items %.3f s), indexed in %.3f s (users %.3f s, items %.3f s)",
+		 t1 - t0, t2 - t1, tu - t1, t2 - tu, gm_now() - t2, t3 - t2, gm_now() - t3);
 	return t;
 }
 

@@ -310,8 +310,13 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     mem_after = [float(x) * 1048576 for x in m.groups()] if m else None
     # the store's parts (model_store.c's DEBUG1 line)
     m = re.search(r"factor tables created in ([0-9.]+) s, filled in ([0-9.]+) s \(users ([0-9.]+) s, items ([0-9.]+) s\), "
-                  r"indexed in ([0-9.]+) s", last_err[0])
+                  r"indexed in ([0-9.]+) s \(users ([0-9.]+) s, items ([0-9.]+) s\)", last_err[0])
     store_parts = [float(x) for x in m.groups()] if m else None
+    # the parallel read's parts (source_scan.c's DEBUG1 line)
+    m = re.search(r"the parallel read: ([0-9.]+) s, the leader ([0-9.]+) s merging, ([0-9.]+) s waiting, ([0-9.]+) s "
+                  r"numbering the keys and translating; a worker ([0-9.]+) s on average, ([0-9.]+) s of it sending",
+                  last_err[0])
+    read_parts = [float(x) for x in m.groups()] if m else None
     # the matrix's parts (source.c's DEBUG1 line)
     m = re.search(r"the matrix: keys sorted in ([0-9.]+) s, rows renumbered in ([0-9.]+) s, CSR built in ([0-9.]+) s",
                   last_err[0])
@@ -369,6 +374,9 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     say("|---|---|---|---|---|")
     say("| read | %.2f | %.2f | %.1f GB of heap at a parallel count(*)'s rate (%d workers: %.2f GB/s) | %s |"
         % (ph[0], read_floor, heap / 1e9, workers, heap / 1e9 / t_count, ratio(ph[0], read_floor)))
+    if read_parts:
+        say("| read: the leader merging, waiting, numbering the keys; a worker (of it sending) | %s / %s / %s; %s (%s) | - | | - |"
+            % tuple(fmt(x) for x in read_parts[1:]))
     say("| CSR/CSC | %.2f | - | (none measured) | - |" % ph[1])
     if csr_parts:
         say("| CSR/CSC: keys sorted, rows renumbered, CSR built (the rest: checks, the transpose's counts) | %s | - | | - |"
@@ -381,10 +389,10 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     say("| store | %.2f | %.2f | %.2f GB of factor tables and %.2f GB of WAL at a logged CREATE TABLE AS's %.2f GB/s | %s |"
         % (ph[4], store_floor, fact_bytes / 1e9, wal / 1e9, write_rate / 1e9, ratio(ph[4], store_floor)))
     if store_parts:
-        say("| store: create, fill users, fill items, index | %s | %s | the WAL (fsynced before the commit returns) at the disk's "
+        say("| store: create, fill users, fill items, index (users, items) | %s (%s, %s) | %s | the WAL (fsynced before the commit returns) at the disk's "
             "rate: %s GB/s written and fsynced | %s |"
             % (" / ".join(fmt(x) for x in (store_parts[0], store_parts[2], store_parts[3], store_parts[4])),
-               fmt(disk_floor), fmt(disk_rate / 1e9 if disk_rate else None), ratio(ph[4], disk_floor)))
+               fmt(store_parts[5]), fmt(store_parts[6]), fmt(disk_floor), fmt(disk_rate / 1e9 if disk_rate else None), ratio(ph[4], disk_floor)))
     say("| whole statement | %.2f | %.2f | the floors' sum | %s |"
         % (t_stmt, read_floor + (transfer_floor or 0) + store_floor,
            ratio(t_stmt, read_floor + (transfer_floor or 0) + store_floor)))
