@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/device/device_segmented_sort.cuh>
+
 /* Entries of a slab of a transpose not formed (gm_csr's of): 16M, 128 MB a buffer */
 #define GM_SLAB_ENTRIES	((int64_t) 1 << 24)
 
@@ -116,6 +118,231 @@ upload_transpose(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	}
 	else if (rc != GM_OK)
 		snprintf(err, errlen, "out of host memory building a transpose");
+	return rc;
+}
+
+/* Each entry of src (a warp a row) into its column's next free place of t. */
+__global__ void
+transpose_scatter(const int64_t *__restrict__ ptr, const int32_t *__restrict__ ind,
+				  const float *__restrict__ val, int32_t n_rows, const int64_t *__restrict__ tptr,
+				  unsigned *__restrict__ fill, int32_t *__restrict__ tind, float *__restrict__ tval)
+{
+	int64_t		warp = ((int64_t) blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int			lane = threadIdx.x & 31;
+
+	for (int64_t r = warp; r < n_rows; r += ((int64_t) gridDim.x * blockDim.x) >> 5)
+		for (int64_t e = ptr[r] + lane; e < ptr[r + 1]; e += 32)
+		{
+			int32_t		j = ind[e];
+			int64_t		pos = tptr[j] + atomicAdd(&fill[j], 1u);
+
+			tind[pos] = (int32_t) r;
+			tval[pos] = val[e];
+		}
+}
+
+/* rel[i] = ptr[c0 + i] - ptr[c0] for i <= n: a slab's column offsets from its start */
+__global__ void
+slab_offsets(const int64_t *__restrict__ ptr, int32_t c0, int32_t n, int64_t *__restrict__ rel)
+{
+	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i <= n)
+		rel[i] = ptr[c0 + i] - ptr[c0];
+}
+
+/*
+ * d (allocated, its row pointers uploaded) given the entries of a, the
+ * transpose not formed of a matrix whose every entry is on this device as
+ * src: transposed there, with no host work and no copy over PCIe.  Each
+ * entry goes to its column's next free place (an atomic counter a column);
+ * then each slab of columns (at most GM_SLAB_ENTRIES entries, or one
+ * longer column) is sorted by row with cub's segmented sort, into a
+ * scratch slab and back.  A column's rows are unique, so the result is the
+ * host transpose's exactly (rows ascending within a column).  Scratch: a
+ * counter and an offset a column, two slabs' entries and the sort's.
+ */
+static int
+transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, size_t errlen)
+{
+	const int64_t *cp = a->indptr;
+	int64_t		cap = getenv("GM_TRANSPOSE_SLAB") ? atoll(getenv("GM_TRANSPOSE_SLAB")) : GM_SLAB_ENTRIES;
+	int32_t		n = a->n_rows;
+	unsigned   *fill = NULL;
+	int64_t    *rel = NULL;
+	int32_t    *sind = NULL;
+	float	   *sval = NULL;
+	void	   *tmp = NULL;
+	size_t		tmp_bytes = 0;
+	int			rc = GM_OK;
+
+	if (a->nnz == 0)
+		return GM_OK;
+	if (cap < 1)
+		cap = GM_SLAB_ENTRIES;
+	for (int32_t c = 0; c < n; c++)
+		if (cp[c + 1] - cp[c] > cap)
+			cap = cp[c + 1] - cp[c];
+	if (cap > a->nnz)
+		cap = a->nnz;
+#define TRY(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+		rc = e_ == cudaErrorMemoryAllocation ? GM_ENOMEM : GM_EDEVICE; \
+		snprintf(err, errlen, "transposing on the device: %s failed: %s", #call, cudaGetErrorString(e_)); \
+		goto done; } } while (0)
+	TRY(gm_dev_malloc((void **) &fill, sizeof(unsigned) * ((size_t) n + 1)));
+	TRY(gm_dev_malloc((void **) &rel, sizeof(int64_t) * ((size_t) n + 1)));
+	TRY(gm_dev_malloc((void **) &sind, sizeof(int32_t) * (size_t) cap));
+	TRY(gm_dev_malloc((void **) &sval, sizeof(float) * (size_t) cap));
+	TRY(cudaMemset(fill, 0, sizeof(unsigned) * ((size_t) n + 1)));
+	{
+		int			blocks = (int) (((int64_t) src->n_rows * 32 + 255) / 256);
+
+		if (blocks > 65535 * 8)
+			blocks = 65535 * 8;
+		if (blocks < 1)
+			blocks = 1;
+		transpose_scatter<<<blocks, 256>>>(src->indptr, src->indices, src->data, src->n_rows,
+										   d->indptr, fill, d->indices, d->data);
+		TRY(cudaGetLastError());
+	}
+	for (int32_t c0 = 0; c0 < n;)
+	{
+		int32_t		c1 = c0 + 1;
+		int64_t		m;
+		size_t		want = 0;
+
+		while (c1 < n && cp[c1 + 1] - cp[c0] <= cap)
+			c1++;
+		m = cp[c1] - cp[c0];
+		if (m > 1)
+		{
+			slab_offsets<<<(c1 - c0 + 256) / 256, 256>>>(d->indptr, c0, c1 - c0, rel);
+			TRY(cudaGetLastError());
+			TRY(cub::DeviceSegmentedSort::SortPairs(NULL, want, d->indices + cp[c0], sind,
+													d->data + cp[c0], sval, m, c1 - c0,
+													rel, rel + 1));
+			if (want > tmp_bytes)
+			{
+				gm_dev_free(tmp);
+				tmp = NULL;
+				TRY(gm_dev_malloc(&tmp, want));
+				tmp_bytes = want;
+			}
+			TRY(cub::DeviceSegmentedSort::SortPairs(tmp, tmp_bytes, d->indices + cp[c0], sind,
+													d->data + cp[c0], sval, m, c1 - c0,
+													rel, rel + 1));
+			TRY(cudaMemcpyAsync(d->indices + cp[c0], sind, sizeof(int32_t) * (size_t) m,
+								cudaMemcpyDeviceToDevice));
+			TRY(cudaMemcpyAsync(d->data + cp[c0], sval, sizeof(float) * (size_t) m,
+								cudaMemcpyDeviceToDevice));
+		}
+		c0 = c1;
+	}
+	TRY(cudaDeviceSynchronize());
+#undef TRY
+done:
+	gm_dev_free(fill);
+	gm_dev_free(rel);
+	gm_dev_free(sind);
+	gm_dev_free(sval);
+	gm_dev_free(tmp);
+	return rc;
+}
+
+/*
+ * Whether a transpose not formed whose matrix is on the device whole is
+ * transposed there (1, the default) or on the host a slab at a time (0).
+ */
+int			gm_device_transpose_enabled = 1;
+
+/* Whether src, on this device, holds every entry a (a transpose not formed) is made of. */
+static bool
+whole_source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src)
+{
+	return a->of != NULL && src != NULL && a->of == of_host && a->of_r0 == 0 &&
+		a->of_r1 == a->of->n_cols && a->n_rows == a->of->n_cols && src->nnz == a->of->nnz &&
+		a->nnz == a->of->nnz && src->n_rows == a->of->n_rows && gm_device_transpose_enabled;
+}
+
+/* Tests and benchmarks: 1 = transposes on the device when they can be, 0 = on the host. */
+extern "C" void
+gm_cuda_set_device_transpose(int on)
+{
+	gm_device_transpose_enabled = on != 0;
+}
+
+/*
+ * Allocate d and copy a into it (a may be a transpose not formed: gm_csr's
+ * of; when of_host is a->of and src its copy on this device, whole, it is
+ * transposed on the device).
+ */
+int
+gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src,
+				  char *err, size_t errlen)
+{
+	size_t		n1 = (size_t) a->n_rows + 1,
+				nz = (size_t) (a->nnz > 0 ? a->nnz : 1);
+
+	if (!whole_source_on_device(a, of_host, src))
+		return gm_dcsr_upload(d, a, err, errlen);
+	memset(d, 0, sizeof(*d));
+	d->n_rows = a->n_rows;
+	d->n_cols = a->n_cols;
+	d->nnz = a->nnz;
+	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
+	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
+	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
+	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	return transpose_on_device(d, a, src, err, errlen);
+}
+
+/*
+ * Tests: a's transpose formed on the device from a's upload (through a
+ * transpose not formed, as a lean training has it) equals at, formed on
+ * the host, entry for entry.  GM_OK when equal; GM_EINVAL with the first
+ * difference in err.
+ */
+extern "C" int
+gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, char *err, size_t errlen)
+{
+	gm_dcsr		da,
+				dt;
+	gm_csr		v = *at;
+	int			rc;
+	int32_t    *ind = NULL;
+	float	   *dat = NULL;
+
+	memset(&da, 0, sizeof(da));
+	memset(&dt, 0, sizeof(dt));
+	v.indices = NULL;
+	v.data = NULL;
+	v.of = a;
+	v.of_r0 = 0;
+	v.of_r1 = a->n_cols;
+	if ((rc = gm_dcsr_upload(&da, a, err, errlen)) == GM_OK &&
+		(rc = gm_dcsr_upload_of(&dt, &v, a, &da, err, errlen)) == GM_OK)
+	{
+		size_t		nz = (size_t) (at->nnz > 0 ? at->nnz : 1);
+
+		ind = (int32_t *) malloc(sizeof(int32_t) * nz);
+		dat = (float *) malloc(sizeof(float) * nz);
+		if (!ind || !dat)
+			rc = GM_ENOMEM;
+		else if (cudaMemcpy(ind, dt.indices, sizeof(int32_t) * nz, cudaMemcpyDeviceToHost) != cudaSuccess ||
+				 cudaMemcpy(dat, dt.data, sizeof(float) * nz, cudaMemcpyDeviceToHost) != cudaSuccess)
+			rc = GM_EDEVICE;
+		for (int64_t e = 0; rc == GM_OK && e < at->nnz; e++)
+			if (ind[e] != at->indices[e] || memcmp(&dat[e], &at->data[e], sizeof(float)) != 0)
+			{
+				snprintf(err, errlen, "entry %lld: row %d value %g on the device, row %d value %g on the host",
+						 (long long) e, ind[e], dat[e], at->indices[e], at->data[e]);
+				rc = GM_EINVAL;
+			}
+	}
+	free(ind);
+	free(dat);
+	gm_dcsr_free(&da);
+	gm_dcsr_free(&dt);
 	return rc;
 }
 

@@ -812,7 +812,9 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	for (int s = 0; s < 2; s++)
 	{
 		/* the values as read: the kernels form the confidences (gm_confidence) */
-		if ((rc = gm_dcsr_upload(&h->m[s], A[s], err, errlen)) != GM_OK)
+		/* a transpose not formed of R, whole on this GPU: transposed here */
+		if ((rc = s == 0 ? gm_dcsr_upload(&h->m[s], A[s], err, errlen) :
+			 gm_dcsr_upload_of(&h->m[s], A[s], A[0], &h->m[0], err, errlen)) != GM_OK)
 			return rc;
 		if ((rc = gm_dchunks_build(&h->ch[s], A[s]->indptr, h->n[s], err, errlen)) != GM_OK)
 			return rc;

@@ -254,7 +254,9 @@ double		gm_mf_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
  * feature-major copies).  It follows cuda/train/'s allocations; what the
  * module allocates beside them (cuBLAS's workspace, the CUDA context) is
  * not counted.  Callers compare it with the card's free memory before the
- * upload (gpumf_check_gpu_memory).
+ * upload (gpumf_check_gpu_memory).  total is the parts' sum, or the peak of
+ * the upload when that is higher (a lean implicit ALS upload on one GPU
+ * transposes R there, with scratch, before the factors exist).
  */
 typedef struct gm_device_need
 {

@@ -888,4 +888,27 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 			break;
 	}
 	need->total = need->matrices + need->factors + need->solver;
+	if (p->algorithm == GM_ALG_ALS_IMPLICIT && ndev == 1 && Rt->of != NULL)
+	{
+		/*
+		 * a lean upload transposes R on the GPU (device_csr.cu) before the
+		 * factors are there: a counter and an offset a column, two slabs of
+		 * at most 2^24 entries (or the longest column) and the segmented
+		 * sort's scratch, about as much again
+		 */
+		double		slab = 0,
+					transient;
+
+		for (int32_t j = 0; j < Rt->n_rows; j++)
+			if ((double) (Rt->indptr[j + 1] - Rt->indptr[j]) > slab)
+				slab = (double) (Rt->indptr[j + 1] - Rt->indptr[j]);
+		if (slab < (double) (1 << 24))
+			slab = (double) (1 << 24);
+		if (slab > (double) R->nnz)
+			slab = (double) R->nnz;
+		transient = need->matrices + (ni + 1) * (sizeof(int32_t) + sizeof(int64_t)) +
+			2 * slab * (sizeof(int32_t) + f) + (double) (1 << 20);
+		if (transient > need->total)
+			need->total = transient;
+	}
 }

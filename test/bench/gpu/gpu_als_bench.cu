@@ -28,6 +28,7 @@
 
 /* cuda/common/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
 extern "C" void gm_cuda_set_chunk_queue(int on);
+extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, char *err, size_t errlen);
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1473,6 +1474,71 @@ test_lean(void)
 	dataset_free(&d);
 }
 
+/*
+ * 6d: the transpose a lean upload forms on the GPU from R's copy there
+ * (an atomic scatter, then each slab of columns sorted by row) is the
+ * host's transpose entry for entry: slabs of the default size, of 7001
+ * entries and of one column each (a column longer than a slab is a slab of
+ * its own), a matrix with empty columns and one long column.
+ */
+static void
+test_device_transpose(void)
+{
+	dataset		d;
+	const char *slabs[3] = {NULL, "7001", "1"};
+
+	make_dataset(&d, 2500, 1100, 150000, 8, 10, 0.6, 993, 1.0f);
+	for (int s = 0; s < 3; s++)
+	{
+		char		e2[GM_ERRLEN] = "";
+
+		if (slabs[s])
+			setenv("GM_TRANSPOSE_SLAB", slabs[s], 1);
+		CHECK(gm_cuda_check_device_transpose(&d.A, &d.At, e2, sizeof(e2)) == GM_OK,
+			  "device transpose of %lld entries, slabs of %s entries: the host's %s",
+			  (long long) d.A.nnz, slabs[s] ? slabs[s] : "2^24", e2);
+		unsetenv("GM_TRANSPOSE_SLAB");
+	}
+	dataset_free(&d);
+	{
+		/* 3000 rows, 50 columns of which 0 mod 3 are empty and column 49 is in every row */
+		const int32_t nr = 3000, nc = 50;
+		std::vector<int64_t> ptr(1, 0);
+		std::vector<int32_t> ind;
+		std::vector<float> val;
+		gm_csr		a,
+					at;
+		char		e2[GM_ERRLEN] = "";
+
+		for (int32_t r = 0; r < nr; r++)
+		{
+			for (int32_t j = 1; j < nc - 1; j++)
+				if (j % 3 != 0 && (r * 7 + j * 13) % 11 < 3)
+				{
+					ind.push_back(j);
+					val.push_back((float) (r % 17) * 0.25f + (float) j);
+				}
+			ind.push_back(nc - 1);
+			val.push_back((float) r);
+			ptr.push_back((int64_t) ind.size());
+		}
+		memset(&a, 0, sizeof(a));
+		a.n_rows = nr;
+		a.n_cols = nc;
+		a.nnz = (int64_t) ind.size();
+		a.indptr = ptr.data();
+		a.indices = ind.data();
+		a.data = val.data();
+		GM(gm_csr_transpose(&a, &at, err, sizeof(err)));
+		setenv("GM_TRANSPOSE_SLAB", "100", 1);
+		CHECK(gm_cuda_check_device_transpose(&a, &at, e2, sizeof(e2)) == GM_OK,
+			  "device transpose with empty columns and a column of %d entries (slabs of 100): the host's %s",
+			  nr, e2);
+		unsetenv("GM_TRANSPOSE_SLAB");
+		gm_csr_free(&at);
+	}
+}
+
 /* 7: ranking metrics with the scores computed on the GPU equal the CPU's */
 static void
 test_rank_eval_gpu(void)
@@ -1930,6 +1996,7 @@ main(int argc, char **argv)
 		test_vs_cpu(256, 2, 15);
 		test_train_backend(module, 32);
 		test_lean();
+		test_device_transpose();
 		/* the general model: exact solves (one block), block solves */
 		test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
 		test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);
