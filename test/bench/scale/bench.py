@@ -212,6 +212,16 @@ disk_rate = disk_write_rate() if DEVICE == "gpu" else None
 # ------------------------------------------------------------ 3. the training, once per GPU count
 
 
+def thp_mode():
+    """The kernel's transparent huge page mode (the bracketed word), or '-' where it does not say."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            m = re.search(r"\[(\w+)\]", f.read())
+        return m.group(1) if m else "-"
+    except OSError:
+        return "-"
+
+
 def ratio(x, f):
     return "-" if not f else "%.1fx" % (x / f)
 
@@ -300,6 +310,10 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     finally:
         done.set()
     w.join()
+    # the training's messages (DEBUG1 and up), for what the tables leave out
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "train-%d-gpus-%s.log" % (gpus, "refused" if expect_refusal else "run")), "a") as f:
+        f.write(last_err[0])
     # the GPU memory the training predicted before its upload (gpumf_check_gpu_memory's DEBUG1 line)
     m = re.search(r"training needs about ([0-9]+) MB of GPU memory \(matrices ([0-9]+), factors ([0-9]+), solver ([0-9]+)\)",
                   last_err[0])
@@ -369,6 +383,10 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
         "read by the backend and %s parallel workers (gpumf.read_workers %s)."
         % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level"),
            "?" if launched is None else launched, "-1" if read_workers is None else read_workers))
+    say()
+    say("Server: shared_buffers %s, wal_buffers %s, max_wal_size %s, checkpoint_timeout %s; transparent huge pages: %s."
+        % (one("SHOW shared_buffers"), one("SHOW wal_buffers"), one("SHOW max_wal_size"), one("SHOW checkpoint_timeout"),
+           thp_mode()))
     say()
     say("| phase | seconds | floor s | what the floor is | phase / floor |")
     say("|---|---|---|---|---|")
