@@ -230,6 +230,73 @@ fail:
 }
 
 /*
+ * Pass 1 split over threads (a catalog of 16 MB of int8 codes or more)
+ * gives what one thread gives, item for item and bit for bit: all items
+ * and candidate lists, with skip lists, n from 1 to 3000, 2 to 7 threads
+ * (stretches of blocks that do not divide evenly).
+ */
+static int
+test_topk_among_threads(void)
+{
+	const int32_t m = 170003;
+	const int	k = 100;
+	float	   *Y = xmalloc(sizeof(float) * (size_t) m * k);
+	float	   *x = xmalloc(sizeof(float) * k);
+	int32_t    *only = xmalloc(sizeof(int32_t) * m);
+	int32_t    *skip = xmalloc(sizeof(int32_t) * m);
+	int32_t    *i1 = xmalloc(sizeof(int32_t) * 3000),
+			   *i2 = xmalloc(sizeof(int32_t) * 3000);
+	float	   *s1 = xmalloc(sizeof(float) * 3000),
+			   *s2 = xmalloc(sizeof(float) * 3000);
+	float	   *scratch = NULL;
+	gm_qmat		Q;
+
+	for (int64_t i = 0; i < (int64_t) m * k; i++)
+		Y[i] = (float) (runif() - 0.4);
+	CHECK(gm_qmat_build(Y, m, k, &Q) == GM_OK, "qmat build");
+	CHECK((int64_t) m * Q.kpad >= ((int64_t) 1 << 24), "the catalog is below the threads' threshold");
+	scratch = xmalloc(sizeof(float) * gm_topk_dot_scratch(&Q));
+	for (int trial = 0; trial < 8; trial++)
+	{
+		int			n = trial == 0 ? 1 : trial == 1 ? 3000 : (int) rint_range(2, 200);
+		int			threads = 2 + trial % 6;
+		int			use_only = trial % 2;
+		int32_t		nonly = use_only ? random_subset(m, 0.95, only) : 0,
+					nskip = trial % 3 ? random_subset(m, 0.05, skip) : 0,
+					r1,
+					r2;
+		int			g1,
+					g2;
+
+		for (int f = 0; f < k; f++)
+			x[f] = (float) (runif() - 0.5);
+		g1 = gm_topk_dot_among_threads(Y, &Q, x, n, use_only ? only : NULL, nonly,
+									   nskip ? skip : NULL, nskip, scratch, i1, s1, &r1, 1);
+		g2 = gm_topk_dot_among_threads(Y, &Q, x, n, use_only ? only : NULL, nonly,
+									   nskip ? skip : NULL, nskip, scratch, i2, s2, &r2, threads);
+		CHECK(g1 == g2 && r1 == r2, "n %d, %d threads: %d results (%d rescored), one thread %d (%d)",
+			  n, threads, g2, r2, g1, r1);
+		for (int r = 0; r < g1; r++)
+			CHECK(i1[r] == i2[r] && memcmp(&s1[r], &s2[r], sizeof(float)) == 0,
+				  "n %d, %d threads, position %d: item %d %.9g, one thread %d %.9g",
+				  n, threads, r, i2[r], s2[r], i1[r], s1[r]);
+	}
+	gm_qmat_free(&Q);
+	free(scratch);
+	free(Y);
+	free(x);
+	free(only);
+	free(skip);
+	free(i1);
+	free(i2);
+	free(s1);
+	free(s2);
+	return 0;
+fail:
+	return 1;
+}
+
+/*
  * The first pass's bounds hold, on every instruction set, for adversarial
  * factors: every component half a quantisation step off (less a hair),
  * signed against the query so that the errors add up, and queries built
@@ -1285,6 +1352,7 @@ fail:
 
 static const gm_test tests[] = {
 	{"topk_dot_among equals the float top n on every instruction set", test_topk_among},
+	{"topk_dot_among over threads equals one thread's, bit for bit", test_topk_among_threads},
 	{"the first pass's error bounds hold on adversarial factors", test_bounds_adversarial},
 	{"the int8 first pass rescores few items", test_topk_prunes},
 	{"int8 copies in caller-owned memory equal gm_qmat_build's", test_qmat_in_memory},

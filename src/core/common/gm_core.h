@@ -835,6 +835,16 @@ int			gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 							  const int32_t *skip, int32_t nskip, float *scratch,
 							  int32_t *out_idx, float *out_score, int32_t *rescored);
 /*
+ * The same with pass 1 (the int8 bounds of every item) split over threads
+ * (gm_resolve_threads; 1: this thread alone) when the int8 copy scanned
+ * holds 16 MB or more; the same result.
+ */
+int			gm_topk_dot_among_threads(const float *Y, const gm_qmat *Q, const float *x, int n,
+									  const int32_t *only, int32_t nonly,
+									  const int32_t *skip, int32_t nskip, float *scratch,
+									  int32_t *out_idx, float *out_score, int32_t *rescored,
+									  int threads);
+/*
  * The first pass alone: approx[i] and bound[i] with |y_i . x - approx[i]| <=
  * bound[i] for every item, y_i . x being the float32 score the rescoring
  * computes.

@@ -29,6 +29,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -576,44 +579,44 @@ gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
 				   approx + start, bound + start, NULL);
 }
 
-/* The exact float32 top n among the candidates (or all items), see gm_core.h. */
-int
-gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
-				  const int32_t *only, int32_t nonly,
-				  const int32_t *skip, int32_t nskip, float *scratch,
-				  int32_t *out_idx, float *out_score, int32_t *rescored)
+/* The first index of skip[0 .. nskip) that is >= v (nskip when none). */
+static int32_t
+skip_from(const int32_t *skip, int32_t nskip, int32_t v)
 {
-	int32_t		m = only ? nonly : Q->n;
-	int			k = Q->k;
-	float	   *upper = scratch;
-	int32_t    *cand = (int32_t *) (scratch + m + 1);
-	float	   *cscore = scratch + 2 * ((size_t) m + 1);
-	float	   *heap = out_score;	/* the lower bounds' heap, n floats */
-	int			hsize = 0;
-	float		threshold;
-	int32_t		s = 0,
-				ncand;
-	int			got;
-	query		qy;
-	const isa_ops *ops = pick_isa();
+	int32_t		lo = 0,
+				hi = nskip;
 
-	if (rescored)
-		*rescored = 0;
-	if (n <= 0 || m == 0)
-		return 0;
-	if (n > m)
-		n = m;
-	query_prepare(Q, x, &qy);
-
-	/* pass 1: upper bounds, and the n best lower bounds in a heap */
-	for (int32_t start = 0; start < m; start += GM_QBLOCK)
+	while (lo < hi)
 	{
-		int32_t		cnt = m - start < GM_QBLOCK ? m - start : GM_QBLOCK;
+		int32_t		mid = lo + (hi - lo) / 2;
+
+		if (skip[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Pass 1 over the items [b, e) of m (block-aligned b): their upper bounds,
+ * and the n best lower bounds in heap (of *hsize).  Left-out items get no
+ * upper bound (never a candidate) and no lower bound.
+ */
+static void
+pass1_range(const isa_ops *ops, const gm_qmat *Q, const query *qy, const int32_t *only,
+			const int32_t *skip, int32_t nskip, int32_t b, int32_t e, float *upper,
+			float *heap, int *hsize, int n)
+{
+	int32_t		s = skip ? skip_from(skip, nskip, only ? (b < e ? only[b] : 0) : b) : 0;
+
+	for (int32_t start = b; start < e; start += GM_QBLOCK)
+	{
+		int32_t		cnt = e - start < GM_QBLOCK ? e - start : GM_QBLOCK;
 		float		lower[GM_QBLOCK],
 					bound[GM_QBLOCK];
 
-		ops->block(Q, &qy, only, start, cnt, lower, bound, upper + start);
-		/* left-out items: no upper bound (never a candidate), no lower bound */
+		ops->block(Q, qy, only, start, cnt, lower, bound, upper + start);
 		if (skip)
 		{
 			if (only)
@@ -642,8 +645,88 @@ gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 		}
 		/* the heap's root only rises: most items fall below it at once */
 		for (int32_t r = 0; r < cnt; r++)
-			if (hsize < n ? lower[r] > -INFINITY : lower[r] > heap[0])
-				heap_offer(heap, &hsize, n, lower[r]);
+			if (*hsize < n ? lower[r] > -INFINITY : lower[r] > heap[0])
+				heap_offer(heap, hsize, n, lower[r]);
+	}
+}
+
+/* Items (times the padded width) from which pass 1 is split over threads. */
+#define GM_QPARALLEL_BYTES	((int64_t) 1 << 24)
+
+/* The exact float32 top n among the candidates (or all items), see gm_core.h. */
+int
+gm_topk_dot_among_threads(const float *Y, const gm_qmat *Q, const float *x, int n,
+						  const int32_t *only, int32_t nonly,
+						  const int32_t *skip, int32_t nskip, float *scratch,
+						  int32_t *out_idx, float *out_score, int32_t *rescored, int threads)
+{
+	int32_t		m = only ? nonly : Q->n;
+	int			k = Q->k;
+	float	   *upper = scratch;
+	int32_t    *cand = (int32_t *) (scratch + m + 1);
+	float	   *cscore = scratch + 2 * ((size_t) m + 1);
+	float	   *heap = out_score;	/* the lower bounds' heap, n floats */
+	int			hsize = 0;
+	float		threshold;
+	int32_t		ncand;
+	int			got,
+				nt = 1;
+	float	   *heaps = NULL;
+	query		qy;
+	const isa_ops *ops = pick_isa();
+
+	if (rescored)
+		*rescored = 0;
+	if (n <= 0 || m == 0)
+		return 0;
+	if (n > m)
+		n = m;
+	query_prepare(Q, x, &qy);
+
+	/*
+	 * pass 1: upper bounds, and the n best lower bounds in a heap; over
+	 * threads for a large catalog, each a stretch of whole blocks with a heap
+	 * of its own, the heaps merged after (their n best hold the n best)
+	 */
+#ifdef _OPENMP
+	if (threads != 1 && (int64_t) m * Q->kpad >= GM_QPARALLEL_BYTES)
+	{
+		nt = gm_resolve_threads(threads);
+		if (nt > (m + GM_QBLOCK - 1) / GM_QBLOCK)
+			nt = (m + GM_QBLOCK - 1) / GM_QBLOCK;
+		if (nt > 1 && (heaps = malloc(sizeof(float) * (size_t) n * nt + sizeof(int) * nt)) == NULL)
+			nt = 1;
+	}
+#endif
+	if (nt <= 1)
+		pass1_range(ops, Q, &qy, only, skip, nskip, 0, m, upper, heap, &hsize, n);
+	else
+	{
+		int		   *sizes = (int *) (heaps + (size_t) n * nt);
+		int32_t		blocks = (m + GM_QBLOCK - 1) / GM_QBLOCK;
+
+#pragma omp parallel num_threads(nt)
+		{
+			int			t = omp_get_thread_num();
+			int32_t		b = (int32_t) ((int64_t) blocks * t / nt) * GM_QBLOCK,
+						e = (int32_t) ((int64_t) blocks * (t + 1) / nt) * GM_QBLOCK;
+
+			if (e > m)
+				e = m;
+			sizes[t] = 0;
+			if (b < e)
+				pass1_range(ops, Q, &qy, only, skip, nskip, b, e, upper,
+							heaps + (size_t) n * t, &sizes[t], n);
+		}
+		for (int t = 0; t < nt; t++)
+			for (int j = 0; j < sizes[t]; j++)
+			{
+				float		v = heaps[(size_t) n * t + j];
+
+				if (hsize < n ? v > -INFINITY : v > heap[0])
+					heap_offer(heap, &hsize, n, v);
+			}
+		free(heaps);
 	}
 	/* no item whose upper bound is below the n-th best lower bound can make the top n */
 	threshold = hsize == n ? heap[0] : -FLT_MAX;
@@ -663,6 +746,16 @@ gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
 	for (int r = 0; r < got; r++)
 		out_idx[r] = cand[out_idx[r]];
 	return got;
+}
+
+int
+gm_topk_dot_among(const float *Y, const gm_qmat *Q, const float *x, int n,
+				  const int32_t *only, int32_t nonly,
+				  const int32_t *skip, int32_t nskip, float *scratch,
+				  int32_t *out_idx, float *out_score, int32_t *rescored)
+{
+	return gm_topk_dot_among_threads(Y, Q, x, n, only, nonly, skip, nskip, scratch, out_idx,
+									 out_score, rescored, 1);
 }
 
 /* The exact float32 top n over every item. */

@@ -24,6 +24,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -154,8 +155,15 @@ emit_top(FunctionCallInfo fcinfo, GpumfServed *m, const GpumfUserFactors *u,
 				idx[j] = r->only[idx[j]];
 	}
 	else
-		got = gm_topk_dot_among(m->Y, &m->Q, u->x, n, r->only, r->nonly, skip, nskip,
-								m->scratch, idx, sc, NULL);
+	{
+		/*
+		 * a large catalog's first pass over every core (gpumf.threads), but
+		 * one a process in a parallel plan, whose workers already share them
+		 */
+		got = gm_topk_dot_among_threads(m->Y, &m->Q, u->x, n, r->only, r->nonly, skip, nskip,
+										m->scratch, idx, sc, NULL,
+										IsInParallelMode() ? 1 : gpumf_threads);
+	}
 	for (int j = 0; j < got; j++)
 	{
 		Datum		values[2];
