@@ -108,7 +108,7 @@ _PG_init(void)
 							 NULL, &gpumf_device, GPUMF_DEVICE_AUTO, device_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpumf.threads",
-							"CPU threads gpumf trains with; 0 means one per core.",
+							"CPU threads gpumf trains (and scores a user over a large catalog) with; 0 means one per core.",
 							"At most gpumf.max_threads are used.",
 							&gpumf_threads_setting, 0, 0, 1024,
 							PGC_USERSET, 0, NULL, assign_threads, NULL);
