@@ -111,25 +111,44 @@ gm_csr_free(gm_csr *a)
 	a->nnz = 0;
 }
 
-/* Sort (col, val) pairs of one row by col: insertion sort for short rows, else qsort. */
+/*
+ * Sort (col, val) pairs of one row by col, stably (equal columns keep their
+ * order, so duplicates are summed in input order): insertion sort for short
+ * rows, else a merge sort with the comparison inline (a qsort callback a
+ * comparison cost as much as the rest of the CSR build), through scratch of
+ * 2n pairs.
+ */
 typedef struct
 {
 	int32_t		col;
 	float		val;
 } gm_pair;
 
-static int
-pair_cmp(const void *a, const void *b)
-{
-	int32_t		x = ((const gm_pair *) a)->col;
-	int32_t		y = ((const gm_pair *) b)->col;
+#define SORT_RUN_PAIRS	16		/* runs insertion-sorted before merging */
 
-	return (x > y) - (x < y);
+static void
+insertion_pairs(gm_pair *a, int64_t n)
+{
+	for (int64_t i = 1; i < n; i++)
+	{
+		gm_pair		p = a[i];
+		int64_t		j = i - 1;
+
+		while (j >= 0 && a[j].col > p.col)
+		{
+			a[j + 1] = a[j];
+			j--;
+		}
+		a[j + 1] = p;
+	}
 }
 
 static void
 sort_row(int32_t *cols, float *vals, int64_t n, gm_pair *scratch)
 {
+	gm_pair    *a = scratch,
+			   *b = scratch + n;
+
 	if (n <= 32)
 	{
 		for (int64_t i = 1; i < n; i++)
@@ -151,19 +170,43 @@ sort_row(int32_t *cols, float *vals, int64_t n, gm_pair *scratch)
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		scratch[i].col = cols[i];
-		scratch[i].val = vals[i];
+		a[i].col = cols[i];
+		a[i].val = vals[i];
 	}
-	qsort(scratch, (size_t) n, sizeof(gm_pair), pair_cmp);
+	for (int64_t r = 0; r < n; r += SORT_RUN_PAIRS)
+		insertion_pairs(a + r, n - r < SORT_RUN_PAIRS ? n - r : SORT_RUN_PAIRS);
+	for (int64_t w = SORT_RUN_PAIRS; w < n; w *= 2)
+	{
+		gm_pair    *t;
+
+		for (int64_t lo = 0; lo < n; lo += 2 * w)
+		{
+			int64_t		mid = lo + w < n ? lo + w : n,
+						hi = lo + 2 * w < n ? lo + 2 * w : n,
+						i = lo,
+						j = mid,
+						o = lo;
+
+			while (i < mid && j < hi)
+				b[o++] = a[j].col < a[i].col ? a[j++] : a[i++];
+			while (i < mid)
+				b[o++] = a[i++];
+			while (j < hi)
+				b[o++] = a[j++];
+		}
+		t = a;
+		a = b;
+		b = t;
+	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		cols[i] = scratch[i].col;
-		vals[i] = scratch[i].val;
+		cols[i] = a[i].col;
+		vals[i] = a[i].val;
 	}
 }
 
 /*
- * Row [b, b + n) sorted by column (scratch: room for n pairs when n > 32)
+ * Row [b, b + n) sorted by column (scratch: room for 2n pairs when n > 32)
  * and its duplicates summed in place; returns the row's new length.
  */
 static int64_t
@@ -331,7 +374,7 @@ gm_csr_from_coo_polled(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		goto oom;
 #pragma omp parallel
 	{
-		gm_pair    *scratch = malloc((size_t) (maxrow > 0 ? maxrow : 1) * sizeof(gm_pair));
+		gm_pair    *scratch = malloc((size_t) (maxrow > 0 ? maxrow : 1) * 2 * sizeof(gm_pair));
 		int64_t		done = 0;
 
 #pragma omp for schedule(dynamic, 256)
@@ -909,7 +952,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 				{
 					free(scratch);
 					pcap = n;
-					scratch = malloc(sizeof(gm_pair) * (size_t) pcap);
+					scratch = malloc(sizeof(gm_pair) * 2 * (size_t) pcap);
 					if (!scratch)
 					{
 						pcap = 0;
