@@ -567,9 +567,15 @@ raw_ranks(GpumfSource *src, bool users)
 		{
 			const int32 *e = entries + batches.start[b];
 
-			/* entries above max are refused by translate_batches */
+			/*
+			 * entries above max are refused by translate_batches; a key is
+			 * written once, not at each of its rows (stores from every
+			 * thread to the lines of popular keys would bounce them between
+			 * the cores)
+			 */
 			for (int32 r = 0; r < batches.count[b]; r++)
-				if (e[r] >= 0 && e[r] <= max)
+				if (e[r] >= 0 && e[r] <= max &&
+					__atomic_load_n(&rank[e[r]], __ATOMIC_RELAXED) < 0)
 					__atomic_store_n(&rank[e[r]], 0, __ATOMIC_RELAXED);
 		}
 		CHECK_FOR_INTERRUPTS();
