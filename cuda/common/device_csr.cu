@@ -271,6 +271,24 @@ gm_cuda_set_device_transpose(int on)
 	gm_device_transpose_enabled = on != 0;
 }
 
+/* Allocate d's arrays for a and upload a's row pointers. */
+static int
+dcsr_alloc(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
+{
+	size_t		n1 = (size_t) a->n_rows + 1,
+				nz = (size_t) (a->nnz > 0 ? a->nnz : 1);
+
+	memset(d, 0, sizeof(*d));
+	d->n_rows = a->n_rows;
+	d->n_cols = a->n_cols;
+	d->nnz = a->nnz;
+	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
+	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
+	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
+	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	return GM_OK;
+}
+
 /*
  * Allocate d and copy a into it (a may be a transpose not formed: gm_csr's
  * of; when of_host is a->of and src its copy on this device, whole, it is
@@ -280,19 +298,12 @@ int
 gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src,
 				  char *err, size_t errlen)
 {
-	size_t		n1 = (size_t) a->n_rows + 1,
-				nz = (size_t) (a->nnz > 0 ? a->nnz : 1);
+	int			rc;
 
 	if (!whole_source_on_device(a, of_host, src))
 		return gm_dcsr_upload(d, a, err, errlen);
-	memset(d, 0, sizeof(*d));
-	d->n_rows = a->n_rows;
-	d->n_cols = a->n_cols;
-	d->nnz = a->nnz;
-	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
-	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
-	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
-	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	if ((rc = dcsr_alloc(d, a, err, errlen)) != GM_OK)
+		return rc;
 	return transpose_on_device(d, a, src, err, errlen);
 }
 
@@ -350,17 +361,10 @@ gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, char *err, siz
 int
 gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 {
-	size_t		n1 = (size_t) a->n_rows + 1,
-				nz = (size_t) (a->nnz > 0 ? a->nnz : 1);
+	int			rc;
 
-	memset(d, 0, sizeof(*d));
-	d->n_rows = a->n_rows;
-	d->n_cols = a->n_cols;
-	d->nnz = a->nnz;
-	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
-	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
-	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
-	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	if ((rc = dcsr_alloc(d, a, err, errlen)) != GM_OK)
+		return rc;
 	if (a->of != NULL)
 		return upload_transpose(d, a, err, errlen);
 	if (a->nnz > 0)
