@@ -42,6 +42,7 @@ static const struct config_enum_entry store_writes_options[] = {
 	{"ring", GPUMF_STORE_RING, false},
 	{"ring_ahead", GPUMF_STORE_RING_AHEAD, false},
 	{"shared_buffers", GPUMF_STORE_SHARED, false},
+	{"direct", GPUMF_STORE_DIRECT, false},
 	{NULL, 0, false}
 };
 
@@ -167,9 +168,9 @@ _PG_init(void)
 							&gpumf_read_workers, -1, -1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpumf.store_writes",
-							 "How a training's factor tables larger than an eighth of shared_buffers are written: ring_ahead, ring or shared_buffers.",
-							 "ring_ahead (the default): through a 16 MB ring of buffers, as COPY writes, with the WAL writer flushing the WAL behind each batch of rows so that the ring never waits for it. ring: the same without asking the WAL writer (the ring waits for an fsync every 16 MB). shared_buffers: through the whole buffer pool (the tables push other pages out of it). Smaller tables always go through the buffer pool.",
-							 &gpumf_store_writes, GPUMF_STORE_RING_AHEAD, store_writes_options,
+							 "How a training writes its factor tables: direct, ring_ahead, ring or shared_buffers.",
+							 "direct (the default): whole pages formed by gpumf.threads threads and written to the tables' files, WAL-logged as full-page images, as an index build writes a new index. ring_ahead: rows inserted through a 16 MB ring of buffers, as COPY writes, with the WAL writer flushing the WAL behind each batch of rows. ring: the same without asking the WAL writer (the ring waits for an fsync every 16 MB). shared_buffers: rows inserted through the whole buffer pool (the tables push other pages out of it). With ring_ahead and ring, tables smaller than an eighth of shared_buffers go through the buffer pool.",
+							 &gpumf_store_writes, GPUMF_STORE_DIRECT, store_writes_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpumf.shared_models",
 							 "Serve each model version from one copy in dynamic shared memory that every backend attaches to.",

@@ -19,6 +19,10 @@
 #     call reads the model itself;
 #   - a version larger than gpumf.shared_models_memory is logged and
 #     skipped, and the others are still read;
+#   - after a crash right after a training, with the new factor tables' heap
+#     files emptied (none of their pages reached the disk), recovery gives
+#     back the same rows, recommendations, index and visibility map from the
+#     WAL (the tables are written straight to their files: store_direct.c);
 # and prints a new session's first call's latency right after a training
 # committed, after the commit's warm-up, and after a restart with and without
 # the warm-up at start.
@@ -138,6 +142,43 @@ check "shared_models_memory 1 MB: m_small is" \
 if grep -q 'shared memory for models is full: model "m_big"' "$DIR/server.log"; then ok "the log names the model it skipped"; else bad "the log names the model it skipped" "$(grep gpumf "$DIR/server.log" | head -5)"; fi
 stop
 if grep -q 'terminated by signal' "$DIR/all.log"; then bad "no process crashed" "$(grep 'terminated by signal' "$DIR/all.log" | head -3)"; else ok "no process crashed"; fi
+
+# 4. a crash right after a training: the factor tables it wrote to their files
+# (gpumf.store_writes = direct, the default) come back from the WAL alone.  No
+# checkpoint runs after the training; after an immediate stop (a crash) the
+# tables' heap files are emptied and their visibility maps removed, as if none
+# of their pages had reached the disk, and recovery must replay them all.
+start "-c gpumf.warm_at_start=off -c checkpoint_timeout=1h -c max_wal_size=4GB"
+q db_a "CHECKPOINT" >/dev/null
+q db_a "SELECT count(*) FROM gpumf_train('big', 'user_id', 'item_id', 'value', factors => $FACTORS, iterations => 2, model => 'm_crash')" >/dev/null
+crash_tables=$(q db_a "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'm_crash'")
+digest() {  # the rows of m_crash's tables, the top 10 of user 1, the rows an index scan finds
+  for t in $crash_tables; do
+    q db_a "SELECT md5(string_agg(t::text, ';' ORDER BY key)), count(*) FROM $t t"
+  done
+  q db_a "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_crash', 1, 10)"
+  q db_a "SET enable_seqscan = off; SET enable_bitmapscan = off; SELECT count(*) FROM ${crash_tables%% *} WHERE key IN (1, 2, 3)"
+}
+before_crash=$(digest)
+crash_files=$(for t in $crash_tables; do q db_a "SELECT pg_relation_filepath('$t')"; done)
+as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null; cat "$DIR/server.log" >>"$DIR/all.log"
+emptied=0
+for f in $crash_files; do
+  for seg in "$DIR/data/$f" "$DIR/data/$f".[0-9]*; do
+    [ -f "$seg" ] && { : >"$seg"; emptied=$((emptied + 1)); }
+  done
+  rm -f "$DIR/data/${f}_vm" "$DIR/data/${f}_fsm"
+done
+check "the crashed training's heap files were found and emptied" "$([ "$emptied" -ge 2 ] && echo yes)" "yes"
+start "-c gpumf.warm_at_start=off"
+check "after the crash, recovery gives back the same rows, top 10 and index" "$(digest)" "$before_crash"
+if q db_a "CREATE EXTENSION IF NOT EXISTS pg_visibility" >/dev/null 2>&1; then
+  check "the visibility map came back: every page of both tables all-visible and all-frozen" \
+    "$(for t in $crash_tables; do q db_a "SELECT count(*) > 0 AND bool_and(all_visible AND all_frozen) FROM pg_visibility_map('$t')"; done)" "$(printf 't\nt')"
+else
+  echo "# pg_visibility is not installed with this PostgreSQL: the visibility map is not looked at"
+fi
+stop
 
 echo "# a new session's first gpumf_recommend ($ITEMS items, factors $FACTORS, $(nproc) cores; ms, psql's connection included):"
 echo "# | when | first call ms |"

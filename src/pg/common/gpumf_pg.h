@@ -59,7 +59,8 @@ typedef enum
 {
 	GPUMF_STORE_RING,			/* a 16 MB bulk-write ring, as COPY */
 	GPUMF_STORE_RING_AHEAD,		/* the ring, the WAL writer flushing behind each batch */
-	GPUMF_STORE_SHARED			/* through shared_buffers, flushing behind each batch */
+	GPUMF_STORE_SHARED,			/* through shared_buffers, flushing behind each batch */
+	GPUMF_STORE_DIRECT			/* pages formed in threads, written to the files */
 } GpumfStoreWrites;
 extern bool gpumf_shared_models;
 extern int	gpumf_shared_models_memory_mb;	/* -1: a quarter of the machine's memory */

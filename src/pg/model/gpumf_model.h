@@ -4,12 +4,15 @@
  *
  *   model_catalog.c  the catalog gpumf.models: lookup, lock, permission, rows
  *   model_store.c    factor tables: create, fill, grants, retire, drop
+ *   store_direct.c   a factor table's pages formed in threads, written to its files
  *   model_history.c  kept versions: their numbers, their catalog rows, pruning
  */
 #ifndef GPUMF_MODEL_H
 #define GPUMF_MODEL_H
 
 #include "gpumf_pg.h"
+#include "access/htup.h"
+#include "utils/relcache.h"
 
 /* ---------------------------------------------------- model_catalog.c */
 
@@ -136,6 +139,19 @@ typedef struct GpumfStoreInput
 } GpumfStoreInput;
 
 extern GpumfFactorTables gpumf_store_write(const GpumfStoreInput *in);
+
+/* ---------------------------------------------------- store_direct.c */
+
+/*
+ * Fill the new, empty factor table rel with rows 0 .. nrows - 1 of a users
+ * (users) or items table, forming its pages in threads and writing them to
+ * its files (gpumf.store_writes = direct).  false: nothing written, the table
+ * is left to the usual path; else *deferred lists the *ndeferred rows left to
+ * it (rows TOAST would move).  usual(arg, r): row r by heap_form_tuple.
+ */
+extern bool gpumf_store_fill_direct(Relation rel, const GpumfStoreInput *in, bool users,
+									int32 nrows, HeapTuple (*usual) (void *arg, int32 r),
+									void *usual_arg, int32 **deferred, int32 *ndeferred);
 /*
  * A new version's tables t: the ACL of the version they replace (old; NULL
  * for a new model: the model's owner may read and share them), and old's

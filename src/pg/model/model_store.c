@@ -182,6 +182,26 @@ item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool 
  * commit instead), and not written at all for unlogged tables.  Indexes are
  * built afterwards.
  */
+/* A row formed as fill_table forms it, for store_direct.c's comparison. */
+typedef struct UsualRow
+{
+	const GpumfStoreInput *in;
+	RowFormer	form;
+	TupleDesc	desc;
+	ArrayBuf	buf[2];
+} UsualRow;
+
+static HeapTuple
+usual_row(void *arg, int32 r)
+{
+	UsualRow   *u = arg;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	u->form(u->in, r, u->buf, values, nulls);
+	return heap_form_tuple(u->desc, values, nulls);
+}
+
 static void
 fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer form,
 		   double est_bytes)
@@ -198,10 +218,34 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 	int			n = 0;
 	Size		bytes = 0;
 	bool		flush_ahead;
+	int32	   *list = NULL;	/* the rows left to this loop (NULL: all nrows) */
+	int32		nlist = nrows;
 
 	/* frozen rows are safe only in a table created by this (sub)transaction */
 	if (rel->rd_createSubid != GetCurrentSubTransactionId())
 		elog(ERROR, "gpumf: factor table %s was not created by this transaction", qname);
+	if (gpumf_store_writes == GPUMF_STORE_DIRECT)
+	{
+		UsualRow	u = {in, form, desc, {{NULL, 0}, {NULL, 0}}};
+
+		if (gpumf_store_fill_direct(rel, in, form == user_row, nrows, usual_row, &u, &list, &nlist))
+		{
+			if (nlist == 0)
+			{
+				FreeBulkInsertState(bis);
+				table_close(rel, NoLock);
+				return;
+			}
+		}
+		else
+		{
+			list = NULL;
+			nlist = nrows;
+		}
+		for (int b = 0; b < 2; b++)
+			if (u.buf[b].a)
+				pfree(u.buf[b].a);
+	}
 	/*
 	 * The bulk-write ring (16 MB) keeps a large COPY from evicting the rest of
 	 * shared_buffers, at the price of writing each page out as the ring comes
@@ -238,8 +282,9 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 	for (int s = 0; s < STORE_BATCH_ROWS; s++)
 		slots[s] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 	old = MemoryContextSwitchTo(batch);
-	for (int32 r = 0; r < nrows; r++)
+	for (int32 j = 0; j < nlist; j++)
 	{
+		int32		r = list ? list[j] : j;
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
 		HeapTuple	tup;
@@ -249,7 +294,7 @@ fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer 
 		bytes += tup->t_len;
 		/* the slot owns the tuple: table_multi_insert takes it without a copy */
 		ExecStoreHeapTuple(tup, slots[n++], true);
-		if (n == STORE_BATCH_ROWS || bytes >= STORE_BATCH_BYTES || r == nrows - 1)
+		if (n == STORE_BATCH_ROWS || bytes >= STORE_BATCH_BYTES || j == nlist - 1)
 		{
 			table_multi_insert(rel, slots, n, cid, options, bis);
 			if (flush_ahead)
