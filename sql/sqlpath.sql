@@ -63,7 +63,8 @@ SELECT n_rows, n_users FROM gpumf_train('pr', 'u', 'i', 'v', 6, 'pr_inh', iterat
 DROP TABLE pr_child;
 
 -- 2. the factor tables: factors stored inline and never compressed (PLAIN,
---    rows up to a page), one-dimensional arrays of k reals without NULLs, as
+--    rows up to a page), seen lists never compressed (EXTERNAL: out of line
+--    when too long), one-dimensional arrays of k reals without NULLs, as
 --    SQL builds them; keys in order at idx 0 .. n-1; seen = the user's items
 SELECT c.relname ~ '_users$' AS users, a.attname, a.attstorage
   FROM gpumf.models m, pg_class c, pg_attribute a
