@@ -21,7 +21,7 @@ OBJS = src/pg/gpumf.o $(PG_COMMON:%=src/pg/common/%.o) $(PG_MODEL:%=src/pg/model
        $(CORE_SERVE:%=src/core/serve/%.o) $(CORE_LINALG:%=src/core/linalg/%.o)
 
 REGRESS = setup train_basic keys bad_input recommend privileges hardening explicit precision device linalg sqlpath upgrade \
-          serving foldin parallel batch evaluate split history ials vectors autotune graph_filter
+          serving foldin parallel batch evaluate split history ials vectors autotune graph_filter store
 REGRESS_OPTS = --dbname=gpumf_regression
 
 PG_CONFIG ?= pg_config
