@@ -1,11 +1,11 @@
 -- The factor tables written straight to their files (gpumf.store_writes =
 -- direct, the default: src/pg/model/store_direct.c) hold what rows inserted
--- through the buffer pool (ring_ahead) hold: the same rows packed into the
--- same pages, for every key type, with and without biases, graph_filter's
+-- through the buffer pool (ring_ahead) hold: the same rows at the same
+-- places in the same pages, for every key type, with and without biases, graph_filter's
 -- rows, unlogged tables, and rows long enough for TOAST (left to the usual
 -- insert, after the pages written directly)
 SET gpumf.progress = off;
-CREATE FUNCTION store_same(a text, b text) RETURNS TABLE (tab text, n bigint, differ bigint, same_size boolean)
+CREATE FUNCTION store_same(a text, b text) RETURNS TABLE (tab text, n bigint, differ bigint, same_places boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
   ta text; tb text;
@@ -16,12 +16,15 @@ BEGIN
     EXECUTE format('SELECT count(*) FROM %s', ta) INTO n;
     EXECUTE format('SELECT count(*) FROM ((TABLE %s EXCEPT ALL TABLE %s) UNION ALL (TABLE %s EXCEPT ALL TABLE %s)) d',
                    ta, tb, tb, ta) INTO differ;
-    same_size := pg_relation_size(ta::regclass) = pg_relation_size(tb::regclass);
+    -- each row at the same place (PostgreSQL 16 and later may extend a table
+    -- by several pages ahead of an insert: the files' sizes may differ)
+    EXECUTE format('SELECT NOT EXISTS ((SELECT ctid, key FROM %s EXCEPT SELECT ctid, key FROM %s) UNION ALL '
+                   '(SELECT ctid, key FROM %s EXCEPT SELECT ctid, key FROM %s))', ta, tb, tb, ta) INTO same_places;
     RETURN NEXT;
   END LOOP;
 END $$;
 -- one training a way: ($1: the source, $2: the model's name, $3: the rest of the call)
-CREATE FUNCTION store_both(src text, m text, args text) RETURNS TABLE (tab text, n bigint, differ bigint, same_size boolean)
+CREATE FUNCTION store_both(src text, m text, args text) RETURNS TABLE (tab text, n bigint, differ bigint, same_places boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM set_config('gpumf.store_writes', 'ring_ahead', true);
