@@ -3,8 +3,11 @@
 -- through the buffer pool (ring_ahead) hold: the same rows at the same
 -- places in the same pages, for every key type, with and without biases, graph_filter's
 -- rows, unlogged tables, and rows long enough for TOAST (left to the usual
--- insert, after the pages written directly)
+-- insert, after the pages written directly).  Trained on the CPU, whose
+-- trainings repeat bit for bit (a GPU's need not), so that both tables hold
+-- the same factors
 SET gpumf.progress = off;
+SET gpumf.device = 'cpu';
 CREATE FUNCTION store_same(a text, b text) RETURNS TABLE (tab text, n bigint, differ bigint, same_places boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
