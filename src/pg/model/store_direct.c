@@ -69,7 +69,7 @@
 #define CHUNK_PAGES		256		/* pages a thread forms and writes at once */
 #define CHECK_FIRST		64		/* rows compared with heap_form_tuple: the first ... */
 #define CHECK_EVERY		65521	/* ... and every this many */
-#define MAX_THREADS		256		/* threads forming pages at most */
+#define MAX_THREADS		64		/* threads forming pages at most (2 x 2 MB of staging each) */
 #define STAGE_ALIGN		4096	/* the pages written from memory aligned to a page of the kernel's */
 
 #if PG_VERSION_NUM >= 160000
