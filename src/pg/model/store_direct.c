@@ -89,6 +89,10 @@ typedef enum
 	COL_BIAS					/* float4, or NULL without biases */
 } ColKind;
 
+/* the columns of a users and of an items table, as model_store.c creates them */
+static const ColKind user_cols[4] = {COL_KEY, COL_FACTORS, COL_SEEN, COL_BIAS};
+static const ColKind item_cols[4] = {COL_INDEX, COL_KEY, COL_FACTORS, COL_BIAS};
+
 typedef struct DirectCol
 {
 	ColKind		kind;
@@ -635,28 +639,18 @@ gpumf_store_fill_direct(Relation rel, const GpumfStoreInput *in, bool users, int
 	d.keys = users ? in->users : in->items;
 	d.kkind = users ? in->ukind : in->ikind;
 	d.ktype = users ? in->utype : in->itype;
+	for (int a = 0; a < 4; a++)
+		d.col[a].kind = users ? user_cols[a] : item_cols[a];
 	if (users)
 	{
-		int			xk = in->X == NULL ? 0 : in->xk > 0 ? in->xk : in->k;
-
-		d.col[0].kind = COL_KEY;
-		d.col[1].kind = COL_FACTORS;
-		d.col[2].kind = COL_SEEN;
-		d.col[3].kind = COL_BIAS;
 		d.f1 = in->X;
-		d.n1 = xk;
+		d.n1 = in->X == NULL ? 0 : in->xk > 0 ? in->xk : in->k;
 		d.bias = in->user_bias;
 	}
 	else
 	{
-		int			k1 = in->Y2 ? in->k - in->k2 : in->k;
-
-		d.col[0].kind = COL_INDEX;
-		d.col[1].kind = COL_KEY;
-		d.col[2].kind = COL_FACTORS;
-		d.col[3].kind = COL_BIAS;
 		d.f1 = in->Y;
-		d.n1 = k1;
+		d.n1 = in->Y2 ? in->k - in->k2 : in->k;
 		d.f2 = in->Y2;
 		d.n2 = in->Y2 ? in->k2 : 0;
 		d.bias = in->item_bias;
@@ -800,8 +794,8 @@ gpumf_store_fill_direct(Relation rel, const GpumfStoreInput *in, bool users, int
 
 	/*
 	 * Round r's chunks are formed and written by the pool into half r % 2 of
-	 * the staging memory while this backend requests the fsyncs and inserts
-	 * the WAL of round r - 1 from the other half.
+	 * the staging memory; while the pool forms round r + 1 into the other
+	 * half, this backend requests round r's fsyncs and inserts its WAL.
 	 */
 	memset(&pool, 0, sizeof(pool));
 	pool.d = &d;
