@@ -809,6 +809,7 @@ gpumf_store_fill_direct(Relation rel, const GpumfStoreInput *in, bool users, int
 	if (nchunks > 0)
 	{
 		pool_start(&pool);
+		threads = pool.nthreads;	/* fewer, where fewer threads could start */
 		PG_TRY();
 		{
 			int64		rounds = (nchunks + threads - 1) / threads;
