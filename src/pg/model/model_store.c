@@ -171,17 +171,6 @@ item_row(const GpumfStoreInput *in, int32 i, ArrayBuf *buf, Datum *values, bool 
 	values[3] = in->item_bias ? Float4GetDatum(in->item_bias[i]) : (Datum) 0;
 }
 
-/*
- * Fill a factor table created in this transaction, as COPY FREEZE does:
- * rows formed in batches and written with table_multi_insert through a
- * BulkInsertState (whole pages per WAL record), frozen
- * (the table is new: no snapshot of this transaction can have seen it, and
- * readers find it through the catalog row that commits with it), without
- * looking at the free space map.  WAL is skipped by PostgreSQL itself when
- * wal_level = minimal (a relation created in this transaction is synced at
- * commit instead), and not written at all for unlogged tables.  Indexes are
- * built afterwards.
- */
 /* A row formed as fill_table forms it, for store_direct.c's comparison. */
 typedef struct UsualRow
 {
@@ -202,6 +191,19 @@ usual_row(void *arg, int32 r)
 	return heap_form_tuple(u->desc, values, nulls);
 }
 
+/*
+ * Fill a factor table created in this transaction, as COPY FREEZE does:
+ * with gpumf.store_writes = direct, whole pages formed by threads and
+ * written to the table's files (store_direct.c); the rows it leaves (those
+ * TOAST moves), or every row with the other settings, formed in batches and
+ * written with table_multi_insert through a BulkInsertState (whole pages
+ * per WAL record).  Frozen either way (the table is new: no snapshot of
+ * this transaction can have seen it, and readers find it through the
+ * catalog row that commits with it), without looking at the free space
+ * map.  WAL is skipped by PostgreSQL itself when wal_level = minimal (a
+ * relation created in this transaction is synced at commit instead), and
+ * not written at all for unlogged tables.  Indexes are built afterwards.
+ */
 static void
 fill_table(const char *qname, const GpumfStoreInput *in, int32 nrows, RowFormer form,
 		   double est_bytes)
