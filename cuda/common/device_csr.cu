@@ -121,24 +121,42 @@ upload_transpose(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	return rc;
 }
 
-/* Each entry of src (a warp a row) into its column's next free place of t. */
+/*
+ * Each entry of rows [0, n_rows) (ptr[r] - ptr[0] their offsets in ind and
+ * val; a warp a row) whose column is in [c0, c1) into its column's next
+ * free place of t, as row r_first + r.
+ */
 __global__ void
 transpose_scatter(const int64_t *__restrict__ ptr, const int32_t *__restrict__ ind,
-				  const float *__restrict__ val, int32_t n_rows, const int64_t *__restrict__ tptr,
-				  unsigned *__restrict__ fill, int32_t *__restrict__ tind, float *__restrict__ tval)
+				  const float *__restrict__ val, int32_t n_rows, int32_t r_first, int32_t c0,
+				  int32_t c1, const int64_t *__restrict__ tptr, unsigned *__restrict__ fill,
+				  int32_t *__restrict__ tind, float *__restrict__ tval)
 {
 	int64_t		warp = ((int64_t) blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int64_t		base = ptr[0];
 	int			lane = threadIdx.x & 31;
 
 	for (int64_t r = warp; r < n_rows; r += ((int64_t) gridDim.x * blockDim.x) >> 5)
 		for (int64_t e = ptr[r] + lane; e < ptr[r + 1]; e += 32)
 		{
-			int32_t		j = ind[e];
-			int64_t		pos = tptr[j] + atomicAdd(&fill[j], 1u);
+			int32_t		j = ind[e - base];
+			int64_t		pos;
 
-			tind[pos] = (int32_t) r;
-			tval[pos] = val[e];
+			if (j < c0 || j >= c1)
+				continue;
+			pos = tptr[j] + atomicAdd(&fill[j], 1u);
+			tind[pos] = r_first + (int32_t) r;
+			tval[pos] = val[e - base];
 		}
+}
+
+/* Blocks for a warp a row over n rows. */
+static int
+scatter_blocks(int64_t n)
+{
+	int64_t		blocks = (n * 32 + 255) / 256;
+
+	return (int) (blocks > 65535 * 8 ? 65535 * 8 : blocks < 1 ? 1 : blocks);
 }
 
 /* rel[i] = ptr[c0 + i] - ptr[c0] for i <= n: a slab's column offsets from its start */
@@ -152,21 +170,94 @@ slab_offsets(const int64_t *__restrict__ ptr, int32_t c0, int32_t n, int64_t *__
 }
 
 /*
- * d (allocated, its row pointers uploaded) given the entries of a, the
- * transpose not formed of a matrix whose every entry is on this device as
- * src: transposed there, with no host work and no copy over PCIe.  Each
- * entry goes to its column's next free place (an atomic counter a column);
- * then each slab of columns (at most GM_SLAB_ENTRIES entries, or one
- * longer column) is sorted by row with cub's segmented sort, into a
- * scratch slab and back.  A column's rows are unique, so the result is the
- * host transpose's exactly (rows ascending within a column).  Scratch: a
- * counter and an offset a column, two slabs' entries and the sort's.
+ * Where a transpose not formed (a) finds its matrix's entries on this
+ * device: src, the copy of of_host, is the matrix (one GPU) or a row view
+ * of it (a share: whole rows, entries [e0, e1) of it).  Returns 0 when it
+ * is neither (the host then transposes: upload_transpose).
  */
 static int
-transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, size_t errlen)
+source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int64_t *e0,
+				 int32_t *r0, int32_t *r1)
 {
+	const gm_csr *m = a->of;
+	int64_t		off;
+
+	if (m == NULL || of_host == NULL || src == NULL || !gm_device_transpose_enabled ||
+		getenv("GM_HOST_TRANSPOSE") != NULL ||
+		of_host->n_rows != m->n_rows || of_host->n_cols != m->n_cols ||
+		src->n_rows != m->n_rows || src->nnz != of_host->nnz || a->n_rows != m->n_cols ||
+		a->of_r0 < 0 || a->of_r1 > m->n_cols || a->of_r0 > a->of_r1)
+		return 0;
+	if (of_host == m)
+		off = 0;
+	else if (of_host->nnz == 0 || m->indices == NULL || of_host->indices == NULL ||
+			 of_host->indices < m->indices || of_host->indices > m->indices + m->nnz ||
+			 of_host->data != m->data + (of_host->indices - m->indices))
+		return 0;
+	else
+		off = of_host->indices - m->indices;
+	if (off + of_host->nnz > m->nnz)
+		return 0;
+	/* the rows the view holds: [r0, r1), whole (the first row starting at e0, the first at e1) */
+	{
+		int32_t		lo = 0,
+					hi = m->n_rows;
+
+		while (lo < hi)
+		{
+			int32_t		mid = lo + (hi - lo) / 2;
+
+			if (m->indptr[mid] < off)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		*r0 = lo;
+		hi = m->n_rows;
+		while (lo < hi)
+		{
+			int32_t		mid = lo + (hi - lo) / 2;
+
+			if (m->indptr[mid] < off + of_host->nnz)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		*r1 = lo;
+	}
+	if (m->indptr[*r0] != off || m->indptr[*r1] != off + of_host->nnz)
+		return 0;
+	*e0 = off;
+	return 1;
+}
+
+/* Entries of the host rows a stream chunk holds at most (and rows): 4M, 64 MB a buffer */
+#define GM_STREAM_ENTRIES	((int64_t) 1 << 22)
+
+/*
+ * d (allocated, its row pointers uploaded) given the entries of a, the
+ * transpose not formed of a matrix m = a->of of whose entries src, on this
+ * device, holds rows [r0, r1) (all of them on one GPU; a share's rows on
+ * several): transposed here, with no host transpose.  Each entry whose
+ * column is one of d's rows [a->of_r0, a->of_r1) goes to its column's next
+ * free place (an atomic counter a column): src's entries from the device,
+ * the other rows' from the host, streamed through two pinned buffers and
+ * two device buffers of GM_STREAM_ENTRIES (one chunk scattered while the
+ * next is copied).  Then each slab of columns (at most GM_SLAB_ENTRIES
+ * entries, or one longer column) is sorted by row with cub's segmented
+ * sort, into a scratch slab and back.  A column's rows are unique, so the
+ * result is the host transpose's exactly (rows ascending within a column).
+ * Scratch: a counter and an offset a column, two slabs' entries and the
+ * sort's, and with a share the stream's buffers.
+ */
+static int
+transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, int32_t r0, int32_t r1,
+					char *err, size_t errlen)
+{
+	const gm_csr *mat = a->of;
 	const int64_t *cp = a->indptr;
-	int64_t		cap = getenv("GM_TRANSPOSE_SLAB") ? atoll(getenv("GM_TRANSPOSE_SLAB")) : GM_SLAB_ENTRIES;
+	int64_t		cap = getenv("GM_TRANSPOSE_SLAB") ? atoll(getenv("GM_TRANSPOSE_SLAB")) : GM_SLAB_ENTRIES,
+				scap = getenv("GM_TRANSPOSE_STREAM") ? atoll(getenv("GM_TRANSPOSE_STREAM")) : GM_STREAM_ENTRIES;
 	int32_t		n = a->n_rows;
 	unsigned   *fill = NULL;
 	int64_t    *rel = NULL;
@@ -174,6 +265,9 @@ transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, 
 	float	   *sval = NULL;
 	void	   *tmp = NULL;
 	size_t		tmp_bytes = 0;
+	char	   *hbuf[2] = {NULL, NULL},
+			   *dbuf[2] = {NULL, NULL};
+	cudaEvent_t ev[2] = {NULL, NULL};
 	int			rc = GM_OK;
 
 	if (a->nnz == 0)
@@ -185,6 +279,12 @@ transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, 
 			cap = cp[c + 1] - cp[c];
 	if (cap > a->nnz)
 		cap = a->nnz;
+	if (scap < 1)
+		scap = GM_STREAM_ENTRIES;
+	/* a row longer than a chunk is a chunk of its own */
+	for (int32_t r = 0; r < mat->n_rows; r++)
+		if ((r < r0 || r >= r1) && mat->indptr[r + 1] - mat->indptr[r] > scap)
+			scap = mat->indptr[r + 1] - mat->indptr[r];
 #define TRY(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
 		rc = e_ == cudaErrorMemoryAllocation ? GM_ENOMEM : GM_EDEVICE; \
 		snprintf(err, errlen, "transposing on the device: %s failed: %s", #call, cudaGetErrorString(e_)); \
@@ -194,16 +294,66 @@ transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, 
 	TRY(gm_dev_malloc((void **) &sind, sizeof(int32_t) * (size_t) cap));
 	TRY(gm_dev_malloc((void **) &sval, sizeof(float) * (size_t) cap));
 	TRY(cudaMemset(fill, 0, sizeof(unsigned) * ((size_t) n + 1)));
+	transpose_scatter<<<scatter_blocks(src->n_rows), 256>>>(src->indptr, src->indices, src->data,
+															src->n_rows, 0, a->of_r0, a->of_r1,
+															d->indptr, fill, d->indices, d->data);
+	TRY(cudaGetLastError());
+	if (r0 > 0 || r1 < mat->n_rows)
 	{
-		int			blocks = (int) (((int64_t) src->n_rows * 32 + 255) / 256);
+		/* a chunk: rows' pointers (scap + 1), then their columns and values (scap each) */
+		size_t		bytes = sizeof(int64_t) * ((size_t) scap + 1) + (sizeof(int32_t) + sizeof(float)) * (size_t) scap;
+		int			used[2] = {0, 0},
+					b = 0;
 
-		if (blocks > 65535 * 8)
-			blocks = 65535 * 8;
-		if (blocks < 1)
-			blocks = 1;
-		transpose_scatter<<<blocks, 256>>>(src->indptr, src->indices, src->data, src->n_rows,
-										   d->indptr, fill, d->indices, d->data);
-		TRY(cudaGetLastError());
+		for (int i = 0; i < 2; i++)
+		{
+			TRY(cudaHostAlloc((void **) &hbuf[i], bytes, cudaHostAllocDefault));
+			TRY(gm_dev_malloc((void **) &dbuf[i], bytes));
+			TRY(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+		}
+		for (int32_t c0 = 0; c0 < mat->n_rows;)
+		{
+			int32_t		c1;
+			int64_t		e0,
+						ne;
+			int64_t    *hp = (int64_t *) hbuf[b];
+			int32_t    *hi = (int32_t *) (hp + scap + 1);
+			float	   *hv = (float *) (hi + scap);
+			int64_t    *dp = (int64_t *) dbuf[b];
+			int32_t    *di = (int32_t *) (dp + scap + 1);
+			float	   *dv = (float *) (di + scap);
+
+			if (c0 >= r0 && c0 < r1)
+			{
+				c0 = r1;
+				continue;
+			}
+			c1 = c0 + 1;
+			while (c1 < mat->n_rows && c1 != r0 && c1 - c0 < scap && mat->indptr[c1 + 1] - mat->indptr[c0] <= scap)
+				c1++;
+			e0 = mat->indptr[c0];
+			ne = mat->indptr[c1] - e0;
+			/* buffer b was last scattered two chunks ago: that scatter ends first */
+			if (used[b])
+				TRY(cudaEventSynchronize(ev[b]));
+			gm_copy_parallel(hp, mat->indptr + c0, sizeof(int64_t) * ((size_t) (c1 - c0) + 1));
+			gm_copy_parallel(hi, mat->indices + e0, sizeof(int32_t) * (size_t) ne);
+			gm_copy_parallel(hv, mat->data + e0, sizeof(float) * (size_t) ne);
+			TRY(cudaMemcpyAsync(dp, hp, sizeof(int64_t) * ((size_t) (c1 - c0) + 1), cudaMemcpyHostToDevice));
+			if (ne > 0)
+			{
+				TRY(cudaMemcpyAsync(di, hi, sizeof(int32_t) * (size_t) ne, cudaMemcpyHostToDevice));
+				TRY(cudaMemcpyAsync(dv, hv, sizeof(float) * (size_t) ne, cudaMemcpyHostToDevice));
+				transpose_scatter<<<scatter_blocks(c1 - c0), 256>>>(dp, di, dv, c1 - c0, c0, a->of_r0,
+																	a->of_r1, d->indptr, fill,
+																	d->indices, d->data);
+				TRY(cudaGetLastError());
+			}
+			TRY(cudaEventRecord(ev[b]));
+			used[b] = 1;
+			b = 1 - b;
+			c0 = c1;
+		}
 	}
 	for (int32_t c0 = 0; c0 < n;)
 	{
@@ -241,6 +391,15 @@ transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, char *err, 
 	TRY(cudaDeviceSynchronize());
 #undef TRY
 done:
+	if (rc != GM_OK)
+		(void) cudaDeviceSynchronize();
+	for (int i = 0; i < 2; i++)
+	{
+		if (ev[i])
+			cudaEventDestroy(ev[i]);
+		cudaFreeHost(hbuf[i]);
+		gm_dev_free(dbuf[i]);
+	}
 	gm_dev_free(fill);
 	gm_dev_free(rel);
 	gm_dev_free(sind);
@@ -250,25 +409,97 @@ done:
 }
 
 /*
- * Whether a transpose not formed whose matrix is on the device whole is
- * transposed there (1, the default) or on the host a slab at a time (0).
+ * Whether a transpose not formed whose matrix is on the device, whole or a
+ * share's rows, is transposed there (1, the default) or on the host a slab
+ * at a time (0; also where GM_HOST_TRANSPOSE is set in the environment, for
+ * comparisons).
  */
 int			gm_device_transpose_enabled = 1;
-
-/* Whether src, on this device, holds every entry a (a transpose not formed) is made of. */
-static bool
-whole_source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src)
-{
-	return a->of != NULL && src != NULL && a->of == of_host && a->of_r0 == 0 &&
-		a->of_r1 == a->of->n_cols && a->n_rows == a->of->n_cols && src->nnz == a->of->nnz &&
-		a->nnz == a->of->nnz && src->n_rows == a->of->n_rows && gm_device_transpose_enabled;
-}
 
 /* Tests and benchmarks: 1 = transposes on the device when they can be, 0 = on the host. */
 extern "C" void
 gm_cuda_set_device_transpose(int on)
 {
 	gm_device_transpose_enabled = on != 0;
+}
+
+/* Copies of at least this many bytes go through pinned buffers (gm_copy_staged) */
+#define GM_STAGE_MIN	((size_t) 32 << 20)
+/* A pinned buffer: 32 MB, two of them */
+#define GM_STAGE_BYTES	((size_t) 32 << 20)
+
+/*
+ * dst = src, n bytes, between pageable host memory and the device (up:
+ * src on the host; else dst): with n of at least GM_STAGE_MIN through two
+ * pinned buffers, threads copying a piece into one (or out of it) while the
+ * other's DMA runs; from pageable memory the driver copies with one thread
+ * at a fraction of the link's rate.  Synchronous, as cudaMemcpy.
+ */
+cudaError_t
+gm_copy_staged(void *dst, const void *src, size_t n, int up)
+{
+	char	   *buf[2] = {NULL, NULL};
+	cudaStream_t st = NULL;
+	cudaEvent_t ev[2] = {NULL, NULL};
+	cudaError_t e = cudaSuccess,
+				e2;
+	int			used[2] = {0, 0},
+				b = 0;
+	size_t		off[2] = {0, 0},	/* the piece a buffer holds (down: not yet copied out) */
+				len[2] = {0, 0};
+
+	if (n < GM_STAGE_MIN || getenv("GM_STAGE_OFF") != NULL)
+		return cudaMemcpy(dst, src, n, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+	for (int i = 0; i < 2 && e == cudaSuccess; i++)
+		e = cudaHostAlloc((void **) &buf[i], GM_STAGE_BYTES, cudaHostAllocDefault);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	for (int i = 0; i < 2 && e == cudaSuccess; i++)
+		e = cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming);
+	for (size_t o = 0; o < n && e == cudaSuccess; o += GM_STAGE_BYTES)
+	{
+		size_t		m = n - o < GM_STAGE_BYTES ? n - o : GM_STAGE_BYTES;
+
+		/* buffer b was last used two pieces ago: that copy ends first (down: then its piece out) */
+		if (used[b])
+		{
+			if ((e = cudaEventSynchronize(ev[b])) != cudaSuccess)
+				break;
+			if (!up)
+				gm_copy_parallel((char *) dst + off[b], buf[b], len[b]);
+		}
+		if (up)
+		{
+			gm_copy_parallel(buf[b], (const char *) src + o, m);
+			e = cudaMemcpyAsync((char *) dst + o, buf[b], m, cudaMemcpyHostToDevice, st);
+		}
+		else
+			e = cudaMemcpyAsync(buf[b], (const char *) src + o, m, cudaMemcpyDeviceToHost, st);
+		if (e == cudaSuccess)
+			e = cudaEventRecord(ev[b], st);
+		used[b] = 1;
+		off[b] = o;
+		len[b] = m;
+		b = 1 - b;
+	}
+	if (st)
+	{
+		e2 = cudaStreamSynchronize(st);
+		if (e == cudaSuccess)
+			e = e2;
+		cudaStreamDestroy(st);
+	}
+	/* down: the last two pieces, the older first */
+	for (int i = 0; i < 2 && !up && e == cudaSuccess; i++)
+		if (used[(b + i) % 2])
+			gm_copy_parallel((char *) dst + off[(b + i) % 2], buf[(b + i) % 2], len[(b + i) % 2]);
+	for (int i = 0; i < 2; i++)
+	{
+		if (ev[i])
+			cudaEventDestroy(ev[i]);
+		cudaFreeHost(buf[i]);
+	}
+	return e;
 }
 
 /* Allocate d's arrays for a and upload a's row pointers. */
@@ -285,75 +516,118 @@ dcsr_alloc(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	GM_CHECK(gm_dev_malloc((void **) &d->indptr, sizeof(int64_t) * n1));
 	GM_CHECK(gm_dev_malloc((void **) &d->indices, sizeof(int32_t) * nz));
 	GM_CHECK(gm_dev_malloc((void **) &d->data, sizeof(float) * nz));
-	GM_CHECK(cudaMemcpy(d->indptr, a->indptr, sizeof(int64_t) * n1, cudaMemcpyHostToDevice));
+	GM_CHECK(gm_copy_staged(d->indptr, a->indptr, sizeof(int64_t) * n1, 1));
 	return GM_OK;
 }
 
 /*
  * Allocate d and copy a into it (a may be a transpose not formed: gm_csr's
- * of; when of_host is a->of and src its copy on this device, whole, it is
- * transposed on the device).
+ * of; when of_host is a->of, or a row view of it, and src its copy on this
+ * device, it is transposed on the device).
  */
 int
 gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src,
 				  char *err, size_t errlen)
 {
+	int64_t		e0;
+	int32_t		r0,
+				r1;
 	int			rc;
 
-	if (!whole_source_on_device(a, of_host, src))
+	if (!source_on_device(a, of_host, src, &e0, &r0, &r1))
 		return gm_dcsr_upload(d, a, err, errlen);
 	if ((rc = dcsr_alloc(d, a, err, errlen)) != GM_OK)
 		return rc;
-	return transpose_on_device(d, a, src, err, errlen);
+	return transpose_on_device(d, a, src, r0, r1, err, errlen);
 }
 
 /*
  * Tests: a's transpose formed on the device from a's upload (through a
  * transpose not formed, as a lean training has it) equals at, formed on
- * the host, entry for entry.  GM_OK when equal; GM_EINVAL with the first
- * difference in err.
+ * the host, entry for entry; with shares > 1, as a training over that many
+ * shares forms it: each share's rows of at (gm_csr_cut_rows of at) from
+ * its rows of a (of a) on the device and the others' from the host.
+ * GM_OK when equal; GM_EINVAL with the first difference in err.
  */
 extern "C" int
-gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, char *err, size_t errlen)
+gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, char *err,
+							   size_t errlen)
 {
-	gm_dcsr		da,
-				dt;
-	gm_csr		v = *at;
-	int			rc;
-	int32_t    *ind = NULL;
-	float	   *dat = NULL;
+	int32_t		cr[GM_MAX_GPUS + 1],
+				ct[GM_MAX_GPUS + 1];
+	int			rc = GM_OK;
 
-	memset(&da, 0, sizeof(da));
-	memset(&dt, 0, sizeof(dt));
-	v.indices = NULL;
-	v.data = NULL;
-	v.of = a;
-	v.of_r0 = 0;
-	v.of_r1 = a->n_cols;
-	if ((rc = gm_dcsr_upload(&da, a, err, errlen)) == GM_OK &&
-		(rc = gm_dcsr_upload_of(&dt, &v, a, &da, err, errlen)) == GM_OK)
+	if (shares < 1 || shares > GM_MAX_GPUS)
 	{
-		size_t		nz = (size_t) (at->nnz > 0 ? at->nnz : 1);
-
-		ind = (int32_t *) malloc(sizeof(int32_t) * nz);
-		dat = (float *) malloc(sizeof(float) * nz);
-		if (!ind || !dat)
-			rc = GM_ENOMEM;
-		else if (cudaMemcpy(ind, dt.indices, sizeof(int32_t) * nz, cudaMemcpyDeviceToHost) != cudaSuccess ||
-				 cudaMemcpy(dat, dt.data, sizeof(float) * nz, cudaMemcpyDeviceToHost) != cudaSuccess)
-			rc = GM_EDEVICE;
-		for (int64_t e = 0; rc == GM_OK && e < at->nnz; e++)
-			if (ind[e] != at->indices[e] || memcmp(&dat[e], &at->data[e], sizeof(float)) != 0)
-			{
-				snprintf(err, errlen, "entry %lld: row %d value %g on the device, row %d value %g on the host",
-						 (long long) e, ind[e], dat[e], at->indices[e], at->data[e]);
-				rc = GM_EINVAL;
-			}
+		snprintf(err, errlen, "between 1 and %d shares, not %d", GM_MAX_GPUS, shares);
+		return GM_EINVAL;
 	}
-	free(ind);
-	free(dat);
-	gm_dcsr_free(&da);
-	gm_dcsr_free(&dt);
+	gm_csr_cut_rows(a, shares, 0.0, cr);
+	gm_csr_cut_rows(at, shares, 0.0, ct);
+	for (int s = 0; s < shares && rc == GM_OK; s++)
+	{
+		gm_dcsr		da,
+					dt;
+		gm_csr		va,
+					vt;
+		int64_t    *pa = NULL,
+				   *pt = NULL;
+		int32_t    *ind = NULL,
+					r0,
+					r1;
+		int64_t		e0;
+		float	   *dat = NULL;
+
+		memset(&da, 0, sizeof(da));
+		memset(&dt, 0, sizeof(dt));
+		if (shares == 1)
+		{
+			va = *a;
+			vt = *at;
+		}
+		else if (gm_csr_row_view(a, cr[s], cr[s + 1], &va, &pa) != GM_OK ||
+				 gm_csr_row_view(at, ct[s], ct[s + 1], &vt, &pt) != GM_OK)
+			rc = GM_ENOMEM;
+		vt.indices = NULL;
+		vt.data = NULL;
+		vt.of = a;
+		vt.of_r0 = shares == 1 ? 0 : ct[s];
+		vt.of_r1 = shares == 1 ? a->n_cols : ct[s + 1];
+		if (rc == GM_OK && (rc = gm_dcsr_upload(&da, &va, err, errlen)) == GM_OK &&
+			!source_on_device(&vt, shares == 1 ? a : &va, &da, &e0, &r0, &r1))
+		{
+			snprintf(err, errlen, "share %d of %d: its rows not seen as the source on the device", s, shares);
+			rc = GM_EINVAL;
+		}
+		if (rc == GM_OK &&
+			(rc = gm_dcsr_upload_of(&dt, &vt, shares == 1 ? a : &va, &da, err, errlen)) == GM_OK)
+		{
+			size_t		nz = (size_t) (vt.nnz > 0 ? vt.nnz : 1);
+			int64_t		base = at->indptr[vt.of_r0];
+
+			ind = (int32_t *) malloc(sizeof(int32_t) * nz);
+			dat = (float *) malloc(sizeof(float) * nz);
+			if (!ind || !dat)
+				rc = GM_ENOMEM;
+			else if (cudaMemcpy(ind, dt.indices, sizeof(int32_t) * nz, cudaMemcpyDeviceToHost) != cudaSuccess ||
+					 cudaMemcpy(dat, dt.data, sizeof(float) * nz, cudaMemcpyDeviceToHost) != cudaSuccess)
+				rc = GM_EDEVICE;
+			for (int64_t e = 0; rc == GM_OK && e < vt.nnz; e++)
+				if (ind[e] != at->indices[base + e] || memcmp(&dat[e], &at->data[base + e], sizeof(float)) != 0)
+				{
+					snprintf(err, errlen, "share %d of %d, entry %lld: row %d value %g on the device, row %d value %g on the host",
+							 s, shares, (long long) (base + e), ind[e], dat[e], at->indices[base + e],
+							 at->data[base + e]);
+					rc = GM_EINVAL;
+				}
+		}
+		free(ind);
+		free(dat);
+		free(pa);
+		free(pt);
+		gm_dcsr_free(&da);
+		gm_dcsr_free(&dt);
+	}
 	return rc;
 }
 
@@ -369,10 +643,8 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 		return upload_transpose(d, a, err, errlen);
 	if (a->nnz > 0)
 	{
-		GM_CHECK(cudaMemcpy(d->indices, a->indices, sizeof(int32_t) * (size_t) a->nnz,
-							cudaMemcpyHostToDevice));
-		GM_CHECK(cudaMemcpy(d->data, a->data, sizeof(float) * (size_t) a->nnz,
-							cudaMemcpyHostToDevice));
+		GM_CHECK(gm_copy_staged(d->indices, a->indices, sizeof(int32_t) * (size_t) a->nnz, 1));
+		GM_CHECK(gm_copy_staged(d->data, a->data, sizeof(float) * (size_t) a->nnz, 1));
 	}
 	return GM_OK;
 }

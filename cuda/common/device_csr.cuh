@@ -29,13 +29,22 @@ typedef struct gm_dcsr
 int			gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen);
 /*
  * The same; a transpose not formed of of_host whose copy on this device is
- * src (all of it: one GPU) is transposed on the device instead of on the
- * host (gm_device_transpose_enabled, 1 unless a test sets it).
+ * src (all of it: one GPU; or a share's rows of it: several) is transposed
+ * on the device instead of on the host (gm_device_transpose_enabled, 1
+ * unless a test sets it): src's entries from the device, the other rows'
+ * streamed from the host.
  */
 int			gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host,
 							  const gm_dcsr *src, char *err, size_t errlen);
 extern int	gm_device_transpose_enabled;
 void		gm_dcsr_free(gm_dcsr *d);
+
+/*
+ * dst = src, n bytes, between pageable host memory and the current device
+ * (up: to the device), through pinned buffers filled and emptied by threads
+ * where n is large (32 MB or more).  Synchronous, as cudaMemcpy.
+ */
+cudaError_t gm_copy_staged(void *dst, const void *src, size_t n, int up);
 
 /*
  * Every row split into max(1, ceil(len / GM_CHUNK)) chunks: chunks[j] is

@@ -812,7 +812,7 @@ create_data(als_gpu *h, const gm_mf_data *d, char *err, size_t errlen)
 	for (int s = 0; s < 2; s++)
 	{
 		/* the values as read: the kernels form the confidences (gm_confidence) */
-		/* a transpose not formed of R, whole on this GPU: transposed here */
+		/* a transpose not formed of R, whole on this GPU or a share's rows: transposed here */
 		if ((rc = s == 0 ? gm_dcsr_upload(&h->m[s], A[s], err, errlen) :
 			 gm_dcsr_upload_of(&h->m[s], A[s], A[0], &h->m[0], err, errlen)) != GM_OK)
 			return rc;
@@ -1450,7 +1450,10 @@ dev_download(als_gpu *h, gm_mf_data *d, char *err, size_t errlen)
 	GM_CHECK(cudaSetDevice(h->dev));
 	GM_CHECK(cudaStreamSynchronize(h->stream));
 	for (int s = 0; s < 2; s++)
-		if (out[s] && h->own1[s] > h->own0[s])
+		if (out[s] && h->own1[s] > h->own0[s] && h->kp == h->k)
+			GM_CHECK(gm_copy_staged(out[s] + (size_t) h->own0[s] * h->k, h->F[s] + (size_t) h->own0[s] * h->kp,
+									sizeof(float) * h->k * (size_t) (h->own1[s] - h->own0[s]), 0));
+		else if (out[s] && h->own1[s] > h->own0[s])
 			GM_CHECK(cudaMemcpy2D(out[s] + (size_t) h->own0[s] * h->k, sizeof(float) * h->k,
 								  h->F[s] + (size_t) h->own0[s] * h->kp, sizeof(float) * h->kp,
 								  sizeof(float) * h->k, h->own1[s] - h->own0[s],

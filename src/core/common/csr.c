@@ -618,6 +618,21 @@ gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
 }
 
 void
+gm_copy_parallel(void *dst, const void *src, size_t n)
+{
+	const size_t piece = (size_t) 4 << 20;
+	int64_t		np = (int64_t) ((n + piece - 1) / piece);
+
+#pragma omp parallel for schedule(dynamic, 1) if (np > 1)
+	for (int64_t i = 0; i < np; i++)
+	{
+		size_t		o = (size_t) i * piece;
+
+		memcpy((char *) dst + o, (const char *) src + o, n - o < piece ? n - o : piece);
+	}
+}
+
+void
 gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut)
 {
 	double		total = (double) a->nnz + row_weight * a->n_rows;

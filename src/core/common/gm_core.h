@@ -34,6 +34,12 @@ int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
  * gm_gpu_share_row_weight).
  */
 void		gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut);
+/*
+ * memcpy(dst, src, n) by the threads of an OpenMP team, 4 MB a piece (the
+ * CUDA module fills pinned buffers with it: one thread copies at a fraction
+ * of the memory's rate).
+ */
+void		gm_copy_parallel(void *dst, const void *src, size_t n);
 
 /*
  * The degree-normalized values of a's entries, 1 / sqrt(d_row d_col) (every

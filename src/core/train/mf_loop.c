@@ -888,15 +888,18 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 			break;
 	}
 	need->total = need->matrices + need->factors + need->solver;
-	if (p->algorithm == GM_ALG_ALS_IMPLICIT && ndev == 1 && Rt->of != NULL)
+	if (p->algorithm == GM_ALG_ALS_IMPLICIT && Rt->of != NULL)
 	{
 		/*
 		 * a lean upload transposes R on the GPU (device_csr.cu) before the
 		 * factors are there: a counter and an offset a column, two slabs of
 		 * at most 2^24 entries (or the longest column) and the segmented
-		 * sort's scratch, about as much again
+		 * sort's scratch, about as much again; with several GPUs also two
+		 * chunks of 2^22 entries (or the longest row) of the other GPUs'
+		 * rows, streamed from the host (a row pointer, an index, a value)
 		 */
 		double		slab = 0,
+					chunk = 0,
 					transient;
 
 		for (int32_t j = 0; j < Rt->n_rows; j++)
@@ -906,8 +909,17 @@ gm_mf_device_memory(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt,
 			slab = (double) (1 << 24);
 		if (slab > (double) R->nnz)
 			slab = (double) R->nnz;
+		if (ndev > 1)
+		{
+			for (int32_t r = 0; r < R->n_rows; r++)
+				if ((double) (R->indptr[r + 1] - R->indptr[r]) > chunk)
+					chunk = (double) (R->indptr[r + 1] - R->indptr[r]);
+			if (chunk < (double) (1 << 22))
+				chunk = (double) (1 << 22);
+		}
 		transient = need->matrices + (ni + 1) * (sizeof(int32_t) + sizeof(int64_t)) +
-			2 * slab * (sizeof(int32_t) + f) + (double) (1 << 20);
+			2 * slab * (sizeof(int32_t) + f) + 2 * chunk * (sizeof(int64_t) + sizeof(int32_t) + f) +
+			(double) (1 << 20);
 		if (transient > need->total)
 			need->total = transient;
 	}

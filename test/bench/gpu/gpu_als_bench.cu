@@ -28,7 +28,8 @@
 
 /* cuda/common/device_csr.cu: warp-per-chunk kernels take chunks from a queue (1) or not (0) */
 extern "C" void gm_cuda_set_chunk_queue(int on);
-extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, char *err, size_t errlen);
+extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, char *err,
+											  size_t errlen);
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1479,26 +1480,35 @@ test_lean(void)
  * (an atomic scatter, then each slab of columns sorted by row) is the
  * host's transpose entry for entry: slabs of the default size, of 7001
  * entries and of one column each (a column longer than a slab is a slab of
- * its own), a matrix with empty columns and one long column.
+ * its own), a matrix with empty columns and one long column.  Over shares
+ * (2 and 3, as several GPUs have them) each share's rows of the transpose
+ * come from its rows of R on the device and the other rows streamed from
+ * the host in chunks: of the default size, of 5003 entries and of one row
+ * each (a row longer than a chunk is a chunk of its own).
  */
 static void
 test_device_transpose(void)
 {
 	dataset		d;
 	const char *slabs[3] = {NULL, "7001", "1"};
+	const char *streams[3] = {NULL, "5003", "1"};
 
 	make_dataset(&d, 2500, 1100, 150000, 8, 10, 0.6, 993, 1.0f);
 	for (int s = 0; s < 3; s++)
-	{
-		char		e2[GM_ERRLEN] = "";
+		for (int shares = 1; shares <= 3; shares++)
+		{
+			char		e2[GM_ERRLEN] = "";
 
-		if (slabs[s])
-			setenv("GM_TRANSPOSE_SLAB", slabs[s], 1);
-		CHECK(gm_cuda_check_device_transpose(&d.A, &d.At, e2, sizeof(e2)) == GM_OK,
-			  "device transpose of %lld entries, slabs of %s entries: the host's %s",
-			  (long long) d.A.nnz, slabs[s] ? slabs[s] : "2^24", e2);
-		unsetenv("GM_TRANSPOSE_SLAB");
-	}
+			if (slabs[s])
+				setenv("GM_TRANSPOSE_SLAB", slabs[s], 1);
+			if (streams[s])
+				setenv("GM_TRANSPOSE_STREAM", streams[s], 1);
+			CHECK(gm_cuda_check_device_transpose(&d.A, &d.At, shares, e2, sizeof(e2)) == GM_OK,
+				  "device transpose of %lld entries over %d share(s), slabs of %s entries, chunks of %s: the host's %s",
+				  (long long) d.A.nnz, shares, slabs[s] ? slabs[s] : "2^24", streams[s] ? streams[s] : "2^22", e2);
+			unsetenv("GM_TRANSPOSE_SLAB");
+			unsetenv("GM_TRANSPOSE_STREAM");
+		}
 	dataset_free(&d);
 	{
 		/* 3000 rows, 50 columns of which 0 mod 3 are empty and column 49 is in every row */
@@ -1508,7 +1518,6 @@ test_device_transpose(void)
 		std::vector<float> val;
 		gm_csr		a,
 					at;
-		char		e2[GM_ERRLEN] = "";
 
 		for (int32_t r = 0; r < nr; r++)
 		{
@@ -1531,10 +1540,17 @@ test_device_transpose(void)
 		a.data = val.data();
 		GM(gm_csr_transpose(&a, &at, err, sizeof(err)));
 		setenv("GM_TRANSPOSE_SLAB", "100", 1);
-		CHECK(gm_cuda_check_device_transpose(&a, &at, e2, sizeof(e2)) == GM_OK,
-			  "device transpose with empty columns and a column of %d entries (slabs of 100): the host's %s",
-			  nr, e2);
+		setenv("GM_TRANSPOSE_STREAM", "7", 1);
+		for (int shares = 1; shares <= 3; shares++)
+		{
+			char		e2[GM_ERRLEN] = "";
+
+			CHECK(gm_cuda_check_device_transpose(&a, &at, shares, e2, sizeof(e2)) == GM_OK,
+				  "device transpose with empty columns and a column of %d entries over %d share(s) "
+				  "(slabs of 100, chunks of 7): the host's %s", nr, shares, e2);
+		}
 		unsetenv("GM_TRANSPOSE_SLAB");
+		unsetenv("GM_TRANSPOSE_STREAM");
 		gm_csr_free(&at);
 	}
 }
