@@ -182,8 +182,8 @@ source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int
 	const gm_csr *m = a->of;
 	int64_t		off;
 
-	if (m == NULL || of_host == NULL || src == NULL || !gm_device_transpose_enabled ||
-		getenv("GM_HOST_TRANSPOSE") != NULL ||
+	/* GM_HOST_TRANSPOSE in the environment: the host's slab transpose, for comparisons */
+	if (m == NULL || of_host == NULL || src == NULL || getenv("GM_HOST_TRANSPOSE") != NULL ||
 		of_host->n_rows != m->n_rows || of_host->n_cols != m->n_cols ||
 		src->n_rows != m->n_rows || src->nnz != of_host->nnz || a->n_rows != m->n_cols ||
 		a->of_r0 < 0 || a->of_r1 > m->n_cols || a->of_r0 > a->of_r1)
@@ -199,32 +199,8 @@ source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int
 	if (off + of_host->nnz > m->nnz)
 		return 0;
 	/* the rows the view holds: [r0, r1), whole (the first row starting at e0, the first at e1) */
-	{
-		int32_t		lo = 0,
-					hi = m->n_rows;
-
-		while (lo < hi)
-		{
-			int32_t		mid = lo + (hi - lo) / 2;
-
-			if (m->indptr[mid] < off)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		*r0 = lo;
-		hi = m->n_rows;
-		while (lo < hi)
-		{
-			int32_t		mid = lo + (hi - lo) / 2;
-
-			if (m->indptr[mid] < off + of_host->nnz)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		*r1 = lo;
-	}
+	*r0 = (int32_t) gm_lower_bound64(m->indptr, 0, m->n_rows, off);
+	*r1 = (int32_t) gm_lower_bound64(m->indptr, *r0, m->n_rows, off + of_host->nnz);
 	if (m->indptr[*r0] != off || m->indptr[*r1] != off + of_host->nnz)
 		return 0;
 	*e0 = off;
@@ -406,21 +382,6 @@ done:
 	gm_dev_free(sval);
 	gm_dev_free(tmp);
 	return rc;
-}
-
-/*
- * Whether a transpose not formed whose matrix is on the device, whole or a
- * share's rows, is transposed there (1, the default) or on the host a slab
- * at a time (0; also where GM_HOST_TRANSPOSE is set in the environment, for
- * comparisons).
- */
-int			gm_device_transpose_enabled = 1;
-
-/* Tests and benchmarks: 1 = transposes on the device when they can be, 0 = on the host. */
-extern "C" void
-gm_cuda_set_device_transpose(int on)
-{
-	gm_device_transpose_enabled = on != 0;
 }
 
 /* Copies of at least this many bytes go through pinned buffers (gm_copy_staged) */

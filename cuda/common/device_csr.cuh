@@ -30,13 +30,12 @@ int			gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen);
 /*
  * The same; a transpose not formed of of_host whose copy on this device is
  * src (all of it: one GPU; or a share's rows of it: several) is transposed
- * on the device instead of on the host (gm_device_transpose_enabled, 1
- * unless a test sets it): src's entries from the device, the other rows'
+ * on the device instead of on the host (unless GM_HOST_TRANSPOSE is set in
+ * the environment): src's entries from the device, the other rows'
  * streamed from the host.
  */
 int			gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host,
 							  const gm_dcsr *src, char *err, size_t errlen);
-extern int	gm_device_transpose_enabled;
 void		gm_dcsr_free(gm_dcsr *d);
 
 /*

@@ -1149,21 +1149,7 @@ gm_transposer_rows(gm_transposer *t, int32_t c0, int32_t c1, int32_t *ind, float
 						end = a->indptr[r + 1];
 
 			if (seek)
-			{
-				int64_t		lo = a->indptr[r],
-							hi = end;
-
-				while (lo < hi)
-				{
-					int64_t		mid = lo + (hi - lo) / 2;
-
-					if (a->indices[mid] < c0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				e = lo;
-			}
+				e = gm_lower_bound32(a->indices, a->indptr[r], end, c0);
 			for (; e < end && a->indices[e] < c1; e++)
 			{
 				int32_t		j = a->indices[e];

@@ -42,6 +42,30 @@ void		gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut);
 void		gm_copy_parallel(void *dst, const void *src, size_t n);
 
 /*
+ * gm_lower_bound64 (row pointers) and gm_lower_bound32 (a row's columns, a
+ * sorted list of items): the first i of [lo, hi) with a[i] >= v (hi when
+ * none), a sorted ascending.
+ */
+#define GM_LOWER_BOUND(name, T) \
+static inline int64_t \
+name(const T *a, int64_t lo, int64_t hi, T v) \
+{ \
+	while (lo < hi) \
+	{ \
+		int64_t		mid = lo + (hi - lo) / 2; \
+\
+		if (a[mid] < v) \
+			lo = mid + 1; \
+		else \
+			hi = mid; \
+	} \
+	return lo; \
+}
+GM_LOWER_BOUND(gm_lower_bound64, int64_t)
+GM_LOWER_BOUND(gm_lower_bound32, int32_t)
+#undef GM_LOWER_BOUND
+
+/*
  * The degree-normalized values of a's entries, 1 / sqrt(d_row d_col) (every
  * entry counts 1; degrees from the row pointers of a and of its transpose
  * at), into v (a->nnz floats) with threads threads; returns the sum of

@@ -16,19 +16,9 @@
 static int
 contains(const int32_t *a, int64_t n, int32_t item)
 {
-	int64_t		lo = 0,
-				hi = n;
+	int64_t		i = gm_lower_bound32(a, 0, n, item);
 
-	while (lo < hi)
-	{
-		int64_t		mid = lo + (hi - lo) / 2;
-
-		if (a[mid] < item)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && a[lo] == item;
+	return i < n && a[i] == item;
 }
 
 /* Ranking metrics at k (see gm_score.h). */

@@ -583,19 +583,7 @@ gm_qmat_scores(const gm_qmat *Q, const float *x, float *approx, float *bound)
 static int32_t
 skip_from(const int32_t *skip, int32_t nskip, int32_t v)
 {
-	int32_t		lo = 0,
-				hi = nskip;
-
-	while (lo < hi)
-	{
-		int32_t		mid = lo + (hi - lo) / 2;
-
-		if (skip[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return (int32_t) gm_lower_bound32(skip, 0, nskip, v);
 }
 
 /*
