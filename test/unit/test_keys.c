@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <omp.h>
 
 #include "gm_core.h"
 #include "gm_linalg.h"
@@ -481,6 +482,36 @@ test_polled_cancel(void)
 	st.stop_at = 1;
 	rc = gm_csr_transpose_polled(&A, &cb, &T, err, sizeof(err));
 	CHECK(rc == GM_ECANCELED && T.indptr == NULL, "transpose: rc %d", rc);
+
+	/*
+	 * the transpose's row pointers alone (a lean GPU training): those of
+	 * the formed transpose, with every thread counting and with one;
+	 * stopped at the first poll
+	 */
+	{
+		int64_t    *ptr = xmalloc(sizeof(int64_t) * ((size_t) ni + 1));
+		int			threads = omp_get_max_threads();
+
+		CHECK(gm_csr_transpose(&A, &T, err, sizeof(err)) == GM_OK, "%s", err);
+		for (int nt = threads; nt >= 1; nt = nt > 1 ? 1 : 0)
+		{
+			omp_set_num_threads(nt);
+			st.polls = 0;
+			st.stop_at = 1 << 30;
+			memset(ptr, 0x5a, sizeof(int64_t) * ((size_t) ni + 1));
+			rc = gm_csr_column_pointers(&A, &cb, ptr);
+			CHECK(rc == GM_OK && memcmp(ptr, T.indptr, sizeof(int64_t) * ((size_t) ni + 1)) == 0 &&
+				  st.polls >= 1, "column pointers with %d threads: rc %d, %d polls, ptr[%d] %lld against %lld",
+				  nt, rc, st.polls, ni, (long long) ptr[ni], (long long) T.indptr[ni]);
+			st.polls = 0;
+			st.stop_at = 1;
+			rc = gm_csr_column_pointers(&A, &cb, ptr);
+			CHECK(rc == GM_ECANCELED, "column pointers with %d threads, stopped: rc %d", nt, rc);
+		}
+		omp_set_num_threads(threads);
+		gm_csr_free(&T);
+		free(ptr);
+	}
 
 	/* the linear algebra's matrix (gpumf_cg_solve): stopped, then not */
 	{

@@ -617,6 +617,70 @@ gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
 	return GM_OK;
 }
 
+int
+gm_csr_column_pointers(const gm_csr *a, const gm_callbacks *cb, int64_t *ptr)
+{
+	int64_t		nc = a->n_cols;
+	int			nt = 1;
+	int32_t    *cnt = NULL;
+	poller		pl = {cb, 0};
+
+	memset(ptr, 0, sizeof(int64_t) * ((size_t) nc + 1));
+#ifdef _OPENMP
+	nt = omp_get_max_threads();
+#endif
+	/* counters a thread of at most half a byte an entry, a thread's count within int32 */
+	while (nt > 1 && (double) nt * nc * sizeof(int32_t) > 0.5 * (double) a->nnz)
+		nt--;
+	if (nt > 1 && a->nnz / nt < INT32_MAX)
+		cnt = calloc((size_t) nt * nc, sizeof(int32_t));
+	if (cnt == NULL)
+	{
+		/* one thread (or no room for the counters): the counts straight into ptr */
+		for (int64_t e = 0; e < a->nnz; e++)
+		{
+			if ((e & (POLL_EVERY - 1)) == 0 && poll_stop(&pl))
+				return GM_ECANCELED;
+			ptr[a->indices[e] + 1]++;
+		}
+	}
+	else
+	{
+#pragma omp parallel num_threads(nt)
+		{
+			int			u = thread_num();
+			int32_t    *c = cnt + (size_t) u * nc;
+			int64_t		e1 = a->nnz / nt * (u + 1) + (u + 1 == nt ? a->nnz % nt : 0);
+
+			for (int64_t b = a->nnz / nt * u; b < e1 && !poll_stop(&pl); b += POLL_EVERY)
+			{
+				int64_t		end = e1 - b < POLL_EVERY ? e1 : b + POLL_EVERY;
+
+				for (int64_t e = b; e < end; e++)
+					c[a->indices[e]]++;
+			}
+		}
+		if (!pl.stop)
+		{
+#pragma omp parallel for schedule(static) num_threads(nt)
+			for (int64_t j = 0; j < nc; j++)
+			{
+				int64_t		sum = 0;
+
+				for (int u = 0; u < nt; u++)
+					sum += cnt[(size_t) u * nc + j];
+				ptr[j + 1] = sum;
+			}
+		}
+		free(cnt);
+		if (pl.stop)
+			return GM_ECANCELED;
+	}
+	for (int64_t j = 0; j < nc; j++)
+		ptr[j + 1] += ptr[j];
+	return GM_OK;
+}
+
 void
 gm_copy_parallel(void *dst, const void *src, size_t n)
 {

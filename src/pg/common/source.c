@@ -407,6 +407,7 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 	gm_callbacks cb;
 	char		err[GM_ERRLEN];
 	int			rc;
+	double		t0;
 
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = interrupt_pending;
@@ -418,6 +419,8 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 			core_step_failed(rc, err);
 		return;
 	}
+	/* the row pointers, and each thread's counters: at most half a byte an entry */
+	gpumf_check_memory(gpumf_csr_bytes(R) + 0.5 * (double) R->nnz, "counting the transpose's rows");
 	memset(Rt, 0, sizeof(*Rt));
 	Rt->indptr = calloc((size_t) R->n_cols + 1, sizeof(int64));
 	if (Rt->indptr == NULL)
@@ -426,18 +429,15 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 	Rt->n_rows = R->n_cols;
 	Rt->n_cols = R->n_rows;
 	Rt->nnz = R->nnz;
-	for (int64 b = 0; b < R->nnz; b += RENUMBER_CHUNK)
+	t0 = gm_now();
+	rc = gm_csr_column_pointers(R, &cb, Rt->indptr);
+	if (rc != GM_OK)
 	{
-		int64		e_end = Min(R->nnz, b + RENUMBER_CHUNK);
-
-#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
-	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-		for (int64 e = b; e < e_end; e++)
-			__atomic_fetch_add(&Rt->indptr[R->indices[e] + 1], 1, __ATOMIC_RELAXED);
-		CHECK_FOR_INTERRUPTS();
+		free(Rt->indptr);
+		Rt->indptr = NULL;
+		core_step_failed(rc, "counting the transpose's rows canceled");
 	}
-	for (int32 j = 0; j < R->n_cols; j++)
-		Rt->indptr[j + 1] += Rt->indptr[j];
+	elog(DEBUG1, "gpumf: the transpose's row pointers counted in %.3f s", gm_now() - t0);
 	Rt->of = R;
 	Rt->of_r0 = 0;
 	Rt->of_r1 = R->n_cols;
