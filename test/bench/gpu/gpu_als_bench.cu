@@ -1443,7 +1443,14 @@ test_lean(void)
 			}
 			rel[t] = fabs(r[0].final.loss - r[t + 1].final.loss) / fabs(r[0].final.loss);
 		}
-		CHECK(diff[1] <= std::max(10.0 * diff[0], 1e-5 * scale) &&
+		/*
+		 * the floor: two plain trainings over two shares of one H100 were
+		 * 8.75e-08 apart in one run and 5.70e-04 (3.4e-5 of the scale) in
+		 * the next (CG's atomics-ordered sums), so one pair's noise is no
+		 * measure of the next; a wrong transpose or start is off by far
+		 * more, in the loss too
+		 */
+		CHECK(diff[1] <= std::max(10.0 * diff[0], 1e-4 * scale) &&
 			  rel[1] <= std::max(10.0 * rel[0], 3e-5) && lean_uploads == 1 && untouched,
 			  "lean %s vs plain: factors max abs diff %.2e, loss rel %.1e; plain twice: %.2e, %.1e; "
 			  "scale %.2e; uploaded called %d times (1); every factor downloaded: %d",
