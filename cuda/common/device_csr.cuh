@@ -218,7 +218,7 @@ int			gm_dbins_build(gm_dbins *b, const gm_csr *a, int nbins,
 						   const int64_t *upper, char *err, size_t errlen);
 void		gm_dbins_free(gm_dbins *b);
 
-/* ------------------------------------------------ rows over several GPUs */
+/* ------------------------------------------------ rows over several GPUs (shares.cu) */
 
 /*
  * The row view of A's rows r0 .. r1: every row pointer (rows outside are
