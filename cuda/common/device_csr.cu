@@ -274,7 +274,8 @@ transpose_on_device(gm_dcsr *d, const gm_csr *a, const gm_dcsr *src, int32_t r0,
 															src->n_rows, 0, a->of_r0, a->of_r1,
 															d->indptr, fill, d->indices, d->data);
 	TRY(cudaGetLastError());
-	if (r0 > 0 || r1 < mat->n_rows)
+	/* entries outside src's rows (the rows beyond may all be empty: nothing to stream) */
+	if (mat->indptr[r0] > 0 || mat->indptr[r1] < mat->nnz)
 	{
 		/* a chunk: rows' pointers (scap + 1), then their columns and values (scap each) */
 		size_t		bytes = sizeof(int64_t) * ((size_t) scap + 1) + (sizeof(int32_t) + sizeof(float)) * (size_t) scap;
