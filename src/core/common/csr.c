@@ -618,16 +618,19 @@ gm_csr_nnz_bins(const gm_csr *a, int nbins, const int64_t *upper,
 }
 
 int
-gm_csr_column_pointers(const gm_csr *a, const gm_callbacks *cb, int64_t *ptr)
+gm_csr_column_pointers(const gm_csr *a, int threads, const gm_callbacks *cb, int64_t *ptr)
 {
 	int64_t		nc = a->n_cols;
-	int			nt = 1;
+	int			nt = threads > 0 ? threads : 1;
 	int32_t    *cnt = NULL;
 	poller		pl = {cb, 0};
 
 	memset(ptr, 0, sizeof(int64_t) * ((size_t) nc + 1));
 #ifdef _OPENMP
-	nt = omp_get_max_threads();
+	if (threads <= 0)
+		nt = omp_get_max_threads();
+#else
+	nt = 1;
 #endif
 	/* counters a thread of at most half a byte an entry, a thread's count within int32 */
 	while (nt > 1 && (double) nt * nc * sizeof(int32_t) > 0.5 * (double) a->nnz)

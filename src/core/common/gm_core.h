@@ -36,13 +36,15 @@ int			gm_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 void		gm_csr_cut_rows(const gm_csr *a, int n, double row_weight, int32_t *cut);
 /*
  * ptr[0 .. a->n_cols] = the row pointers of a's transpose (column j's
- * entries counted, then summed).  Each thread counts a share of the entries
+ * entries counted, then summed), with threads threads (0: OpenMP's
+ * default).  Each thread counts a share of the entries
  * into counters of its own (int32, at most half a byte an entry in all;
  * fewer threads where they would be more), so no two threads add to one
  * counter.  cb->should_stop is asked every 2^20 entries: GM_ECANCELED (ptr
  * then undefined) when it says stop, else GM_OK.
  */
-int			gm_csr_column_pointers(const gm_csr *a, const gm_callbacks *cb, int64_t *ptr);
+int			gm_csr_column_pointers(const gm_csr *a, int threads, const gm_callbacks *cb,
+								   int64_t *ptr);
 /*
  * memcpy(dst, src, n) by the threads of an OpenMP team, 4 MB a piece (the
  * CUDA module fills pinned buffers with it: one thread copies at a fraction

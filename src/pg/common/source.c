@@ -430,7 +430,8 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 	Rt->n_cols = R->n_rows;
 	Rt->nnz = R->nnz;
 	t0 = gm_now();
-	rc = gm_csr_column_pointers(R, &cb, Rt->indptr);
+	rc = gm_csr_column_pointers(R, gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs(), &cb,
+								Rt->indptr);
 	if (rc != GM_OK)
 	{
 		free(Rt->indptr);
