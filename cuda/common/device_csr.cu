@@ -414,8 +414,15 @@ gm_copy_staged(void *dst, const void *src, size_t n, int up)
 		return cudaMemcpy(dst, src, n, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
 	for (int i = 0; i < 2 && e == cudaSuccess; i++)
 		e = cudaHostAlloc((void **) &buf[i], GM_STAGE_BYTES, cudaHostAllocDefault);
-	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+	{
+		/* no pinned memory to be had: the driver's own staging, slower */
+		(void) cudaGetLastError();
+		for (int i = 0; i < 2; i++)
+			cudaFreeHost(buf[i]);
+		return cudaMemcpy(dst, src, n, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+	}
+	e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
 	for (int i = 0; i < 2 && e == cudaSuccess; i++)
 		e = cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming);
 	for (size_t o = 0; o < n && e == cudaSuccess; o += GM_STAGE_BYTES)
