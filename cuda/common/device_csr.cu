@@ -172,12 +172,12 @@ slab_offsets(const int64_t *__restrict__ ptr, int32_t c0, int32_t n, int64_t *__
 /*
  * Where a transpose not formed (a) finds its matrix's entries on this
  * device: src, the copy of of_host, is the matrix (one GPU) or a row view
- * of it (a share: whole rows, entries [e0, e1) of it).  Returns 0 when it
- * is neither (the host then transposes: upload_transpose).
+ * of it (a share: whole rows [*r0, *r1) of it).  Returns 0 when it is
+ * neither (the host then transposes: upload_transpose).
  */
 static int
-source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int64_t *e0,
-				 int32_t *r0, int32_t *r1)
+source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int32_t *r0,
+				 int32_t *r1)
 {
 	const gm_csr *m = a->of;
 	int64_t		off;
@@ -201,10 +201,7 @@ source_on_device(const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src, int
 	/* the rows the view holds: [r0, r1), whole (the first row starting at e0, the first at e1) */
 	*r0 = (int32_t) gm_lower_bound64(m->indptr, 0, m->n_rows, off);
 	*r1 = (int32_t) gm_lower_bound64(m->indptr, *r0, m->n_rows, off + of_host->nnz);
-	if (m->indptr[*r0] != off || m->indptr[*r1] != off + of_host->nnz)
-		return 0;
-	*e0 = off;
-	return 1;
+	return m->indptr[*r0] == off && m->indptr[*r1] == off + of_host->nnz;
 }
 
 /* Entries of the host rows a stream chunk holds at most (and rows): 4M, 64 MB a buffer */
@@ -498,12 +495,11 @@ int
 gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host, const gm_dcsr *src,
 				  char *err, size_t errlen)
 {
-	int64_t		e0;
 	int32_t		r0,
 				r1;
 	int			rc;
 
-	if (!source_on_device(a, of_host, src, &e0, &r0, &r1))
+	if (!source_on_device(a, of_host, src, &r0, &r1))
 		return gm_dcsr_upload(d, a, err, errlen);
 	if ((rc = dcsr_alloc(d, a, err, errlen)) != GM_OK)
 		return rc;
@@ -544,7 +540,6 @@ gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, ch
 		int32_t    *ind = NULL,
 					r0,
 					r1;
-		int64_t		e0;
 		float	   *dat = NULL;
 
 		memset(&da, 0, sizeof(da));
@@ -563,7 +558,7 @@ gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, ch
 		vt.of_r0 = shares == 1 ? 0 : ct[s];
 		vt.of_r1 = shares == 1 ? a->n_cols : ct[s + 1];
 		if (rc == GM_OK && (rc = gm_dcsr_upload(&da, &va, err, errlen)) == GM_OK &&
-			!source_on_device(&vt, shares == 1 ? a : &va, &da, &e0, &r0, &r1))
+			!source_on_device(&vt, shares == 1 ? a : &va, &da, &r0, &r1))
 		{
 			snprintf(err, errlen, "share %d of %d: its rows not seen as the source on the device", s, shares);
 			rc = GM_EINVAL;
