@@ -595,6 +595,84 @@ gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, ch
 	return rc;
 }
 
+/*
+ * Tests: gm_copy_staged moves n bytes up (pageable host to device) and down
+ * exactly, for n below, at and above GM_STAGE_MIN, a whole number of pinned
+ * buffers and not, from and to addresses off by a few bytes; each checked
+ * against cudaMemcpy's copy of the same bytes.  GM_OK when equal; else the
+ * first difference in err.
+ */
+extern "C" int
+gm_cuda_check_staged_copy(char *err, size_t errlen)
+{
+	const size_t sizes[] = {GM_STAGE_MIN - 1, GM_STAGE_MIN, GM_STAGE_MIN + 1, 2 * GM_STAGE_BYTES,
+	3 * GM_STAGE_BYTES + 12345, 7 * GM_STAGE_BYTES + 5};
+	const size_t most = 7 * GM_STAGE_BYTES + 5 + 8;
+	unsigned char *src = (unsigned char *) malloc(most),
+			   *dst = (unsigned char *) malloc(most);
+	char	   *dev = NULL;
+	int			rc = GM_OK;
+
+	if (!src || !dst || cudaMalloc((void **) &dev, most) != cudaSuccess)
+	{
+		free(src);
+		free(dst);
+		snprintf(err, errlen, "no room for the staged copies' check");
+		return GM_ENOMEM;
+	}
+	for (size_t i = 0; i < most; i++)
+		src[i] = (unsigned char) ((i * 2654435761u) >> 13);
+	for (size_t z = 0; rc == GM_OK && z < sizeof(sizes) / sizeof(sizes[0]); z++)
+		for (int up = 0; rc == GM_OK && up <= 1; up++)
+		{
+			size_t		n = sizes[z],
+						so = 3 * z % 8, /* the host's side off by so bytes, the device's by 5 */
+						first = n;
+			cudaError_t e;
+
+			memset(dst, 0xA5, most);
+			if (up)
+			{
+				/* up staged, down plain */
+				e = gm_copy_staged(dev + 5, src + so, n, 1);
+				if (e == cudaSuccess)
+					e = cudaMemcpy(dst + so, dev + 5, n, cudaMemcpyDeviceToHost);
+			}
+			else
+			{
+				/* up plain, down staged */
+				e = cudaMemcpy(dev + 5, src + so, n, cudaMemcpyHostToDevice);
+				if (e == cudaSuccess)
+					e = gm_copy_staged(dst + so, dev + 5, n, 0);
+			}
+			if (e != cudaSuccess)
+			{
+				snprintf(err, errlen, "%zu bytes %s: %s", n, up ? "up" : "down", cudaGetErrorString(e));
+				rc = GM_EDEVICE;
+				break;
+			}
+			if (memcmp(dst + so, src + so, n) != 0)
+				for (first = 0; first < n && dst[so + first] == src[so + first]; first++)
+					;
+			if (first < n)
+			{
+				snprintf(err, errlen, "%zu bytes %s: byte %zu is %u, not %u", n, up ? "up" : "down",
+						 first, dst[so + first], src[so + first]);
+				rc = GM_EINVAL;
+			}
+			/* and nothing beyond the copy written (down: the host's bytes after it) */
+			else if (!up && dst[so + n] != 0xA5)
+			{
+				snprintf(err, errlen, "%zu bytes down: the byte after the copy written", n);
+				rc = GM_EINVAL;
+			}
+		}
+	cudaFree(dev);
+	free(src);
+	free(dst);
+	return rc;
+}
+
 /* Allocate d and copy a into it (a may be a transpose not formed: gm_csr's of). */
 int
 gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)

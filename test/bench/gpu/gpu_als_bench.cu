@@ -30,6 +30,7 @@
 extern "C" void gm_cuda_set_chunk_queue(int on);
 extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, char *err,
 											  size_t errlen);
+extern "C" int gm_cuda_check_staged_copy(char *err, size_t errlen);
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1562,6 +1563,21 @@ test_device_transpose(void)
 	}
 }
 
+/*
+ * 6e: copies between pageable memory and the GPU through pinned buffers
+ * (gm_copy_staged: the CSR's upload, the factors' download) move every byte
+ * and no other, for sizes below, at and above the staging threshold, from
+ * and to unaligned addresses.
+ */
+static void
+test_staged_copy(void)
+{
+	char		e2[GM_ERRLEN] = "";
+
+	CHECK(gm_cuda_check_staged_copy(e2, sizeof(e2)) == GM_OK,
+		  "staged copies up and down, 32 MB - 1 to 224 MB + 5 bytes, unaligned: cudaMemcpy's bytes %s", e2);
+}
+
 /* 7: ranking metrics with the scores computed on the GPU equal the CPU's */
 static void
 test_rank_eval_gpu(void)
@@ -2020,6 +2036,7 @@ main(int argc, char **argv)
 		test_train_backend(module, 32);
 		test_lean();
 		test_device_transpose();
+		test_staged_copy();
 		/* the general model: exact solves (one block), block solves */
 		test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
 		test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);
