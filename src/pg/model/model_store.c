@@ -17,6 +17,8 @@
  */
 #include "gpumf_model.h"
 
+#include <math.h>
+
 #include "access/heapam.h"
 #include "access/hio.h"
 #include "access/heaptoast.h"
@@ -34,6 +36,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "optimizer/paths.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -350,16 +353,18 @@ create_table(const char *qname, const char *columns, int k)
  * maintenance_work_mem (64 MB) a table of millions of rows spills its sort to
  * temporary files, so maintenance_work_mem is raised to what an in-memory
  * sort of the larger table's keys takes (about 96 bytes a row, at most 2 GB
- * and half of gpumf.max_memory; never lowered), and a build may use as many
- * parallel workers as the read did (or max_parallel_maintenance_workers, if
- * more; max_parallel_workers still caps them).  The training's own arrays
+ * and half of gpumf.max_memory, and at least 32 MB a participant of a build
+ * with as many workers as the read had; never lowered), and a build may use
+ * as many parallel workers as the read did (or max_parallel_maintenance_workers,
+ * if more; max_parallel_workers still caps them).  The training's own arrays
  * are gone by then (GpumfStoreInput.filled).
  */
 static void
 index_build_settings(const GpumfStoreInput *in)
 {
 	double		rows = Max((double) in->R->n_rows, (double) in->R->n_cols);
-	double		want_kb = Min(rows * 96.0 / 1024.0, 2.0 * 1024 * 1024);
+	double		want_kb = Min(Max(rows * 96.0, 32.0 * 1024 * 1024 * (in->read_workers + 1)) / 1024.0,
+							  2.0 * 1024 * 1024);
 
 	want_kb = Min(want_kb, (double) gpumf_memory_limit() / 2 / 1024);
 	want_kb = Min(want_kb, (double) MAX_KILOBYTES);	/* the parameter's own range */
@@ -369,6 +374,31 @@ index_build_settings(const GpumfStoreInput *in)
 	if (in->read_workers > max_parallel_maintenance_workers)
 		(void) set_config_option("max_parallel_maintenance_workers",
 								 psprintf("%d", in->read_workers),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * Before a factor table's index build (inside the guard): its planner gives
+ * a table of P pages one worker, then one more each time P is three times
+ * larger than min_parallel_table_scan_size (8 MB) again: 7 workers for the
+ * 7 GB of 8 million users of 128 factors.  Lowered (never raised) so that a
+ * table of a million rows or more asks for as many workers as the read had:
+ * the build's heap scan is most of its time, and the store's threads are
+ * done by then.  bytes: the table's size, as its fill estimated it.
+ */
+static void
+index_build_workers(const GpumfStoreInput *in, double rows, double bytes)
+{
+	double		pages = bytes / BLCKSZ,
+				threshold = pages;
+
+	if (in->read_workers < 2 || rows < 1e6)
+		return;
+	for (int w = 1; w < in->read_workers && threshold > 1; w++)
+		threshold /= 3;
+	threshold = Max(1.0, floor(threshold));
+	if (threshold < min_parallel_table_scan_size)
+		(void) set_config_option("min_parallel_table_scan_size", psprintf("%.0f", threshold),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
@@ -382,7 +412,9 @@ gpumf_store_write(const GpumfStoreInput *in)
 				t1,
 				tu,
 				t2,
-				t3;
+				t3,
+				ubytes,
+				ibytes;
 
 	gpumf_guard_enter(&g, true);
 	/* key types by OID, printed schema-qualified (or as SQL keywords) */
@@ -403,19 +435,20 @@ gpumf_store_write(const GpumfStoreInput *in)
 								   format_type_be_qualified(in->itype)), in->k);
 	t1 = gm_now();
 	/* row sizes: the header and key, the factor array, the seen items */
-	fill_table(t.users, in, in->R->n_rows, user_row,
-			   (double) in->R->n_rows * (64 + 4.0 * user_row_factors(in)) +
-			   4.0 * (double) in->R->nnz);
+	ubytes = (double) in->R->n_rows * (64 + 4.0 * user_row_factors(in)) + 4.0 * (double) in->R->nnz;
+	ibytes = (double) in->R->n_cols * (64 + 4.0 * in->k);
+	fill_table(t.users, in, in->R->n_rows, user_row, ubytes);
 	tu = gm_now();
-	fill_table(t.items, in, in->R->n_cols, item_row,
-			   (double) in->R->n_cols * (64 + 4.0 * in->k));
+	fill_table(t.items, in, in->R->n_cols, item_row, ibytes);
 	CommandCounterIncrement();
 	t2 = gm_now();
 	if (in->filled)
 		in->filled(in->filled_arg);
 	index_build_settings(in);
+	index_build_workers(in, in->R->n_rows, ubytes);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (key)", t.users), SPI_OK_UTILITY);
 	t3 = gm_now();
+	index_build_workers(in, in->R->n_cols, ibytes);
 	gpumf_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (idx), ADD UNIQUE (key)", t.items),
 				   SPI_OK_UTILITY);
 	gpumf_guard_exit(&g);
