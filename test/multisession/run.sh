@@ -213,6 +213,26 @@ check "a new model's first version is shared once its training commits, before a
 out=$(dbg "SELECT count(*) FROM gpumf_recommend('warmme', 5, 10)")
 if grep -q 'gpumf: model "warmme" version 1 attached' <<<"$out"; then ok "a session's first call on a new model attaches"; else bad "a session's first call on a new model attaches" "$out"; fi
 q "SELECT gpumf_drop_model('warmme')" >/dev/null
+# the training reads its version into shared memory from its own arrays,
+# not from the table it has just written: the same recommendations as the
+# version read from its table (a session with gpumf.shared_models off), for
+# integer and uuid item keys, without and with item biases
+q "CREATE TABLE uuid_items AS SELECT user_id, md5(item_id::text)::uuid AS item, value FROM small"
+for spec in "small item_id als gpumf_recommend" "uuid_items item als gpumf_recommend_uuid" "small item_id als_explicit gpumf_recommend"; do
+  set -- $spec
+  out=$(dbg "SELECT 1 FROM gpumf_train('$1', 'user_id', '$2', 'value', factors => 8, iterations => 3, algorithm => '$3', model => 'athand')")
+  if grep -q 'gpumf: model "athand" version 1 read into shared memory in .* items copied from the training in' <<<"$out"; then
+    ok "a training ($1, $3) shares its version from its own arrays"
+  else bad "a training ($1, $3) shares its version from its own arrays" "$(grep 'shared memory' <<<"$out")"; fi
+  r="SELECT count(*) || ' ' || string_agg(u || ':' || r.item::text || '/' || r.score::text, ',') FROM generate_series(1, 40) u, LATERAL $4('athand', u, 10) r"
+  shared_recs=$(q "$r" 2>&1)
+  case "$shared_recs" in 400\ *) ok "$4 of a version shared from the training's arrays ($1, $3): 10 items for each of 40 users";;
+    *) bad "$4 of a version shared from the training's arrays ($1, $3): 10 items for each of 40 users" "$shared_recs";; esac
+  check "a version shared from the training's arrays ($1, $3): the recommendations of its table" \
+    "$shared_recs" "$(PGOPTIONS="$PGOPTIONS -c gpumf.shared_models=off" q "$r" 2>&1)"
+  q "SELECT gpumf_drop_model('athand')" >/dev/null
+done
+q "DROP TABLE uuid_items"
 # with gpumf.warm_new_models off, a model nobody serves takes no shared memory
 PGOPTIONS="$PGOPTIONS -c gpumf.warm_new_models=off" q "SELECT version FROM gpumf_train('small', 'user_id', 'item_id', 'value', factors => 8, iterations => 3, model => 'dropme')" >/dev/null
 id=$(q "SELECT id FROM gpumf.models WHERE name = 'dropme'")

@@ -107,6 +107,29 @@ typedef struct GpumfItemArrays
  */
 extern int64 gpumf_served_scan_items(Relation rel, const GpumfModel *cat, GpumfServed *m,
 									 GpumfItemArrays *d);
+
+/*
+ * A version's items as the training that wrote them still has them in
+ * memory: its warming (gpumf_served_warm_now) copies them into the shared
+ * segment instead of reading the table back.  Only for the version and
+ * table named, n rows of k factors, fixed-size keys; anything else is read.
+ */
+typedef struct GpumfItemsAtHand
+{
+	int64		model_id;
+	int32		version;
+	const char *item_table;		/* the catalog's name of it */
+	int32		n;
+	int			k;
+	const float *Y;				/* n x k, as the table's factors */
+	const float *bias;			/* the table's biases; NULL: none */
+	Datum		(*key) (void *arg, int32 i);	/* item i's key, of the model's item type */
+	void	   *key_arg;
+} GpumfItemsAtHand;
+extern const GpumfItemsAtHand *gpumf_served_at_hand;
+/* the items at hand into d's fixed arrays when they are this version's n; false: not */
+extern bool gpumf_served_copy_at_hand(const GpumfServed *m, const GpumfModel *cat, int64 n,
+									  GpumfItemArrays *d);
 /* the item table read into arrays in m->cxt (m->Y, m->item_keys, m->item_bias) */
 extern void gpumf_served_load_private(GpumfServed *m, const GpumfModel *cat, Relation rel);
 /* the users table's unique index on key and the key type's equality, into m */
@@ -130,6 +153,7 @@ extern void gpumf_served_forget_other_versions(int64 model_id, int32 version);
 extern bool gpumf_served_model_is_shared(int64 model_id);
 extern bool gpumf_served_warming;	/* a training warms its version before its commit */
 
+
 /* ------------------------------------------------------ warm_worker.c */
 
 /*
@@ -138,7 +162,7 @@ extern bool gpumf_served_warming;	/* a training warms its version before its com
  * has to.
  */
 extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
-extern void gpumf_served_warm_now(const char *name, int64 model_id);
+extern void gpumf_served_warm_now(const char *name, int64 model_id, const GpumfItemsAtHand *at_hand);
 extern void gpumf_warm_register_at_start(void);
 
 /* ---------------------------------------------------------- serving.c */

@@ -85,6 +85,45 @@ grow_array(void *p, Size elem, int64 oldcap, int64 newcap)
 	return q;
 }
 
+/* Set by gpumf_served_warm_now for its warming: the items as the training has them */
+const GpumfItemsAtHand *gpumf_served_at_hand = NULL;
+
+/*
+ * When gpumf_served_at_hand holds this version's n items of m->k factors:
+ * them into d's fixed arrays, as gpumf_served_scan_items would read them
+ * from the table the training wrote from the same arrays (the factors
+ * copied by threads, a missing bias 0, the keys as the table holds them),
+ * and true.  Else false: nothing copied.
+ */
+bool
+gpumf_served_copy_at_hand(const GpumfServed *m, const GpumfModel *cat, int64 n, GpumfItemArrays *d)
+{
+	const GpumfItemsAtHand *h = gpumf_served_at_hand;
+
+	if (h == NULL || h->model_id != cat->id || h->version != cat->version ||
+		cat->item_table == NULL || strcmp(h->item_table, cat->item_table) != 0 ||
+		(int64) h->n != n || h->k != m->k || h->Y == NULL || h->key == NULL ||
+		!d->fixed || d->keys != NULL)
+		return false;
+	gm_copy_parallel(d->Y, h->Y, sizeof(float) * (size_t) h->n * h->k);
+	if (d->bias)
+		for (int32 i = 0; i < h->n; i++)
+			d->bias[i] = h->bias ? h->bias[i] : 0.0f;
+	for (int32 i = 0; i < h->n; i++)
+	{
+		Datum		key = h->key(h->key_arg, i);
+
+		if (d->ukeys)
+			memcpy(d->ukeys + (size_t) i * UUID_LEN, DatumGetUUIDP(key)->data, UUID_LEN);
+		else
+			d->ikeys[i] = m->item_type == INT2OID ? DatumGetInt16(key) :
+				m->item_type == INT4OID ? DatumGetInt32(key) : DatumGetInt64(key);
+		if ((i & 65535) == 65535)
+			CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
 /*
  * Read the item table's rows, each straight to its place (rows are stored
  * in idx order); the number of rows, or -1 when fixed arrays are too small.

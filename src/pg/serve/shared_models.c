@@ -692,6 +692,7 @@ typedef struct PublishArgs
 	double		t_create;		/* out: seconds creating the segment, */
 	double		t_scan;			/* reading the table into it, */
 	double		t_int8;			/* building the int8 copy */
+	bool		at_hand;		/* out: the items copied from gpumf_served_at_hand */
 } PublishArgs;
 
 /*
@@ -732,7 +733,9 @@ publish_direct_in(void *p)
 		d.ukeys = base + hdr.keys_off;
 	else
 		d.ikeys = (int64 *) (base + hdr.keys_off);
-	if (gpumf_served_scan_items(a->rel, a->cat, m, &d) != n)
+	if (gpumf_served_copy_at_hand(m, a->cat, n, &d))
+		a->at_hand = true;
+	else if (gpumf_served_scan_items(a->rel, a->cat, m, &d) != n)
 	{
 		dsm_detach(seg);		/* never pinned: freed */
 		return;
@@ -822,7 +825,7 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 	Relation	rel = table_open(m->item_rel, NoLock);
 	SharedKey	key;
 	ModelVersion mv = {cat->id, cat->version};
-	PublishArgs pub = {m, cat, rel, &key, NULL, {false, 0, 0, 0}, 0, 0, 0};
+	PublishArgs pub = {m, cat, rel, &key, NULL, {false, 0, 0, 0}, 0, 0, 0, false};
 	double		t0 = gm_now(),
 				t1;
 
@@ -864,8 +867,9 @@ gpumf_served_load_version(GpumfServed *m, const GpumfModel *cat)
 			if (!keep_older)
 				forget_entries(entry_older, &mv);
 			elog(DEBUG1, "gpumf: model \"%s\" version %d read into shared memory in %.3f s "
-				 "(segment created in %.3f s, table read in %.3f s, int8 copy in %.3f s)",
-				 cat->name, cat->version, gm_now() - t0, pub.t_create, pub.t_scan, pub.t_int8);
+				 "(segment created in %.3f s, %s in %.3f s, int8 copy in %.3f s)",
+				 cat->name, cat->version, gm_now() - t0, pub.t_create,
+				 pub.at_hand ? "items copied from the training" : "table read", pub.t_scan, pub.t_int8);
 			return;
 		}
 		if (pub.refusal.refused)

@@ -166,7 +166,8 @@ gpumf_served_warm_on_commit(int64 model_id, int32 version)
  * commit's worker lets them go; if the training aborts, its tables are gone
  * and the next sweep takes the entry out.  Failing here (no room under
  * gpumf.shared_models_memory, say) fails nothing: the worker tries again
- * after the commit, as before.
+ * after the commit, as before.  at_hand (or NULL): the items as the training
+ * still has them, copied rather than read back from the table it wrote.
  */
 static void
 warm_now_in(void *arg)
@@ -177,7 +178,7 @@ warm_now_in(void *arg)
 }
 
 void
-gpumf_served_warm_now(const char *name, int64 model_id)
+gpumf_served_warm_now(const char *name, int64 model_id, const GpumfItemsAtHand *at_hand)
 {
 	ErrorData  *e;
 
@@ -187,7 +188,9 @@ gpumf_served_warm_now(const char *name, int64 model_id)
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	gpumf_served_warming = true;
+	gpumf_served_at_hand = at_hand;
 	e = gpumf_try_subxact(warm_now_in, (void *) name);
+	gpumf_served_at_hand = NULL;
 	gpumf_served_warming = false;
 	PopActiveSnapshot();
 	if (e && e->sqlerrcode == ERRCODE_QUERY_CANCELED)

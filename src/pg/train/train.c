@@ -64,6 +64,7 @@ typedef struct TrainState
 	bool		lean;			/* gpumf.lean_training: Rt not formed, factors drawn
 								 * on the GPU, R's values freed once uploaded */
 	double		mem_uploaded;	/* the backend's private memory (MB) after the upload */
+	bool		keep_items;		/* Y and the item biases kept past the store, for the warming */
 	MemoryContextCallback cb;
 } TrainState;
 
@@ -105,7 +106,8 @@ free_factors(TrainState *ts)
  * The factor tables are filled: their indexes are built next, from the
  * tables.  The factors, R's arrays (R's sizes stay, for the catalog row)
  * and its transpose are not read again and go now, so the index builds'
- * sorts never sit on top of them.
+ * sorts never sit on top of them; but for the item factors and biases
+ * that the warming copies (keep_items: k floats an item, not a user).
  */
 static void
 free_stored(void *arg)
@@ -116,7 +118,22 @@ free_stored(void *arg)
 	gm_csr_free(&ts->R);
 	ts->R.nnz = nnz;
 	gm_csr_free(&ts->Rt);
-	free_factors(ts);
+	if (!ts->keep_items)		/* (never kept in the training service's segment) */
+		free_factors(ts);
+	else
+	{
+		free(ts->X);
+		free(ts->user_bias);
+		ts->X = ts->user_bias = NULL;
+	}
+}
+
+/* item i's key, as the store wrote it (GpumfItemsAtHand.key) */
+static Datum
+item_key_at(void *arg, int32 i)
+{
+	return gpumf_key_datum(((GpumfSource *) arg)->items, ((GpumfSource *) arg)->ikind,
+						   ((GpumfSource *) arg)->itype, i);
 }
 
 static void
@@ -845,6 +862,9 @@ gpumf_train_args(const TrainArgs *args)
 	in.read_workers = src->read_workers;
 	in.filled = free_stored;
 	in.filled_arg = ts;
+	/* the warming copies the items from memory: fixed-size keys, Y as stored */
+	ts->keep_items = gpumf_shared_models && !ts->service_seg && in.Y && in.Y == ts->Y && !in.Y2 &&
+		src->itype != TEXTOID;
 	tables = gpumf_store_write(&in);
 	if (exists)
 	{
@@ -905,7 +925,9 @@ gpumf_train_args(const TrainArgs *args)
 	 * worker lets the replaced one go (its readers keep their mapping), and
 	 * reads the new one if that failed here.
 	 */
-	gpumf_served_warm_now(a.model, row.m.id);
+	gpumf_served_warm_now(a.model, row.m.id, ts->keep_items && ts->Y ?
+						  &(GpumfItemsAtHand) {row.m.id, row.m.version, tables.items, ts->R.n_cols,
+						  in.k, ts->Y, ts->item_bias, item_key_at, src} : NULL);
 	gpumf_served_warm_on_commit(row.m.id, row.m.version);
 
 	SPI_finish();
