@@ -151,6 +151,17 @@ tp=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'r
 to=$(q "SELECT user_table || ' ' || item_table FROM gpumf.models WHERE name = 'readone'")
 check "parallel and single readers train the same model" "$(differ ${tp% *} ${to% *}) $(differ ${tp#* } ${to#* })" "0 0"
 q "SELECT gpumf_drop_model('readpar'), gpumf_drop_model('readone')" >/dev/null
+# the index build of a factor table of a million rows or more asks for as
+# many workers as the read had (the planner alone gives 1.2M users of 4
+# factors 3: one more each time the table is three times 8 MB)
+q "CREATE TABLE wide AS SELECT g AS user_id, g % 1000 AS item_id, 1.0::real AS value FROM generate_series(1, 1200000) g"
+out=$(dbg "SET gpumf.device = cpu; SET gpumf.read_workers = 4; SET max_parallel_workers = 8; SELECT 1 FROM gpumf_train('wide', 'user_id', 'item_id', 'value', factors => 4, iterations => 1, model => 'wide')")
+read=$(grep -oE "read public.wide with a scan of its own, [0-9]+ parallel workers" <<<"$out" | grep -oE "[0-9]+ parallel" | cut -d' ' -f1)
+asked=$(grep -oE "_users_pkey\" on table \"[^\"]*\" with request for [0-9]+ parallel workers" <<<"$out" | grep -oE "[0-9]+ parallel" | cut -d' ' -f1)
+if [ -n "$read" ] && [ "$read" -ge 2 ] && [ "${asked:-0}" = "$read" ]; then ok "the users' index build asks for the read's $read workers"
+else bad "the users' index build asks for the read's workers" "read by ${read:-?}, index asked for ${asked:-?}: $(grep -E 'gpumf: read|request for' <<<"$out")"; fi
+check "the settings of the index builds end with the training" "$(q "SET gpumf.read_workers = 4; SELECT 1 FROM gpumf_train('wide', 'user_id', 'item_id', 'value', factors => 4, iterations => 1, model => 'wide'); SHOW min_parallel_table_scan_size" | tail -1)" "8MB"
+q "SELECT gpumf_drop_model('wide'); DROP TABLE wide" >/dev/null
 # integer keys in the workers' raw range go to the leader as themselves, the
 # others (negative, above it) through the workers' maps: keys of one kind
 # only (d i: the leader loads the maps at once), both kinds in one column,
