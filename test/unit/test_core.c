@@ -1340,6 +1340,88 @@ fail:
 	return 1;
 }
 
+/*
+ * Without a progress callback, a tolerance or held-out evaluation, implicit
+ * ALS computes the loss after its last iteration only: the same factors,
+ * bit for bit, and the same final loss as a training that reports every
+ * iteration's (whose last report is that loss); and with a should_stop
+ * alone it is still polled, and still stops.
+ */
+static int
+test_train_last_loss(void)
+{
+	train_data	t = {0};
+	int32_t		U = 400,
+				I = 250;
+	int			k = 12;
+	float	   *X[2],
+			   *Y[2];
+	char		err[GM_ERRLEN];
+
+	train_data_make(&t, U, I, 0.04, 3.0f);
+	for (int r = 0; r < 2; r++)
+	{
+		X[r] = xmalloc(sizeof(float) * U * k);
+		Y[r] = xmalloc(sizeof(float) * I * k);
+	}
+	for (int trial = 0; trial < 3; trial++)
+	{
+		gm_mf_params p = als_params(k, 3, 0.1f, 2.0f, (int) rint_range(2, 6));
+		gm_mf_result res[2];
+		train_log	log = {0};
+		gm_callbacks cb = {NULL, log_iteration, &log};
+
+		p.threads = 2;
+		for (int r = 0; r < 2; r++)
+		{
+			gm_mf_data	d = mf_data(&t, X[r], Y[r]);
+
+			CHECK(gm_mf_train(&p, &d, r == 0 ? &cb : NULL, &res[r], err, sizeof(err)) == GM_OK,
+				  "training %d: %s", r, err);
+		}
+		CHECK(log.n == p.iterations, "%d progress reports for %d iterations", log.n, p.iterations);
+		CHECK(res[1].iterations_run == p.iterations && res[0].iterations_run == p.iterations,
+			  "iterations run %d and %d of %d", res[0].iterations_run, res[1].iterations_run, p.iterations);
+		CHECK(memcmp(X[0], X[1], sizeof(float) * U * k) == 0 && memcmp(Y[0], Y[1], sizeof(float) * I * k) == 0,
+			  "%d iterations: the factors differ without the callback", p.iterations);
+		CHECK(isfinite(res[1].final.loss) &&
+			  fabs(res[1].final.loss - log.loss[log.n - 1]) <= 1e-12 * fabs(log.loss[log.n - 1]) &&
+			  fabs(res[1].final.loss - res[0].final.loss) <= 1e-12 * fabs(res[0].final.loss),
+			  "final loss %.17g without the callback, %.17g with it (last report %.17g)",
+			  res[1].final.loss, res[0].final.loss, log.loss[log.n - 1]);
+	}
+	{
+		/* a should_stop alone: polled, and the training stops */
+		gm_mf_params p = als_params(k, 3, 0.1f, 2.0f, 6);
+		gm_mf_result res;
+		gm_mf_data	d = mf_data(&t, X[0], Y[0]);
+		train_log	log = {0};
+		gm_callbacks cb = {stop_after_n, NULL, &log};
+		int			rc;
+
+		p.threads = 2;
+		log.stop_after = 3;
+		rc = gm_mf_train(&p, &d, &cb, &res, err, sizeof(err));
+		CHECK(rc == GM_ECANCELED && log.stop_calls == 3,
+			  "a should_stop alone asking on poll 3: rc %d after %d polls", rc, log.stop_calls);
+	}
+	for (int r = 0; r < 2; r++)
+	{
+		free(X[r]);
+		free(Y[r]);
+	}
+	train_data_free(&t);
+	return 0;
+fail:
+	for (int r = 0; r < 2; r++)
+	{
+		free(X[r]);
+		free(Y[r]);
+	}
+	train_data_free(&t);
+	return 1;
+}
+
 /* ------------------------------------------------------------ 10. threads */
 
 static int
@@ -3852,6 +3934,7 @@ static const gm_test tests[] = {
 	{"als_loss vs dense brute force", test_loss},
 	{"mf_train (implicit ALS) loss non-increasing", test_train_monotone},
 	{"mf_train cancellation", test_train_cancel},
+	{"mf_train without progress reports: the last loss only, the same factors and loss", test_train_last_loss},
 	{"cg_solve_rows independent of threads", test_threads},
 	{"topk vs full sort", test_topk},
 	{"topk_dot (int8 first pass) equals the float top n", test_topk_dot},

@@ -377,7 +377,8 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 				n_sweeps,
 				since_best = 0,
 				last_eval = 0,
-				downloaded = 0;
+				downloaded = 0,
+				each_loss;
 	double		t0,
 				t1,
 				t_eval,
@@ -447,6 +448,14 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 	if (d->uploaded)
 		d->uploaded(d->uploaded_arg);
 	n_sweeps = ops->n_sweeps(s->h);
+	/*
+	 * An iteration's loss is read by a tolerance, a progress callback and
+	 * held-out evaluation; without them, implicit ALS (whose evaluate
+	 * leaves nothing the next iteration uses: each side's first sweep forms
+	 * its Gram matrix again) evaluates only after the last iteration
+	 */
+	each_loss = p->tolerance > 0.0 || (cb && cb->on_iteration) || ev ||
+		p->algorithm != GM_ALG_ALS_IMPLICIT;
 
 	for (int it = 0; it < p->iterations; it++)
 	{
@@ -456,13 +465,23 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 
 		if ((rc = iteration(ops, s->h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
 			goto fail;
+		res->iterations_run = it + 1;
+		if (!each_loss && it + 1 < p->iterations)
+		{
+			if (stop_requested(cb))
+			{
+				snprintf(err, errlen, "training canceled");
+				rc = GM_ECANCELED;
+				goto fail;
+			}
+			continue;
+		}
 		t_eval = gm_now();
 		rc = ops->evaluate(s->h, &m, err, errlen);
 		res->loss_seconds += gm_now() - t_eval;
 		if (rc != GM_OK)
 			goto fail;
 		res->final = m;
-		res->iterations_run = it + 1;
 		if (cb && cb->on_iteration)
 			cb->on_iteration(cb->arg, it + 1, m.loss, m.rmse, gm_now() - t1);
 		converged = p->tolerance > 0.0 && it > 0 &&

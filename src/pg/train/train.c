@@ -587,7 +587,8 @@ train_model(TrainArgs *a, bool service, TrainState *ts, gm_mf_result *res, gm_mf
 	pa.metric = a->metric;
 	pa.K = a->K;
 	cbs.should_stop = should_stop;
-	cbs.on_iteration = on_iteration;
+	/* without progress NOTICEs (and no tolerance) implicit ALS evaluates only its last loss */
+	cbs.on_iteration = gpumf_progress ? on_iteration : NULL;
 	cbs.arg = &pa;
 
 	/* GPU memory: refused before anything is uploaded when the card cannot hold it */
