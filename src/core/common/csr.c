@@ -687,10 +687,17 @@ gm_csr_column_pointers(const gm_csr *a, int threads, const gm_callbacks *cb, int
 void
 gm_copy_parallel(void *dst, const void *src, size_t n)
 {
+	gm_copy_threads(dst, src, n, 0);
+}
+
+void
+gm_copy_threads(void *dst, const void *src, size_t n, int threads)
+{
 	const size_t piece = (size_t) 4 << 20;
 	int64_t		np = (int64_t) ((n + piece - 1) / piece);
 
-#pragma omp parallel for schedule(dynamic, 1) if (np > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (np > 1) \
+	num_threads(threads > 0 ? threads : omp_get_max_threads())
 	for (int64_t i = 0; i < np; i++)
 	{
 		size_t		o = (size_t) i * piece;

@@ -48,9 +48,11 @@ int			gm_csr_column_pointers(const gm_csr *a, int threads, const gm_callbacks *c
 /*
  * memcpy(dst, src, n) by the threads of an OpenMP team, 4 MB a piece (the
  * CUDA module fills pinned buffers with it: one thread copies at a fraction
- * of the memory's rate).
+ * of the memory's rate); gm_copy_threads with threads threads (0: OpenMP's
+ * default).
  */
 void		gm_copy_parallel(void *dst, const void *src, size_t n);
+void		gm_copy_threads(void *dst, const void *src, size_t n, int threads);
 
 /*
  * gm_lower_bound64 (row pointers) and gm_lower_bound32 (a row's columns, a

@@ -92,7 +92,7 @@ const GpumfItemsAtHand *gpumf_served_at_hand = NULL;
  * When gpumf_served_at_hand holds this version's n items of m->k factors:
  * them into d's fixed arrays, as gpumf_served_scan_items would read them
  * from the table the training wrote from the same arrays (the factors
- * copied by threads, a missing bias 0, the keys as the table holds them),
+ * copied by gpumf.threads threads, a missing bias 0, the keys as the table holds them),
  * and true.  Else false: nothing copied.
  */
 bool
@@ -105,7 +105,7 @@ gpumf_served_copy_at_hand(const GpumfServed *m, const GpumfModel *cat, int64 n, 
 		(int64) h->n != n || h->k != m->k || h->Y == NULL || h->key == NULL ||
 		!d->fixed || d->keys != NULL)
 		return false;
-	gm_copy_parallel(d->Y, h->Y, sizeof(float) * (size_t) h->n * h->k);
+	gm_copy_threads(d->Y, h->Y, sizeof(float) * (size_t) h->n * h->k, gpumf_threads);
 	if (d->bias)
 		for (int32 i = 0; i < h->n; i++)
 			d->bias[i] = h->bias ? h->bias[i] : 0.0f;
