@@ -460,33 +460,26 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 	for (int it = 0; it < p->iterations; it++)
 	{
 		gm_mf_metrics m;
-		int			converged,
+		int			converged = 0,
 					stop = 0;
 
 		if ((rc = iteration(ops, s->h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
 			goto fail;
 		res->iterations_run = it + 1;
-		if (!each_loss && it + 1 < p->iterations)
+		if (each_loss || it + 1 == p->iterations)
 		{
-			if (stop_requested(cb))
-			{
-				snprintf(err, errlen, "training canceled");
-				rc = GM_ECANCELED;
+			t_eval = gm_now();
+			rc = ops->evaluate(s->h, &m, err, errlen);
+			res->loss_seconds += gm_now() - t_eval;
+			if (rc != GM_OK)
 				goto fail;
-			}
-			continue;
+			res->final = m;
+			if (cb && cb->on_iteration)
+				cb->on_iteration(cb->arg, it + 1, m.loss, m.rmse, gm_now() - t1);
+			converged = p->tolerance > 0.0 && it > 0 &&
+				fabs(prev_loss - m.loss) < p->tolerance * fabs(prev_loss);
+			prev_loss = m.loss;
 		}
-		t_eval = gm_now();
-		rc = ops->evaluate(s->h, &m, err, errlen);
-		res->loss_seconds += gm_now() - t_eval;
-		if (rc != GM_OK)
-			goto fail;
-		res->final = m;
-		if (cb && cb->on_iteration)
-			cb->on_iteration(cb->arg, it + 1, m.loss, m.rmse, gm_now() - t1);
-		converged = p->tolerance > 0.0 && it > 0 &&
-			fabs(prev_loss - m.loss) < p->tolerance * fabs(prev_loss);
-		prev_loss = m.loss;
 		if (stop_requested(cb))
 		{
 			snprintf(err, errlen, "training canceled");

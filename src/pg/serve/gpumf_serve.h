@@ -162,6 +162,7 @@ extern bool gpumf_served_warming;	/* a training warms its version before its com
  * has to.
  */
 extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
+extern bool gpumf_served_warms(int64 model_id);
 extern void gpumf_served_warm_now(const char *name, int64 model_id, const GpumfItemsAtHand *at_hand);
 extern void gpumf_warm_register_at_start(void);
 

@@ -177,13 +177,20 @@ warm_now_in(void *arg)
 	gpumf_served_forget_local((const char *) arg);
 }
 
+/* whether gpumf_served_warm_now reads the model's new version into shared memory */
+bool
+gpumf_served_warms(int64 model_id)
+{
+	return gpumf_shared_models && IsUnderPostmaster && !IsInParallelMode() &&
+		(gpumf_warm_new_models || gpumf_served_model_is_shared(model_id));
+}
+
 void
 gpumf_served_warm_now(const char *name, int64 model_id, const GpumfItemsAtHand *at_hand)
 {
 	ErrorData  *e;
 
-	if (!gpumf_shared_models || !IsUnderPostmaster || IsInParallelMode() ||
-		(!gpumf_warm_new_models && !gpumf_served_model_is_shared(model_id)))
+	if (!gpumf_served_warms(model_id))
 		return;
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());

@@ -864,8 +864,8 @@ gpumf_train_args(const TrainArgs *args)
 	in.filled = free_stored;
 	in.filled_arg = ts;
 	/* the warming copies the items from memory: fixed-size keys, Y as stored */
-	ts->keep_items = gpumf_shared_models && !ts->service_seg && in.Y && in.Y == ts->Y && !in.Y2 &&
-		src->itype != TEXTOID;
+	ts->keep_items = gpumf_served_warms(row.m.id) && !ts->service_seg && in.Y && in.Y == ts->Y &&
+		!in.Y2 && src->itype != TEXTOID;
 	tables = gpumf_store_write(&in);
 	if (exists)
 	{
