@@ -16,6 +16,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "harness.h"
 
@@ -573,7 +576,8 @@ fail:
  * the same CSR as gm_csr_from_coo (bit for bit: the same entry order before
  * the per-row sort) on random inputs with duplicates, empty rows, a row
  * longer than a bucket and inputs large enough for several threads, buckets
- * and (the largest) pages given back; a bad coordinate is refused and the
+ * and (the largest) pages given back, blocks of more than 64 rows, and
+ * every block cut at its rows; a bad coordinate is refused and the
  * arrays freed.  gm_transposer's slabs, cut at random, equal the rows of
  * gm_csr_transpose.
  */
@@ -590,14 +594,28 @@ test_csr_lean(void)
 	float	   *v = NULL,
 			   *sv = NULL;
 	char		err[GM_ERRLEN];
+#ifdef _OPENMP
+	int			threads = omp_get_max_threads();
+#endif
 
-	for (int trial = 0; trial < 14; trial++)
+	for (int trial = 0; trial < 16; trial++)
 	{
 		int64_t		nnz = trial == 0 ? 0 : trial < 8 ? rint_range(1, 2000) :
-			trial < 12 ? rint_range(100000, 1200000) : trial == 12 ? 3000000 : 17000000;
-		int32_t		R = (int32_t) rint_range(1, trial < 8 ? 80 : 200000),
+			trial < 12 ? rint_range(100000, 1200000) : trial == 12 ? 3000000 :
+			trial == 13 ? 17000000 : trial == 14 ? 2000000 : 3000000;
+		/*
+		 * 14: 4M rows for 2M entries, 8 threads (blocks of more than 64
+		 * rows); 15: 3M entries on 2000 rows, 3 threads (every block is cut
+		 * at its rows)
+		 */
+		int32_t		R = trial == 14 ? 1 << 22 : trial == 15 ? 2000 :
+			(int32_t) rint_range(1, trial < 8 ? 80 : 200000),
 					Cn = (int32_t) rint_range(1, trial < 8 ? 60 : 50000);
 		int32_t		longrow = (int32_t) rint_range(0, R - 1);
+
+#ifdef _OPENMP
+		omp_set_num_threads(trial == 14 ? 8 : trial == 15 ? 3 : threads);
+#endif
 
 		r = xmalloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
 		c = xmalloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
@@ -663,6 +681,10 @@ test_csr_lean(void)
 		gm_csr_free(&t);
 	}
 
+#ifdef _OPENMP
+	omp_set_num_threads(threads);
+#endif
+
 	/* a bad coordinate: refused, the input freed (the sanitizer build sees leaks) */
 	for (int bad = 0; bad < 2; bad++)
 	{
@@ -699,6 +721,9 @@ fail:
 	gm_csr_free(&a);
 	gm_csr_free(&b);
 	gm_csr_free(&t);
+#ifdef _OPENMP
+	omp_set_num_threads(threads);
+#endif
 	return 1;
 }
 

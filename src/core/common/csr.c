@@ -777,12 +777,50 @@ release_range(void *base, size_t base_bytes, size_t from, size_t to)
 }
 
 /*
+ * Pass 1 of the lean build writes each thread's entries to about a thousand
+ * places at once, three arrays each: one store an entry to a line of its
+ * own would miss the cache nearly every time.  So a thread stages each
+ * bucket's next WC_ENTRIES entries (a 64-byte line of each array) and
+ * writes them together when they are complete (software write combining,
+ * as radix partitioners do).
+ */
+#define WC_ENTRIES	16
+#define WC_STRIDE	(3 * WC_ENTRIES)
+
+/*
+ * A row's bucket, looked up twice an entry: from the bucket of the first
+ * row of its block (a table of a bucket number a block, in cache where one
+ * a row of 8M rows would not be), then forward through the bucket starts
+ * (bstart[nb] = n_rows ends the search).  Any two consecutive buckets hold
+ * more than the target of at least nnz / 1024 entries, so there are at
+ * most 2049 of them and uint16_t holds their numbers.  Blocks have
+ * 2^BLOCK_SHIFT rows, or more where a histogram of blocks a thread would
+ * outweigh the entries.
+ */
+#define BLOCK_SHIFT	6
+
+static inline int32_t
+bucket_at(const uint16_t *first_bucket, int shift, const int32_t *bstart, int32_t r)
+{
+	int32_t		k = first_bucket[r >> shift];
+
+	while (bstart[k + 1] <= r)
+		k++;
+	return k;
+}
+
+/*
  * The lean build (gm_core.h).  Rows are grouped into buckets of
  * consecutive rows holding about `target` entries each (a longer row is a
- * bucket of its own).  Pass 1 moves every entry, in input order, into its
- * bucket's stretch of the output (its column and value where the CSR keeps
- * them, its row beside them), giving back the input's pages as they are
- * consumed; pass 2 orders each bucket by row through a scratch of one
+ * bucket of its own).  The buckets are cut from the entries' counts by
+ * block of 2^shift rows (a histogram a thread, small enough to stay in its
+ * cache), and within a block of more than target entries from its rows'
+ * counts; no count a row is kept for the whole matrix, whose random
+ * updates would miss the cache at every entry.  Pass 1 moves every entry,
+ * in input order, into its bucket's stretch of the output (its column and
+ * value where the CSR keeps them, its row beside them), giving back the
+ * input's pages as they are consumed; pass 2 counts each bucket's rows
+ * (their row pointers), orders the bucket by row through a scratch of one
  * bucket a thread and gives back the rows' pages; the rows are then
  * sorted and their duplicates summed as gm_csr_from_coo does.  The order
  * within a row before that sort is the input order, as in
@@ -796,17 +834,25 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	poller		pl = {cb, 0};
 	int64_t    *ptr = NULL,
 			   *fill = NULL,
-			   *bcnt = NULL;
-	int32_t    *bucket_of = NULL,
-			   *brow = NULL,
+			   *bcnt = NULL,
+			   *bpos = NULL,
+			   *blen = NULL,
+			   *hlen = NULL;
+	uint32_t   *tcnt = NULL;
+	uint16_t   *first_bucket = NULL;
+	int32_t    *brow = NULL,
 			   *bstart = NULL,
+			   *heavy_of = NULL,
 			   *ind = NULL;
 	float	   *dat = NULL;
 	int64_t		bad = -1,
 				target,
+				nblk,
+				nheavy = 0,
 				w;
 	int32_t		nb = 0;
 	int			nt,
+				shift,
 				rc = GM_OK;
 	size_t		in_bytes = (size_t) (nnz > 0 ? nnz : 1) * sizeof(int32_t);
 
@@ -830,18 +876,29 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 #endif
 	if (nt < 1)
 		nt = 1;
+	/* a thread's counts are uint32_t: no thread takes 2^32 entries */
+	if (nnz / nt >= ((int64_t) 1 << 32) - 1)
+		nt = (int) (nnz / (((int64_t) 1 << 32) - 1)) + 1;
+	/* blocks of 2^shift rows, few enough for a histogram a thread beside the entries */
+	shift = BLOCK_SHIFT;
+	while (shift < 31 && (int64_t) nt * (((int64_t) n_rows >> shift) + 1) > (nnz / 4 > (1 << 16) ? nnz / 4 : (1 << 16)))
+		shift++;
+	nblk = n_rows > 0 ? ((n_rows - 1) >> shift) + 1 : 0;
 	ptr = calloc((size_t) n_rows + 1, sizeof(int64_t));
-	bucket_of = malloc(sizeof(int32_t) * (size_t) (n_rows > 0 ? n_rows : 1));
-	if (!ptr || !bucket_of)
+	first_bucket = malloc(sizeof(uint16_t) * ((size_t) nblk + 1));
+	blen = calloc((size_t) nblk + 1, sizeof(int64_t));
+	tcnt = calloc((size_t) nt * (nblk > 0 ? nblk : 1), sizeof(uint32_t));
+	if (!ptr || !first_bucket || !blen || !tcnt)
 		goto oom;
 
-	/* row lengths (atomics: no histogram a thread), and the first bad coordinate */
+	/* each thread's entries a block of rows, and the first bad coordinate */
 #pragma omp parallel num_threads(nt)
 	{
 		int			t = thread_num();
 		int64_t		b,
 					e,
 					mybad = -1;
+		uint32_t   *c = tcnt + (size_t) t * nblk;
 
 		share(nnz, t, nt, &b, &e);
 		for (int64_t i = b; i < e; i++)
@@ -853,10 +910,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 				mybad = i;
 				break;
 			}
-			if (nt > 1)
-				__atomic_fetch_add(&ptr[r + 1], 1, __ATOMIC_RELAXED);
-			else
-				ptr[r + 1]++;
+			c[r >> shift]++;
 			if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1 && poll_stop(&pl))
 				break;
 		}
@@ -876,30 +930,123 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	}
 	if (poll_stop(&pl))
 		goto canceled;
-	for (int32_t r = 0; r < n_rows; r++)
-		ptr[r + 1] += ptr[r];
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (int64_t k = 0; k < nblk; k++)
+	{
+		int64_t		n = 0;
+
+		for (int u = 0; u < nt; u++)
+			n += tcnt[(size_t) u * nblk + k];
+		blen[k] = n;
+	}
+	free(tcnt);
+	tcnt = NULL;
 
 	/* buckets of consecutive rows, about target entries each */
 	target = nnz / 1024;
 	if (target < ((int64_t) 1 << 16))
 		target = (int64_t) 1 << 16;
+
+	/*
+	 * A block of more than target entries is cut at rows, so that a long
+	 * row is a bucket of its own as before: its rows are counted, a
+	 * histogram a thread (one row may be most of the entries)
+	 */
+	for (int64_t k = 0; k < nblk; k++)
+		if (blen[k] > target)
+			nheavy++;
+	if (nheavy > 0)
+	{
+		int64_t		hrows = nheavy << shift,
+					mask = ((int64_t) 1 << shift) - 1;
+		/* as many threads as have histograms small beside the entries */
+		int64_t		most = (nnz / 2 > (1 << 20) ? nnz / 2 : (1 << 20)) / hrows;
+		int			ht = most < 1 ? 1 : most < nt ? (int) most : nt;
+
+		heavy_of = malloc(sizeof(int32_t) * (size_t) nblk);
+		hlen = calloc((size_t) hrows * ht, sizeof(int64_t));
+		if (!heavy_of || !hlen)
+			goto oom;
+		nheavy = 0;
+		for (int64_t k = 0; k < nblk; k++)
+			heavy_of[k] = blen[k] > target ? (int32_t) nheavy++ : -1;
+#pragma omp parallel num_threads(ht)
+		{
+			int			t = thread_num();
+			int64_t		b,
+						e;
+			int64_t    *c = hlen + (size_t) t * hrows;
+
+			share(nnz, t, ht, &b, &e);
+			for (int64_t i = b; i < e; i++)
+			{
+				int32_t		r = rows[i],
+							h = heavy_of[r >> shift];
+
+				if (h >= 0)
+					c[((int64_t) h << shift) + (r & mask)]++;
+			}
+		}
+		for (int u = 1; u < ht; u++)
+			for (int64_t j = 0; j < hrows; j++)
+				hlen[j] += hlen[(size_t) u * hrows + j];
+	}
 	bstart = malloc(sizeof(int32_t) * ((size_t) n_rows + 2));
 	if (!bstart)
 		goto oom;
-	for (int32_t r = 0; r < n_rows; r++)
 	{
-		if (nb == 0 || ptr[r + 1] - ptr[bstart[nb - 1]] > target)
-			bstart[nb++] = r;
-		bucket_of[r] = nb - 1;
+		int64_t		in_bucket = 0;
+
+		for (int64_t k = 0; k < nblk; k++)
+		{
+			int32_t		r0 = (int32_t) (k << shift);
+
+			if (blen[k] <= target)
+			{
+				/* a whole block joins the bucket, or starts one */
+				if (nb == 0 || in_bucket + blen[k] > target)
+				{
+					bstart[nb++] = r0;
+					in_bucket = 0;
+				}
+				in_bucket += blen[k];
+				first_bucket[k] = (uint16_t) (nb - 1);
+			}
+			else
+			{
+				int32_t		r1 = (int32_t) ((int64_t) r0 + ((int64_t) 1 << shift) < n_rows ?
+											 (int64_t) r0 + ((int64_t) 1 << shift) : n_rows);
+				const int64_t *len = hlen + ((int64_t) heavy_of[k] << shift);
+
+				for (int32_t r = r0; r < r1; r++)
+				{
+					if (nb == 0 || in_bucket + len[r - r0] > target)
+					{
+						bstart[nb++] = r;
+						in_bucket = 0;
+					}
+					in_bucket += len[r - r0];
+					if (r == r0)
+						first_bucket[k] = (uint16_t) (nb - 1);
+				}
+			}
+		}
 	}
 	bstart[nb] = n_rows;
+	free(heavy_of);
+	free(hlen);
+	heavy_of = NULL;
+	hlen = NULL;
+	free(blen);
+	blen = NULL;
 
 	/* pass 1: each thread's entries of a bucket go after the earlier threads' */
 	bcnt = calloc((size_t) nt * (nb > 0 ? nb : 1), sizeof(int64_t));
+	bpos = malloc(sizeof(int64_t) * ((size_t) nb + 1));
 	ind = malloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
 	dat = malloc(sizeof(float) * (size_t) (nnz > 0 ? nnz : 1));
 	brow = malloc(sizeof(int32_t) * (size_t) (nnz > 0 ? nnz : 1));
-	if (!bcnt || !ind || !dat || !brow)
+	if (!bcnt || !bpos || !ind || !dat || !brow)
 		goto oom;
 #pragma omp parallel num_threads(nt)
 	{
@@ -909,17 +1056,27 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					done;
 		int64_t    *c = bcnt + (size_t) t * nb;
 
+		/* a small staging area a bucket (see WC_ENTRIES); without it, entry by entry */
+		int32_t    *wc = malloc(sizeof(int32_t) * WC_STRIDE * (size_t) nb);
+		unsigned char *wn = calloc((size_t) nb, 1);
+
+		if (!wc || !wn)
+		{
+			free(wc);
+			wc = NULL;
+		}
 		share(nnz, t, nt, &b, &e);
 		done = b;
 		for (int64_t i = b; i < e; i++)
-			c[bucket_of[rows[i]]]++;
+			c[bucket_at(first_bucket, shift, bstart, rows[i])]++;
 #pragma omp barrier
 #pragma omp single
 		{
+			int64_t		pos = 0;
+
 			for (int32_t k = 0; k < nb; k++)
 			{
-				int64_t		pos = ptr[bstart[k]];
-
+				bpos[k] = pos;
 				for (int u = 0; u < nt; u++)
 				{
 					int64_t		n = bcnt[(size_t) u * nb + k];
@@ -928,15 +1085,42 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					pos += n;
 				}
 			}
+			bpos[nb] = pos;
 		}
 		for (int64_t i = b; i < e; i++)
 		{
-			int32_t		r = rows[i];
-			int64_t		d = c[bucket_of[r]]++;
+			int32_t		r = rows[i],
+						k = bucket_at(first_bucket, shift, bstart, r);
 
-			ind[d] = cols[i];
-			dat[d] = vals[i];
-			brow[d] = r;
+			if (wc)
+			{
+				/* staged: a bucket's entries leave WC_ENTRIES at a time */
+				int32_t    *wr = wc + (size_t) k * WC_STRIDE;
+				int			n = wn[k];
+
+				wr[n] = r;
+				wr[WC_ENTRIES + n] = cols[i];
+				memcpy(wr + 2 * WC_ENTRIES + n, vals + i, sizeof(float));
+				if (++n == WC_ENTRIES)
+				{
+					int64_t		d = c[k];
+
+					memcpy(brow + d, wr, sizeof(int32_t) * WC_ENTRIES);
+					memcpy(ind + d, wr + WC_ENTRIES, sizeof(int32_t) * WC_ENTRIES);
+					memcpy(dat + d, wr + 2 * WC_ENTRIES, sizeof(float) * WC_ENTRIES);
+					c[k] = d + WC_ENTRIES;
+					n = 0;
+				}
+				wn[k] = (unsigned char) n;
+			}
+			else
+			{
+				int64_t		d = c[k]++;
+
+				ind[d] = cols[i];
+				dat[d] = vals[i];
+				brow[d] = r;
+			}
 			if (((i - b) & (POLL_EVERY - 1)) == POLL_EVERY - 1)
 			{
 				/* what this thread has consumed, back to the system */
@@ -948,6 +1132,17 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					break;
 			}
 		}
+		for (int32_t k = 0; wc && k < nb; k++)
+		{
+			int32_t    *wr = wc + (size_t) k * WC_STRIDE;
+			int64_t		d = c[k];
+
+			memcpy(brow + d, wr, sizeof(int32_t) * wn[k]);
+			memcpy(ind + d, wr + WC_ENTRIES, sizeof(int32_t) * wn[k]);
+			memcpy(dat + d, wr + 2 * WC_ENTRIES, sizeof(float) * wn[k]);
+		}
+		free(wc);
+		free(wn);
 	}
 	free(rows);
 	free(cols);
@@ -956,8 +1151,8 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	vals = NULL;
 	free(bcnt);
 	bcnt = NULL;
-	free(bucket_of);
-	bucket_of = NULL;
+	free(first_bucket);
+	first_bucket = NULL;
 	if (poll_stop(&pl))
 		goto canceled;
 
@@ -985,8 +1180,8 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		{
 			int32_t		r0 = bstart[k],
 						r1 = bstart[k + 1];
-			int64_t		s = ptr[r0],
-						e = ptr[r1];
+			int64_t		s = bpos[k],
+						e = bpos[k + 1];
 
 			if (failed || __atomic_load_n(&pl.stop, __ATOMIC_RELAXED) ||
 				(thread_num() == 0 && poll_stop(&pl)))
@@ -995,8 +1190,18 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					fill[r] = -1;
 				continue;
 			}
-			if (r1 - r0 > 1 && e > s)
+			if (r1 - r0 == 1)
+				ptr[r0] = s;
+			else
 			{
+				int64_t		at = 0;
+
+				if (r1 - r0 > rcap)
+				{
+					free(cur);
+					rcap = r1 - r0;
+					cur = malloc(sizeof(int64_t) * (size_t) rcap);
+				}
 				if (e - s > cap)
 				{
 					free(sc);
@@ -1005,13 +1210,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					sc = malloc(sizeof(int32_t) * (size_t) cap);
 					sv = malloc(sizeof(float) * (size_t) cap);
 				}
-				if (r1 - r0 > rcap)
-				{
-					free(cur);
-					rcap = r1 - r0;
-					cur = malloc(sizeof(int64_t) * (size_t) rcap);
-				}
-				if (!sc || !sv || !cur)
+				if ((e > s && (!sc || !sv)) || !cur)
 				{
 					failed = 1;
 					cap = rcap = 0;
@@ -1019,8 +1218,18 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 						fill[r] = -1;
 					continue;
 				}
+				/* the bucket's row lengths: its rows' pointers */
+				memset(cur, 0, sizeof(int64_t) * (size_t) (r1 - r0));
+				for (int64_t i = s; i < e; i++)
+					cur[brow[i] - r0]++;
 				for (int32_t r = r0; r < r1; r++)
-					cur[r - r0] = ptr[r] - s;
+				{
+					int64_t		n = cur[r - r0];
+
+					cur[r - r0] = at;
+					ptr[r] = s + at;
+					at += n;
+				}
 				for (int64_t i = s; i < e; i++)
 				{
 					int64_t		d = cur[brow[i] - r0]++;
@@ -1028,14 +1237,17 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 					sc[d] = ind[i];
 					sv[d] = dat[i];
 				}
-				memcpy(ind + s, sc, sizeof(int32_t) * (size_t) (e - s));
-				memcpy(dat + s, sv, sizeof(float) * (size_t) (e - s));
+				if (e > s)
+				{
+					memcpy(ind + s, sc, sizeof(int32_t) * (size_t) (e - s));
+					memcpy(dat + s, sv, sizeof(float) * (size_t) (e - s));
+				}
 			}
 			release_range(brow, in_bytes, (size_t) s * 4, (size_t) e * 4);
 			for (int32_t r = r0; r < r1; r++)
 			{
 				int64_t		b = ptr[r],
-							n = ptr[r + 1] - b;
+							n = (r + 1 < r1 ? ptr[r + 1] : e) - b;
 
 				if (n > 32 && n > pcap)
 				{
@@ -1069,6 +1281,7 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		goto oom;
 	free(fill);
 	free(bstart);
+	free(bpos);
 	out->n_rows = n_rows;
 	out->n_cols = n_cols;
 	out->nnz = w;
@@ -1091,7 +1304,12 @@ done:
 	free(ptr);
 	free(fill);
 	free(bcnt);
-	free(bucket_of);
+	free(bpos);
+	free(blen);
+	free(tcnt);
+	free(heavy_of);
+	free(hlen);
+	free(first_bucket);
 	free(brow);
 	free(bstart);
 	free(ind);
