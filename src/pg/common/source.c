@@ -202,11 +202,54 @@ gpumf_source_estimate_rows(const GpumfSource *src)
 	return rows;
 }
 
+/*
+ * Whether the executor would read exactly the table's heap with no check of
+ * its own left out: a plain table (not another session's temporary one) or
+ * a populated materialized view without inheritance children, the current
+ * user may SELECT the three columns, no row-level security policy applies,
+ * no executor permission hook (sepgsql) is loaded, and the transaction is
+ * not SERIALIZABLE (whose predicate locks the executor takes).
+ */
+static bool
+source_direct_scan_allowed(GpumfSource *src)
+{
+	Oid			relid = src->relid;
+	Oid			user = GetUserId();
+	char		kind = get_rel_relkind(relid);
+	AttrNumber	atts[3] = {src->uatt, src->iatt, src->vatt};
+	Relation	rel;
+	bool		plain;
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		return false;
+	if (IsolationIsSerializable() || ExecutorCheckPerms_hook != NULL ||
+		!IsUnderPostmaster || IsParallelWorker())
+		return false;
+	/* another session's temporary table, a matview never refreshed: the executor says why not */
+	rel = table_open(relid, NoLock);	/* locked by gpumf_source_open */
+	plain = !RELATION_IS_OTHER_TEMP(rel) && (kind != RELKIND_MATVIEW || RelationIsPopulated(rel));
+	table_close(rel, NoLock);
+	if (!plain)
+		return false;
+	if (kind == RELKIND_RELATION && has_subclass(relid))
+		return false;
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK)
+	{
+		for (int c = 0; c < 3; c++)
+			if (atts[c] != InvalidAttrNumber &&
+				pg_attribute_aclcheck(relid, atts[c], user, ACL_SELECT) != ACLCHECK_OK)
+				return false;
+	}
+	return true;
+}
+
 void
 gpumf_source_read(GpumfSource *src)
 {
 	src->read_workers = 0;
-	if (gpumf_source_direct_scan_allowed(src))
+	if (source_direct_scan_allowed(src))
 		gpumf_source_read_direct(src);
 	else
 		gpumf_source_read_executor(src);

@@ -24,7 +24,6 @@ extern GM_NORETURN void gpumf_keymap_full(gm_keymap *m);
 /* source_exec.c */
 extern void gpumf_source_read_executor(GpumfSource *src);
 /* source_scan.c */
-extern bool gpumf_source_direct_scan_allowed(GpumfSource *src);
 extern void gpumf_source_read_direct(GpumfSource *src);
 
 /*

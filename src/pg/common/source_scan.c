@@ -3,10 +3,10 @@
  * materialized view), by parallel workers when it is large; the other way
  * to read is source_exec.c's.
  *
- * A direct scan is taken when nothing of the executor's is needed (views,
- * row-level security, inheritance): the caller has SELECT on the table or
- * the three columns, no row-level security applies to it, it has no
- * inheritance children and the transaction is not SERIALIZABLE.  Large
+ * source.c takes a direct scan when nothing of the executor's is needed
+ * (views, row-level security, inheritance): the caller has SELECT on the
+ * table or the three columns, no row-level security applies to it, it has
+ * no inheritance children and the transaction is not SERIALIZABLE.  Large
  * tables are then read by parallel workers as a parallel sequential scan
  * does (gpumf.read_workers; by default as many as PostgreSQL would give a
  * parallel SELECT of the table): each worker streams its rows through a
@@ -61,49 +61,6 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
-
-/*
- * Whether the executor would read exactly the table's heap with no check of
- * its own left out: a plain table (not another session's temporary one) or
- * a populated materialized view without inheritance children, the current
- * user may SELECT the three columns, no row-level security policy applies,
- * no executor permission hook (sepgsql) is loaded, and the transaction is
- * not SERIALIZABLE (whose predicate locks the executor takes).
- */
-bool
-gpumf_source_direct_scan_allowed(GpumfSource *src)
-{
-	Oid			relid = src->relid;
-	Oid			user = GetUserId();
-	char		kind = get_rel_relkind(relid);
-	AttrNumber	atts[3] = {src->uatt, src->iatt, src->vatt};
-	Relation	rel;
-	bool		plain;
-
-	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
-		return false;
-	if (IsolationIsSerializable() || ExecutorCheckPerms_hook != NULL ||
-		!IsUnderPostmaster || IsParallelWorker())
-		return false;
-	/* another session's temporary table, a matview never refreshed: the executor says why not */
-	rel = table_open(relid, NoLock);	/* locked by gpumf_source_open */
-	plain = !RELATION_IS_OTHER_TEMP(rel) && (kind != RELKIND_MATVIEW || RelationIsPopulated(rel));
-	table_close(rel, NoLock);
-	if (!plain)
-		return false;
-	if (kind == RELKIND_RELATION && has_subclass(relid))
-		return false;
-	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
-		return false;
-	if (pg_class_aclcheck(relid, user, ACL_SELECT) != ACLCHECK_OK)
-	{
-		for (int c = 0; c < 3; c++)
-			if (atts[c] != InvalidAttrNumber &&
-				pg_attribute_aclcheck(relid, atts[c], user, ACL_SELECT) != ACLCHECK_OK)
-				return false;
-	}
-	return true;
-}
 
 /*
  * Parallel workers for a table of `pages` pages, as the planner gives a
@@ -626,16 +583,42 @@ global_index(int32 e, bool raw, const int32 *rank, int32 max, const int32 *map, 
 }
 
 /*
+ * Whether one side's entries are their global indices already: every key
+ * came as itself (no worker sent one through its map) and keys 0 .. max
+ * are all there, numbered in order (rank[k] = k).  Entries lie in 0 .. max.
+ */
+static bool
+side_is_identity(const int32 *rank, int32 max, const WorkerFeed *feeds, int nfeeds, bool users)
+{
+	bool		same = true;
+
+	if (rank == NULL)
+		return false;
+	for (int w = 0; w < nfeeds; w++)
+		if ((users ? feeds[w].nu : feeds[w].ni) > 0)
+			return false;
+#pragma omp parallel for schedule(static) reduction(&&:same) if (max > 1000000) \
+	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
+	for (int64 k = 0; k <= max; k++)
+		same = same && rank[k] == k;
+	return same;
+}
+
+/*
  * Every batch's entries into global indices, batches in parallel; an entry
- * naming a key its worker never sent is an ERROR.
+ * naming a key its worker never sent is an ERROR.  A side whose entries
+ * are their indices already (side_is_identity: integer keys 0 .. n - 1, the
+ * usual serial ids) is left as it is.
  */
 static void
-translate_batches(GpumfSource *src, const WorkerFeed *feeds)
+translate_batches(GpumfSource *src, const WorkerFeed *feeds, int nfeeds)
 {
 	int32	   *urank = raw_ranks(src, true);
 	int32	   *irank = raw_ranks(src, false);
+	bool		uskip = side_is_identity(urank, batches.umax, feeds, nfeeds, true),
+				iskip = side_is_identity(irank, batches.imax, feeds, nfeeds, false);
 
-	for (int64 b0 = 0; b0 < batches.n;)
+	for (int64 b0 = 0; b0 < batches.n && !(uskip && iskip);)
 	{
 		int64		rows;
 		int64		b1 = batch_run(b0, TRANSLATE_CHUNK, &rows);
@@ -651,8 +634,10 @@ translate_batches(GpumfSource *src, const WorkerFeed *feeds)
 
 			for (int32 r = 0; r < batches.count[b]; r++)
 			{
-				if (!global_index(ru[r], batches.ulimit > 0, urank, batches.umax, f->umap, f->nu, &ru[r]) ||
-					!global_index(ri[r], batches.ilimit > 0, irank, batches.imax, f->imap, f->ni, &ri[r]))
+				if ((!uskip &&
+					 !global_index(ru[r], batches.ulimit > 0, urank, batches.umax, f->umap, f->nu, &ru[r])) ||
+					(!iskip &&
+					 !global_index(ri[r], batches.ilimit > 0, irank, batches.imax, f->imap, f->ni, &ri[r])))
 				{
 					bad = true;
 					break;
@@ -956,7 +941,7 @@ gpumf_source_read_direct(GpumfSource *src)
 			CHECK_FOR_INTERRUPTS();
 		}
 		numbering = gm_now();
-		translate_batches(src, feeds);
+		translate_batches(src, feeds, nworkers);
 		numbering = gm_now() - numbering;
 		memset(&batches, 0, sizeof(batches));
 	}
