@@ -205,12 +205,16 @@ sort_row(int32_t *cols, float *vals, int64_t n, gm_pair *scratch)
 	}
 }
 
-/* A row sorted by column: its duplicates summed in place; returns its new length. */
+/*
+ * Row [b, b + n) sorted by column (scratch: room for 2n pairs when n > 32)
+ * and its duplicates summed in place; returns the row's new length.
+ */
 static int64_t
-dedupe_sorted(int32_t *ind, float *dat, int64_t b, int64_t n)
+dedupe_row(int32_t *ind, float *dat, int64_t b, int64_t n, gm_pair *scratch)
 {
 	int64_t		w = b;
 
+	sort_row(ind + b, dat + b, n, scratch);
 	for (int64_t i = b; i < b + n; i++)
 	{
 		if (w > b && ind[w - 1] == ind[i])
@@ -223,17 +227,6 @@ dedupe_sorted(int32_t *ind, float *dat, int64_t b, int64_t n)
 		}
 	}
 	return w - b;
-}
-
-/*
- * Row [b, b + n) sorted by column (scratch: room for 2n pairs when n > 32)
- * and its duplicates summed in place; returns the row's new length.
- */
-static int64_t
-dedupe_row(int32_t *ind, float *dat, int64_t b, int64_t n, gm_pair *scratch)
-{
-	sort_row(ind + b, dat + b, n, scratch);
-	return dedupe_sorted(ind, dat, b, n);
 }
 
 /*
@@ -784,182 +777,6 @@ release_range(void *base, size_t base_bytes, size_t from, size_t to)
 }
 
 /*
- * Pass 2 of the lean build orders a bucket's entries by row and, within a
- * row, by column, stably, with counting sorts only (least significant
- * digit first): one for each RADIX_BITS-bit digit of the column, then one
- * by row.  A comparison sort a row cost about 50 ns an entry, branches
- * mispredicted; these passes cost a few ns an entry each.
- */
-#define RADIX_BITS	11
-
-typedef struct bucket_work
-{
-	int32_t    *c;				/* scratch: columns, values, rows */
-	float	   *v;
-	int32_t    *r;
-	int64_t		cap;
-	int64_t    *cur;			/* a row's next place */
-	int64_t		rcap;
-	int64_t    *hist;			/* the digits' counts */
-} bucket_work;
-
-static void
-bucket_work_free(bucket_work *w)
-{
-	free(w->c);
-	free(w->v);
-	free(w->r);
-	free(w->cur);
-	free(w->hist);
-	memset(w, 0, sizeof(*w));
-}
-
-/* bits of the largest column, n_cols - 1 */
-static int
-column_bits(int32_t n_cols)
-{
-	int			b = 0;
-
-	while (b < 31 && ((int64_t) 1 << b) < n_cols)
-		b++;
-	return b;
-}
-
-/*
- * Entries [s, e) of rows [r0, r1) (their rows in brow) in order of row,
- * then column, then as they were; ptr[r0 .. r1 - 1] set.  -1: no memory.
- */
-static int
-sort_bucket(int32_t *ind, float *dat, int32_t *brow, int64_t s, int64_t e,
-			int32_t r0, int32_t r1, int colbits, int64_t *ptr, bucket_work *w)
-{
-	int64_t		n = e - s;
-	int			rows = r1 - r0 > 1;
-	int			npass = (colbits + RADIX_BITS - 1) / RADIX_BITS;
-	int			digit = npass > 0 ? (colbits + npass - 1) / npass : 0;
-	int64_t		nd = (int64_t) 1 << digit;
-	int32_t    *ac = ind + s,
-			   *bc,
-			   *ar = brow + s,
-			   *br,
-			   *t;
-	float	   *av = dat + s,
-			   *bv,
-			   *tv;
-
-	if (!rows)
-		ptr[r0] = s;
-	else
-	{
-		int64_t		at = 0;
-
-		if (r1 - r0 > w->rcap)
-		{
-			free(w->cur);
-			w->rcap = r1 - r0;
-			w->cur = malloc(sizeof(int64_t) * (size_t) w->rcap);
-			if (!w->cur)
-			{
-				w->rcap = 0;
-				return -1;
-			}
-		}
-		/* the bucket's row lengths: its rows' pointers */
-		memset(w->cur, 0, sizeof(int64_t) * (size_t) (r1 - r0));
-		for (int64_t i = 0; i < n; i++)
-			w->cur[ar[i] - r0]++;
-		for (int32_t r = r0; r < r1; r++)
-		{
-			int64_t		len = w->cur[r - r0];
-
-			w->cur[r - r0] = at;
-			ptr[r] = s + at;
-			at += len;
-		}
-	}
-	if (n < 2)
-		return 0;
-	if (n > w->cap)
-	{
-		free(w->c);
-		free(w->v);
-		free(w->r);
-		w->cap = n;
-		w->c = malloc(sizeof(int32_t) * (size_t) n);
-		w->v = malloc(sizeof(float) * (size_t) n);
-		w->r = malloc(sizeof(int32_t) * (size_t) n);
-		if (!w->c || !w->v || !w->r)
-		{
-			bucket_work_free(w);
-			return -1;
-		}
-	}
-	if (npass > 0 && !w->hist &&
-		!(w->hist = malloc(sizeof(int64_t) * ((size_t) 3 << RADIX_BITS))))
-		return -1;
-	bc = w->c;
-	bv = w->v;
-	br = w->r;
-
-	/* every digit's counts in one read, then each digit's places */
-	if (npass > 0)
-	{
-		memset(w->hist, 0, sizeof(int64_t) * (size_t) (npass * nd));
-		for (int64_t i = 0; i < n; i++)
-			for (int p = 0; p < npass; p++)
-				w->hist[p * nd + (((uint32_t) ac[i] >> (p * digit)) & (nd - 1))]++;
-		for (int p = 0; p < npass; p++)
-		{
-			int64_t		at = 0;
-
-			for (int64_t d = 0; d < nd; d++)
-			{
-				int64_t		k = w->hist[p * nd + d];
-
-				w->hist[p * nd + d] = at;
-				at += k;
-			}
-		}
-	}
-	for (int p = 0; p < npass; p++)
-	{
-		int64_t    *h = w->hist + p * nd;
-		int			sh = p * digit;
-
-		for (int64_t i = 0; i < n; i++)
-		{
-			int64_t		d = h[((uint32_t) ac[i] >> sh) & (nd - 1)]++;
-
-			bc[d] = ac[i];
-			bv[d] = av[i];
-			if (rows)
-				br[d] = ar[i];
-		}
-		t = ac, ac = bc, bc = t;
-		tv = av, av = bv, bv = tv;
-		t = ar, ar = br, br = t;
-	}
-	if (rows)
-	{
-		for (int64_t i = 0; i < n; i++)
-		{
-			int64_t		d = w->cur[ar[i] - r0]++;
-
-			bc[d] = ac[i];
-			bv[d] = av[i];
-		}
-		t = ac, ac = bc, bc = t;
-		tv = av, av = bv, bv = tv;
-	}
-	if (ac != ind + s)
-	{
-		memcpy(ind + s, ac, sizeof(int32_t) * (size_t) n);
-		memcpy(dat + s, av, sizeof(float) * (size_t) n);
-	}
-	return 0;
-}
-
-/*
  * Pass 1 of the lean build writes each thread's entries to about a thousand
  * places at once, three arrays each: one store an entry to a line of its
  * own would miss the cache nearly every time.  So a thread stages each
@@ -1003,11 +820,11 @@ bucket_at(const uint16_t *first_bucket, int shift, const int32_t *bstart, int32_
  * in input order, into its bucket's stretch of the output (its column and
  * value where the CSR keeps them, its row beside them), giving back the
  * input's pages as they are consumed; pass 2 counts each bucket's rows
- * (their row pointers), orders the bucket by row and column (sort_bucket,
- * through a scratch of one bucket a thread) and gives back the rows'
- * pages; each row's duplicates are then summed as gm_csr_from_coo does.
- * Entries of one row and column keep the input order, as in
- * gm_csr_from_coo's stable sort, so both give the same CSR.
+ * (their row pointers), orders the bucket by row through a scratch of one
+ * bucket a thread and gives back the rows' pages; the rows are then
+ * sorted and their duplicates summed as gm_csr_from_coo does.  The order
+ * within a row before that sort is the input order, as in
+ * gm_csr_from_coo, so both give the same CSR.
  */
 int
 gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
@@ -1036,7 +853,6 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 	int32_t		nb = 0;
 	int			nt,
 				shift,
-				colbits,
 				rc = GM_OK;
 	size_t		in_bytes = (size_t) (nnz > 0 ? nnz : 1) * sizeof(int32_t);
 
@@ -1341,17 +1157,22 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 		goto canceled;
 
 	/*
-	 * pass 2: each bucket in order of row and column (sort_bucket), then
-	 * each row's duplicates summed; fill[r] becomes the row's deduplicated
-	 * length
+	 * pass 2: each bucket in row order (a stable counting sort through a
+	 * scratch), then each row sorted by column with its duplicates summed;
+	 * fill[r] becomes the row's deduplicated length
 	 */
 	fill = malloc(((size_t) n_rows + 1) * sizeof(int64_t));
 	if (!fill)
 		goto oom;
-	colbits = column_bits(n_cols);
 #pragma omp parallel num_threads(nt)
 	{
-		bucket_work wk = {0};
+		int32_t    *sc = NULL;
+		float	   *sv = NULL;
+		int64_t    *cur = NULL;
+		gm_pair    *scratch = NULL;
+		int64_t		cap = 0,
+					rcap = 0,
+					pcap = 0;
 		int			failed = 0;
 
 #pragma omp for schedule(dynamic, 1)
@@ -1363,23 +1184,94 @@ gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 						e = bpos[k + 1];
 
 			if (failed || __atomic_load_n(&pl.stop, __ATOMIC_RELAXED) ||
-				(thread_num() == 0 && poll_stop(&pl)) ||
-				sort_bucket(ind, dat, brow, s, e, r0, r1, colbits, ptr, &wk) != 0)
+				(thread_num() == 0 && poll_stop(&pl)))
 			{
-				failed = 1;
 				for (int32_t r = r0; r < r1; r++)
 					fill[r] = -1;
 				continue;
 			}
+			if (r1 - r0 == 1)
+				ptr[r0] = s;
+			else
+			{
+				int64_t		at = 0;
+
+				if (r1 - r0 > rcap)
+				{
+					free(cur);
+					rcap = r1 - r0;
+					cur = malloc(sizeof(int64_t) * (size_t) rcap);
+				}
+				if (e - s > cap)
+				{
+					free(sc);
+					free(sv);
+					cap = e - s;
+					sc = malloc(sizeof(int32_t) * (size_t) cap);
+					sv = malloc(sizeof(float) * (size_t) cap);
+				}
+				if ((e > s && (!sc || !sv)) || !cur)
+				{
+					failed = 1;
+					cap = rcap = 0;
+					for (int32_t r = r0; r < r1; r++)
+						fill[r] = -1;
+					continue;
+				}
+				/* the bucket's row lengths: its rows' pointers */
+				memset(cur, 0, sizeof(int64_t) * (size_t) (r1 - r0));
+				for (int64_t i = s; i < e; i++)
+					cur[brow[i] - r0]++;
+				for (int32_t r = r0; r < r1; r++)
+				{
+					int64_t		n = cur[r - r0];
+
+					cur[r - r0] = at;
+					ptr[r] = s + at;
+					at += n;
+				}
+				for (int64_t i = s; i < e; i++)
+				{
+					int64_t		d = cur[brow[i] - r0]++;
+
+					sc[d] = ind[i];
+					sv[d] = dat[i];
+				}
+				if (e > s)
+				{
+					memcpy(ind + s, sc, sizeof(int32_t) * (size_t) (e - s));
+					memcpy(dat + s, sv, sizeof(float) * (size_t) (e - s));
+				}
+			}
 			release_range(brow, in_bytes, (size_t) s * 4, (size_t) e * 4);
 			for (int32_t r = r0; r < r1; r++)
 			{
-				int64_t		b = ptr[r];
+				int64_t		b = ptr[r],
+							n = (r + 1 < r1 ? ptr[r + 1] : e) - b;
 
-				fill[r] = dedupe_sorted(ind, dat, b, (r + 1 < r1 ? ptr[r + 1] : e) - b);
+				if (n > 32 && n > pcap)
+				{
+					free(scratch);
+					pcap = n;
+					scratch = malloc(sizeof(gm_pair) * 2 * (size_t) pcap);
+					if (!scratch)
+					{
+						pcap = 0;
+						failed = 1;
+					}
+				}
+				if (failed)
+				{
+					fill[r] = -1;
+					continue;
+				}
+				fill[r] = dedupe_row(ind, dat, b, n, scratch);
 			}
 		}
-		bucket_work_free(&wk);
+		free(sc);
+		free(sv);
+		free(cur);
+		free(scratch);
 	}
 	free(brow);
 	brow = NULL;
