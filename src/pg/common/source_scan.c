@@ -27,6 +27,7 @@
  * every worker waits on).
  */
 #include "source_int.h"
+#include "source_read.h"
 
 #include <float.h>
 #include <math.h>
@@ -115,8 +116,8 @@ raw_limit_for(Oid coltype, BlockNumber pages)
 }
 
 /* Read the rows a scan returns (the leader's share of a parallel one: all of it when done). */
-static bool
-scan_rows(GpumfSource *src, TableScanDesc scan, TupleTableSlot *slot, int64 limit)
+bool
+gpumf_scan_rows(GpumfSource *src, TableScanDesc scan, TupleTableSlot *slot, int64 limit)
 {
 	AttrNumber	last = Max(Max(src->uatt, src->iatt), src->vatt);
 	int			u = src->uatt - 1,
@@ -138,249 +139,17 @@ scan_rows(GpumfSource *src, TableScanDesc scan, TupleTableSlot *slot, int64 limi
 }
 
 /* "reading public.ratings" under an error raised while reading */
-static void
-read_error_context(void *arg)
+void
+gpumf_read_error_context(void *arg)
 {
 	errcontext("reading %s", (const char *) arg);
 }
 
 /* ---------------------------------------------------- parallel workers */
 
-#define PARALLEL_KEY_SHARED		UINT64CONST(0x67706d6600000001)
-#define PARALLEL_KEY_SCAN		UINT64CONST(0x67706d6600000002)
-#define PARALLEL_KEY_QUEUES		UINT64CONST(0x67706d6600000003)
-
-#define WORKER_QUEUE_SIZE	(1024 * 1024)	/* bytes of each worker's queue */
-#define WORKER_BATCH_ROWS	8192	/* rows a worker sends at once */
 #define LEADER_CHUNK_ROWS	4096	/* rows the leader scans between drains */
 #define LEADER_SCANS_BELOW	3		/* workers from which the leader only merges */
 #define TRANSLATE_CHUNK		((int64) 1 << 22)	/* rows translated between interrupt checks */
-
-/* what a worker counted; filled when it is done */
-typedef struct ReadWorkerStats
-{
-	int64		rows_read;
-	int64		null_keys;
-	int64		null_values;
-	double		vmin;
-	double		vmax;
-	double		vsum;
-	double		seconds;		/* from its start to its last message */
-	double		send_wait;		/* of which sending (waiting while its queue was full) */
-} ReadWorkerStats;
-
-/* the read's description, in the parallel context's shared memory */
-typedef struct ReadShared
-{
-	Oid			relid;
-	Oid			ucoltype;
-	Oid			icoltype;
-	Oid			vcoltype;
-	AttrNumber	uatt;
-	AttrNumber	iatt;
-	AttrNumber	vatt;			/* InvalidAttrNumber: no value column */
-	GpumfValuePolicy policy;
-	int			nworkers;
-	int64		raw_ulimit;		/* integer keys below these go as themselves (0: none) */
-	int64		raw_ilimit;
-	ReadWorkerStats stats[FLEXIBLE_ARRAY_MEMBER];
-} ReadShared;
-
-/*
- * Messages on a worker's queue: an 8-byte header (kind, count) and then
- *  MSG_*_KEYS_INT: count int64 keys, local indices sent .. sent + count - 1
- *  MSG_*_KEYS_BYTES: count (uint32 length, bytes) keys, packed
- *  MSG_ROWS: int32 umax, int32 imax (the largest keys sent as themselves so
- *    far, -1: none), then count int32 users, count int32 items (each a key
- *    sent as itself, >= 0, or -1 - a local index on a side with a raw limit;
- *    a local index otherwise), count floats
- * A worker sends the keys it saw first in a batch before the batch's rows.
- */
-typedef enum
-{
-	MSG_USER_KEYS_INT = 1,
-	MSG_USER_KEYS_BYTES,
-	MSG_ITEM_KEYS_INT,
-	MSG_ITEM_KEYS_BYTES,
-	MSG_ROWS
-} ReadMessageKind;
-
-typedef struct ReadMessageHeader
-{
-	int32		kind;
-	int32		count;
-} ReadMessageHeader;
-
-/* A worker: a GpumfSource of one batch (its key maps local), and its queue. */
-typedef struct ReadWorker
-{
-	GpumfSource src;			/* first: flush() gets it */
-	shm_mq_handle *mqh;
-	int32		users_sent;
-	int32		items_sent;
-	int			nworkers;		/* of the read */
-	double		send_wait;		/* seconds in shm_mq_send */
-	StringInfoData msg;
-} ReadWorker;
-
-PGDLLEXPORT void gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc);
-
-/* Send the message built in w->msg to the leader (waiting while its queue is full). */
-static void
-send_message(ReadWorker *w)
-{
-	double		t0 = gm_now();
-
-	if (shm_mq_send(w->mqh, w->msg.len, w->msg.data, false, false) != SHM_MQ_SUCCESS)
-		ereport(ERROR,
-				(errcode(ERRCODE_ADMIN_SHUTDOWN),
-				 errmsg("gpumf: the leader of a parallel read went away")));
-	w->send_wait += gm_now() - t0;
-}
-
-/* Send the keys of m that the leader has not seen yet (local indices *sent ..). */
-static void
-send_new_keys(ReadWorker *w, gm_keymap *m, bool bytes, int kind, int32 *sent)
-{
-	int32		n = gm_keymap_size(m);
-	ReadMessageHeader h = {kind, n - *sent};
-
-	if (n == *sent)
-		return;
-	resetStringInfo(&w->msg);
-	appendBinaryStringInfo(&w->msg, (char *) &h, sizeof(h));
-	for (int32 k = *sent; k < n; k++)
-	{
-		if (bytes)
-		{
-			uint32		len;
-			const void *p = gm_keymap_bytes_at(m, k, &len);
-
-			appendBinaryStringInfo(&w->msg, (char *) &len, sizeof(len));
-			appendBinaryStringInfo(&w->msg, p, len);
-		}
-		else
-		{
-			int64		key = gm_keymap_int_at(m, k);
-
-			appendBinaryStringInfo(&w->msg, (char *) &key, sizeof(key));
-		}
-	}
-	send_message(w);
-	*sent = n;
-}
-
-/* A worker's batch is full (or the scan ended): send its new keys, then its rows. */
-static void
-worker_flush(GpumfSource *src)
-{
-	ReadWorker *w = (ReadWorker *) src;
-	bool		ubytes = src->ukind != GPUMF_KEY_INT,
-				ibytes = src->ikind != GPUMF_KEY_INT;
-	ReadMessageHeader h = {MSG_ROWS, (int32) src->n};
-
-	/* each worker keeps key maps of its own: its share of gpumf.max_memory */
-	gpumf_check_memory(((double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items)) *
-					   (w->nworkers + 1), "reading the source in parallel (the key maps)");
-	send_new_keys(w, src->users, ubytes,
-				  ubytes ? MSG_USER_KEYS_BYTES : MSG_USER_KEYS_INT, &w->users_sent);
-	send_new_keys(w, src->items, ibytes,
-				  ibytes ? MSG_ITEM_KEYS_BYTES : MSG_ITEM_KEYS_INT, &w->items_sent);
-	if (src->n == 0)
-		return;
-	resetStringInfo(&w->msg);
-	appendBinaryStringInfo(&w->msg, (char *) &h, sizeof(h));
-	appendBinaryStringInfo(&w->msg, (char *) &src->raw_umax, sizeof(int32));
-	appendBinaryStringInfo(&w->msg, (char *) &src->raw_imax, sizeof(int32));
-	appendBinaryStringInfo(&w->msg, (char *) src->rows, sizeof(int32) * src->n);
-	appendBinaryStringInfo(&w->msg, (char *) src->cols, sizeof(int32) * src->n);
-	appendBinaryStringInfo(&w->msg, (char *) src->vals, sizeof(float) * src->n);
-	send_message(w);
-	src->n = 0;
-}
-
-/*
- * A parallel worker's entry point (by name, from CreateParallelContext): it
- * runs with the leader's user, snapshot, GUCs and locks, scans its share of
- * the table's blocks and streams what it read to the leader.
- */
-void
-gpumf_read_worker_main(dsm_segment *seg, shm_toc *toc)
-{
-	ReadShared *shared = shm_toc_lookup(toc, PARALLEL_KEY_SHARED, false);
-	ParallelTableScanDesc pscan = shm_toc_lookup(toc, PARALLEL_KEY_SCAN, false);
-	char	   *queues = shm_toc_lookup(toc, PARALLEL_KEY_QUEUES, false);
-	shm_mq	   *mq = (shm_mq *) (queues + (Size) ParallelWorkerNumber * WORKER_QUEUE_SIZE);
-	ReadWorker *w = palloc0(sizeof(ReadWorker));
-	GpumfSource *src = &w->src;
-	ReadWorkerStats *st = &shared->stats[ParallelWorkerNumber];
-	double		t0 = gm_now();
-	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	ErrorContextCallback errctx;
-
-	shm_mq_set_sender(mq, MyProc);
-	w->mqh = shm_mq_attach(mq, seg, NULL);
-	w->nworkers = shared->nworkers;
-	initStringInfo(&w->msg);
-
-	src->relid = shared->relid;
-	src->ucoltype = shared->ucoltype;
-	src->icoltype = shared->icoltype;
-	src->vcoltype = shared->vcoltype;
-	src->uatt = shared->uatt;
-	src->iatt = shared->iatt;
-	src->vatt = shared->vatt;
-	/* take_row only asks whether there is a value column */
-	src->vcol = shared->vatt != InvalidAttrNumber ? "value" : NULL;
-	src->policy = shared->policy;
-	src->raw_ulimit = shared->raw_ulimit;
-	src->raw_ilimit = shared->raw_ilimit;
-	src->raw_umax = src->raw_imax = -1;
-	src->ukind = gpumf_key_kind(gpumf_key_store_type(src->ucoltype, "", "user"));
-	src->ikind = gpumf_key_kind(gpumf_key_store_type(src->icoltype, "", "item"));
-	src->vmin = INFINITY;
-	src->vmax = -INFINITY;
-	src->users = gm_keymap_create(src->ukind != GPUMF_KEY_INT);
-	src->items = gm_keymap_create(src->ikind != GPUMF_KEY_INT);
-	src->cap = WORKER_BATCH_ROWS;
-	src->rows = palloc(sizeof(int32) * src->cap);
-	src->cols = palloc(sizeof(int32) * src->cap);
-	src->vals = palloc(sizeof(float) * src->cap);
-	src->flush = worker_flush;
-	if (!src->users || !src->items)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-
-	/* the leader holds AccessShareLock; a worker of its lock group gets it at once */
-	rel = table_open(shared->relid, AccessShareLock);
-	errctx.callback = read_error_context;
-	errctx.arg = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											RelationGetRelationName(rel));
-	errctx.previous = error_context_stack;
-	error_context_stack = &errctx;
-	scan = table_beginscan_parallel(rel, pscan);
-	slot = table_slot_create(rel, NULL);
-	scan_rows(src, scan, slot, -1);
-	worker_flush(src);
-	st->seconds = gm_now() - t0;
-	st->send_wait = w->send_wait;
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	error_context_stack = errctx.previous;
-	table_close(rel, AccessShareLock);
-
-	st->rows_read = src->rows_read;
-	st->null_keys = src->null_keys;
-	st->null_values = src->null_values;
-	st->vmin = src->vmin;
-	st->vmax = src->vmax;
-	st->vsum = src->vsum;
-	/* the keys maps are malloc'ed: this process ends here, but free them anyway */
-	gm_keymap_free(src->users);
-	gm_keymap_free(src->items);
-	shm_mq_detach(w->mqh);
-}
 
 /* The leader's view of one worker's queue and its local-to-global key maps. */
 typedef struct WorkerFeed
@@ -412,6 +181,8 @@ typedef struct RowBatches
 	int32		umax,			/* the largest key any worker sent as itself; -1: none */
 				imax;
 	int64		prefaulted;		/* entries whose pages prefault touched */
+	uint64	   *present[2];		/* users, items: the workers' MSG_*_PRESENT, or'ed */
+	int64		words[2];
 } RowBatches;
 
 static RowBatches batches;		/* of the read in progress */
@@ -471,7 +242,6 @@ add_batch(int64 start, int32 count, int32 worker)
 	batches.n++;
 }
 
-#define PRESENCE_CHUNK	((int64) 1 << 24)	/* entries marked between interrupt checks */
 
 /*
  * The batches [b0, b1) and how many rows they have, b1 chosen so that they
@@ -490,8 +260,9 @@ batch_run(int64 b0, int64 chunk, int64 *rows)
 
 /*
  * The indices of the keys the workers sent as themselves on one side (keys
- * 0 .. max): rank[key], NULL when none was.  A parallel pass marks the keys
- * present; then, in key order, they are loaded into the empty map at once
+ * 0 .. max): rank[key], NULL when none was.  The keys present are the bits
+ * the workers sent (MSG_*_PRESENT); then, in key order, they are loaded
+ * into the empty map at once
  * (gm_keymap_load_marked: already in key order, the way the build wants
  * them) or, when keys came the other way too (through the workers' maps or
  * the leader's own scan), added one by one.
@@ -501,7 +272,6 @@ raw_ranks(GpumfSource *src, bool users)
 {
 	gm_keymap  *m = users ? src->users : src->items;
 	int32		max = users ? batches.umax : batches.imax;
-	int32	   *entries = users ? src->rows : src->cols;
 	int32	   *rank;
 	int64		n = (int64) max + 1;
 
@@ -512,32 +282,16 @@ raw_ranks(GpumfSource *src, bool users)
 					   gm_keymap_memory(src->users) + gm_keymap_memory(src->items),
 					   "numbering the keys read in parallel");
 	rank = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * (Size) n);
-	memset(rank, 0xff, sizeof(int32) * (Size) n);	/* -1: absent */
-	for (int64 b0 = 0; b0 < batches.n;)
 	{
-		int64		rows;
-		int64		b1 = batch_run(b0, PRESENCE_CHUNK, &rows);
+		const uint64 *bits = batches.present[users ? 0 : 1];
+		int64		words = batches.words[users ? 0 : 1];
 
-#pragma omp parallel for schedule(dynamic, 4) if (rows > 1000000) \
+#pragma omp parallel for schedule(static) if (n > 1000000) \
 	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
-		for (int64 b = b0; b < b1; b++)
-		{
-			const int32 *e = entries + batches.start[b];
-
-			/*
-			 * entries above max are refused by translate_batches; a key is
-			 * written once, not at each of its rows (stores from every
-			 * thread to the lines of popular keys would bounce them between
-			 * the cores)
-			 */
-			for (int32 r = 0; r < batches.count[b]; r++)
-				if (e[r] >= 0 && e[r] <= max &&
-					__atomic_load_n(&rank[e[r]], __ATOMIC_RELAXED) < 0)
-					__atomic_store_n(&rank[e[r]], 0, __ATOMIC_RELAXED);
-		}
-		CHECK_FOR_INTERRUPTS();
-		b0 = b1;
+		for (int64 k = 0; k < n; k++)
+			rank[k] = (k >> 6) < words && (bits[k >> 6] >> (k & 63)) & 1 ? 0 : -1;
 	}
+	CHECK_FOR_INTERRUPTS();
 	if (gm_keymap_size(m) == 0)
 	{
 		int			rc = gm_keymap_load_marked(m, rank, n);
@@ -764,6 +518,33 @@ merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
 				src->n += h.count;
 				break;
 			}
+		case MSG_USER_PRESENT:
+		case MSG_ITEM_PRESENT:
+			{
+				int			side = h.kind == MSG_USER_PRESENT ? 0 : 1;
+				int64		limit = side == 0 ? batches.ulimit : batches.ilimit;
+
+				if (h.count < 1 || (int64) h.count > (limit + 63) / 64 ||
+					len != sizeof(h) + sizeof(uint64) * (Size) h.count)
+					elog(ERROR, "gpumf: bad key message from a parallel read worker");
+				if (h.count > batches.words[side])
+				{
+					batches.present[side] = batches.present[side] ?
+						repalloc_huge(batches.present[side], sizeof(uint64) * h.count) :
+						MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * h.count);
+					memset(batches.present[side] + batches.words[side], 0,
+						   sizeof(uint64) * (h.count - batches.words[side]));
+					batches.words[side] = h.count;
+				}
+				for (int32 k = 0; k < h.count; k++)
+				{
+					uint64		bits;
+
+					memcpy(&bits, p + sizeof(uint64) * k, sizeof(bits));
+					batches.present[side][k] |= bits;
+				}
+				break;
+			}
 		default:
 			elog(ERROR, "gpumf: unknown message from a parallel read worker");
 	}
@@ -825,7 +606,7 @@ gpumf_source_read_direct(GpumfSource *src)
 				waiting = 0,
 				numbering = 0;
 
-	errctx.callback = read_error_context;
+	errctx.callback = gpumf_read_error_context;
 	errctx.arg = src->relname;
 	errctx.previous = error_context_stack;
 	error_context_stack = &errctx;
@@ -908,7 +689,7 @@ gpumf_source_read_direct(GpumfSource *src)
 	src->read_workers = active;
 
 	if (active == 0)
-		scan_rows(src, scan, slot, -1);
+		gpumf_scan_rows(src, scan, slot, -1);
 	else
 	{
 		/* with enough workers the leader only merges (LEADER_SCANS_BELOW) */
@@ -929,7 +710,7 @@ gpumf_source_read_direct(GpumfSource *src)
 
 			merging += gm_now() - t;
 			if (scanning)
-				scanning = scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
+				scanning = gpumf_scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
 			else if (!got && active > 0)
 			{
 				t = gm_now();
