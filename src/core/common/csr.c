@@ -230,29 +230,137 @@ dedupe_row(int32_t *ind, float *dat, int64_t b, int64_t n, gm_pair *scratch)
 }
 
 /*
- * The deduplicated rows (fill[r] entries at ptr[r]) moved together, in
- * order, and ptr made their row pointers; returns the entries, or -1 when a
- * row's fill is -1 (its sort found no memory).
+ * Rows [r0, r1) moved together from ptr[r] (fill[r] entries each) to w
+ * onwards, ptr[r] made the row's start at base + its offset from w; returns
+ * where they end.  Every move is to the left (or nowhere).
  */
 static int64_t
-compact_rows(int64_t *ptr, const int64_t *fill, int32_t *ind, float *dat, int32_t n_rows)
+compact_range(int64_t *ptr, const int64_t *fill, int32_t *ind, float *dat,
+			  int32_t r0, int32_t r1, int64_t w, int64_t base)
 {
-	int64_t		w = 0;
+	int64_t		w0 = w;
 
-	for (int32_t r = 0; r < n_rows; r++)
+	for (int32_t r = r0; r < r1; r++)
 	{
 		int64_t		b = ptr[r],
 					len = fill[r];
 
-		if (len < 0)
-			return -1;
 		if (b != w && len > 0)
 		{
 			memmove(ind + w, ind + b, (size_t) len * sizeof(int32_t));
 			memmove(dat + w, dat + b, (size_t) len * sizeof(float));
 		}
-		ptr[r] = w;
+		ptr[r] = base + (w - w0);
 		w += len;
+	}
+	return w;
+}
+
+#define COMPACT_PARALLEL_ROWS	(1 << 16)	/* rows from which threads compact */
+
+/*
+ * The deduplicated rows (fill[r] entries at ptr[r], rows in order) moved
+ * together, in order, and ptr made their row pointers; returns the
+ * entries, or -1 when a row's fill is -1 (its sort found no memory).
+ *
+ * With many rows, in parallel: each thread first compacts its share of the
+ * rows within their own stretch (block t of L[t] entries at src[t]); then
+ * each block moves to its place dst[t] (the earlier blocks' entries).  A
+ * block's move may overwrite the last src[t] - dst[t] entries of the block
+ * before it before that one has read them (and no more: that one's reads
+ * end where this one's writes begin), so every block first copies that
+ * many of its own last entries aside, and moves the rest after a barrier.
+ * When those copies would be large (many duplicates), one thread moves
+ * them all.
+ */
+static int64_t
+compact_rows(int64_t *ptr, const int64_t *fill, int32_t *ind, float *dat, int32_t n_rows)
+{
+	int			nt = 1,
+				no_room = 0;
+	int64_t		w = 0,
+				aside = 0,
+				src[65],
+				dst[65],
+				len[65];
+	int32_t		first[65];
+
+	for (int32_t r = 0; r < n_rows; r++)
+		if (fill[r] < 0)
+			return -1;
+#ifdef _OPENMP
+	if (n_rows >= COMPACT_PARALLEL_ROWS)
+		nt = omp_get_max_threads() < 64 ? omp_get_max_threads() : 64;
+#endif
+	if (nt > 1)
+	{
+		for (int t = 0; t <= nt; t++)
+			first[t] = (int32_t) ((int64_t) n_rows * t / nt);
+		for (int t = 0; t < nt; t++)
+		{
+			src[t] = ptr[first[t]];
+			len[t] = 0;
+			for (int32_t r = first[t]; r < first[t + 1]; r++)
+				len[t] += fill[r];
+			dst[t] = w;
+			w += len[t];
+			/* the entries of block t its successor may overwrite */
+			aside += src[t] - dst[t] < len[t] ? src[t] - dst[t] : len[t];
+		}
+		if (aside > (w >> 3) + (1 << 20))
+			nt = 1;
+	}
+	if (nt == 1)
+	{
+		w = compact_range(ptr, fill, ind, dat, 0, n_rows, 0, 0);
+		ptr[n_rows] = w;
+		return w;
+	}
+#pragma omp parallel num_threads(nt)
+	{
+		int			t = thread_num();
+		int64_t		k = src[t] - dst[t] < len[t] ? src[t] - dst[t] : len[t];
+		int32_t    *si = k > 0 ? malloc(sizeof(int32_t) * (size_t) k) : NULL;
+		float	   *sv = k > 0 ? malloc(sizeof(float) * (size_t) k) : NULL;
+
+		/* within its own stretch, its rows' pointers made their final ones */
+		compact_range(ptr, fill, ind, dat, first[t], first[t + 1], src[t], dst[t]);
+		if (k > 0 && si && sv)
+		{
+			memcpy(si, ind + src[t] + len[t] - k, sizeof(int32_t) * (size_t) k);
+			memcpy(sv, dat + src[t] + len[t] - k, sizeof(float) * (size_t) k);
+		}
+		else if (k > 0)
+			__atomic_store_n(&no_room, 1, __ATOMIC_RELAXED);
+#pragma omp barrier
+		if (__atomic_load_n(&no_room, __ATOMIC_RELAXED))
+		{
+			/* no room aside: the blocks one after the other, in order */
+#pragma omp for ordered schedule(static, 1)
+			for (int u = 0; u < nt; u++)
+			{
+#pragma omp ordered
+				{
+					memmove(ind + dst[u], ind + src[u], sizeof(int32_t) * (size_t) len[u]);
+					memmove(dat + dst[u], dat + src[u], sizeof(float) * (size_t) len[u]);
+				}
+			}
+		}
+		else
+		{
+			if (len[t] > k && dst[t] != src[t])
+			{
+				memmove(ind + dst[t], ind + src[t], sizeof(int32_t) * (size_t) (len[t] - k));
+				memmove(dat + dst[t], dat + src[t], sizeof(float) * (size_t) (len[t] - k));
+			}
+			if (k > 0)
+			{
+				memcpy(ind + dst[t] + len[t] - k, si, sizeof(int32_t) * (size_t) k);
+				memcpy(dat + dst[t] + len[t] - k, sv, sizeof(float) * (size_t) k);
+			}
+		}
+		free(si);
+		free(sv);
 	}
 	ptr[n_rows] = w;
 	return w;
