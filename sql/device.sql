@@ -37,3 +37,22 @@ SELECT backend,
        ('vector_atomics' = ANY (fast_paths)) = (kernel_arch::numeric >= 9.0) AS atomics_iff_90,
        module_archs LIKE '%_%' AS archs_named
   FROM gpumf_device_info();
+-- gpumf.gpu_build_rows: a training on the GPU of at least that many rows builds
+-- its matrix there (the rows sorted on the GPU; -1: never). The same CSR: the
+-- same seen lists, each pair's values summed alike, the same loss within CG's
+-- noise; on the CPU both build on the host
+CREATE TABLE gb AS SELECT (i * 37) % 97 AS u, (i * 11) % 53 AS i, 1 + i % 4 AS v
+  FROM generate_series(1, 3000) i, generate_series(1, 2) twice;
+SET gpumf.training_service = off;
+SET gpumf.gpu_build_rows = 0;
+SELECT nnz, n_users, n_items FROM gpumf_train('gb', 'u', 'i', 'v', factors => 8, iterations => 3, model => 'gb_gpu', autotune => false);
+SET gpumf.gpu_build_rows = -1;
+SELECT nnz, n_users, n_items FROM gpumf_train('gb', 'u', 'i', 'v', factors => 8, iterations => 3, model => 'gb_host', autotune => false);
+RESET gpumf.gpu_build_rows;
+RESET gpumf.training_service;
+SELECT (SELECT user_table FROM gpumf.models WHERE name = 'gb_gpu') AS gb_gpu_users,
+       (SELECT user_table FROM gpumf.models WHERE name = 'gb_host') AS gb_host_users \gset
+SELECT count(*) AS users, count(*) FILTER (WHERE g.seen IS DISTINCT FROM h.seen) AS seen_differ
+  FROM :gb_gpu_users g FULL JOIN :gb_host_users h USING (key);
+SELECT abs(g.final_loss - h.final_loss) <= 1e-4 * abs(h.final_loss) AS same_loss
+  FROM gpumf.models g, gpumf.models h WHERE g.name = 'gb_gpu' AND h.name = 'gb_host';

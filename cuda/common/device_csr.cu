@@ -679,6 +679,8 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 {
 	int			rc;
 
+	if (gm_dcsr_take_kept(d, a))
+		return GM_OK;
 	if ((rc = dcsr_alloc(d, a, err, errlen)) != GM_OK)
 		return rc;
 	if (a->of != NULL)

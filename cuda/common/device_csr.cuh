@@ -39,6 +39,13 @@ int			gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host,
 void		gm_dcsr_free(gm_dcsr *d);
 
 /*
+ * The CSR gm_cuda_csr_from_coo built on this device and kept (coo_csr.cu),
+ * when a is its host copy: true, and d holds it (d's now, no copy made).
+ */
+bool		gm_dcsr_take_kept(gm_dcsr *d, const gm_csr *a);
+extern "C" void gm_cuda_csr_drop_kept(void);
+
+/*
  * dst = src, n bytes, between pageable host memory and the current device
  * (up: to the device), through pinned buffers filled and emptied by threads
  * where n is large (32 MB or more).  Synchronous, as cudaMemcpy.

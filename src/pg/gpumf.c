@@ -167,6 +167,11 @@ _PG_init(void)
 							"Used for plain tables and materialized views read with the caller's privileges and no row-level security; views and other sources are read through the executor. At most max_parallel_workers are started.",
 							&gpumf_read_workers, -1, -1, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.gpu_build_rows",
+							"Rows from which a training on the GPU in this backend builds its matrix there; -1 means never.",
+							"The rows read are uploaded and sorted on the GPU into the same CSR the host builds, which is downloaded; a lean training's upload then takes the GPU's copy. Only where the build takes no more GPU memory than 20 bytes a row, the factors and 256 MB; otherwise, and without the room, the host builds it.",
+							&gpumf_gpu_build_rows, 1 << 24, -1, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpumf.store_writes",
 							 "How a training writes its factor tables: direct, ring_ahead, ring or shared_buffers.",
 							 "direct (the default): whole pages formed by gpumf.threads threads and written to the tables' files, WAL-logged as full-page images, as an index build writes a new index. ring_ahead: rows inserted through a 16 MB ring of buffers, as COPY writes, with the WAL writer flushing the WAL behind each batch of rows. ring: the same without asking the WAL writer (the ring waits for an fsync every 16 MB). shared_buffers: rows inserted through the whole buffer pool (the tables push other pages out of it). With ring_ahead and ring, tables smaller than an eighth of shared_buffers go through the buffer pool.",

@@ -245,6 +245,43 @@ gm_cuda_symbol(const char *name)
 	return dlsym(cu.lib, name);
 }
 
+/* The CSR built on the GPU (see gm_core.h). */
+int
+gm_csr_from_coo_device(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows,
+					   int32_t **cols, float **vals, int keep, const gm_callbacks *cb,
+					   gm_csr *out, int64_t *col_ptr, double *seconds, char *err, size_t errlen)
+{
+	int			(*fn) (int32_t, int32_t, int64_t, int32_t **, int32_t **, float **, int,
+					   const gm_callbacks *, gm_csr *, int64_t *, double *, char *, size_t);
+
+	*(void **) &fn = gm_cuda_symbol("gm_cuda_csr_from_coo");
+	if (fn == NULL)
+	{
+		snprintf(err, errlen, "the CUDA module is not loaded");
+		return GM_ENODEVICE;
+	}
+	return fn(n_rows, n_cols, nnz, rows, cols, vals, keep, cb, out, col_ptr, seconds, err, errlen);
+}
+
+int64_t
+gm_csr_device_kept_bytes(void)
+{
+	long long	(*fn) (void);
+
+	*(void **) &fn = gm_cuda_symbol("gm_cuda_csr_kept_bytes");
+	return fn ? (int64_t) fn() : 0;
+}
+
+void
+gm_csr_device_drop_kept(void)
+{
+	void		(*fn) (void);
+
+	*(void **) &fn = gm_cuda_symbol("gm_cuda_csr_drop_kept");
+	if (fn)
+		fn();
+}
+
 /* The GPU as the loaded CUDA module runs on it (see gm_core.h). */
 int
 gm_cuda_caps(gm_gpu_caps *caps, char *err, size_t errlen)

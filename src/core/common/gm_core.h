@@ -112,6 +112,25 @@ int			gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 									char *err, size_t errlen);
 
 /*
+ * The same CSR built on the GPU by the loaded CUDA module (one sort of the
+ * pairs there; cuda/common/coo_csr.cu), when it is loaded: the arrays are
+ * taken (freed and set to NULL) once uploaded.  An error with them still
+ * set means nothing was uploaded (no module or device: GM_ENODEVICE, no
+ * room: GM_ENOMEM, too many pairs: GM_ENOTSUP): build on the host.  keep: a
+ * copy stays on the GPU, which the training's upload of out takes instead
+ * of copying it (gm_csr_device_kept_bytes says how large; gm_csr_device_drop_kept
+ * frees it).  col_ptr (n_cols + 1, may be NULL): the row pointers of out's
+ * transpose, as gm_csr_column_pointers counts them.  seconds (3, may be
+ * NULL): up, sort and sums, down.
+ */
+int			gm_csr_from_coo_device(int32_t n_rows, int32_t n_cols, int64_t nnz,
+								   int32_t **rows, int32_t **cols, float **vals, int keep,
+								   const gm_callbacks *cb, gm_csr *out, int64_t *col_ptr,
+								   double *seconds, char *err, size_t errlen);
+int64_t		gm_csr_device_kept_bytes(void);
+void		gm_csr_device_drop_kept(void);
+
+/*
  * a's transpose a slab of its rows at a time, without holding it whole:
  * make counts a's columns (the transpose's row pointers, indptr: n_cols + 1,
  * owned by the transposer) and where each thread's entries go; rows writes

@@ -53,6 +53,7 @@ extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
 extern bool gpumf_lean_training;	/* a GPU implicit ALS training holds less host memory */
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
+extern int	gpumf_gpu_build_rows;	/* rows from which the GPU builds a training's CSR; -1: never */
 extern int	gpumf_store_writes;	/* gpumf.store_writes: how the store's pages reach disk */
 
 typedef enum
@@ -276,7 +277,10 @@ extern void gpumf_source_read(GpumfSource *src);
 /* rows the source probably has (statistics, else its size); -1: unknown */
 extern double gpumf_source_estimate_rows(const GpumfSource *src);
 /* keys renumbered in key order, CSR and its transpose; frees the COO */
-extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R);
+#define GPUMF_CSR_HOST		0	/* where gpumf_source_to_csr builds: the host */
+#define GPUMF_CSR_GPU		1	/* the GPU where it has the room */
+#define GPUMF_CSR_GPU_KEEP	2	/* the same, a copy kept there for the upload */
+extern void gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors);
 /* ERROR naming the keys when duplicate rows summed to a value beyond real's range */
 extern void gpumf_check_summed_values(const GpumfSource *src, const gm_csr *R);
 extern void gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form);

@@ -18,6 +18,7 @@ int			gpumf_shared_models_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
 bool		gpumf_lean_training = true;
 int			gpumf_read_workers = -1;
+int			gpumf_gpu_build_rows = 1 << 24;
 int			gpumf_store_writes = GPUMF_STORE_DIRECT;
 bool		gpumf_shared_models = true;
 bool		gpumf_warm_new_models = true;

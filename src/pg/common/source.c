@@ -312,9 +312,23 @@ renumber(int32 *e, int64 n, const int32 *map)
  * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.  The key
  * maps keep their keys, in key order, and nothing else: no key is looked up
  * after this (gm_keymap_sort_final).
+ *
+ * gpu (GPUMF_CSR_GPU, _KEEP: a training on one GPU in this process): the
+ * CSR is built on the GPU instead (gm_csr_from_coo_device, the same CSR),
+ * where that takes no more of its memory than 20 bytes an entry, the
+ * factors of factors columns and 256 MB would; the host builds it when the
+ * GPU lacks the room.  _KEEP leaves a copy there for the training's upload.
  */
+/*
+ * The row pointers of the transpose of the last R the GPU built, counted
+ * there (gpu_col_ptr, malloc'd), for gpumf_csr_transpose_for of that R (its
+ * indices' address): each gpumf_source_to_csr lets the previous ones go.
+ */
+static int64 *gpu_col_ptr;
+static const int32 *gpu_col_ptr_of;
+
 void
-gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
+gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 {
 	int32		nu = gm_keymap_size(src->users),
 				ni = gm_keymap_size(src->items);
@@ -364,11 +378,37 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R)
 				   *c = src->cols;
 		float	   *v = src->vals;
 
+		double		sec[3];
+
 		/* taken by the build, which frees them */
 		src->rows = src->cols = NULL;
 		src->vals = NULL;
 		src->cap = 0;
-		rc = gm_csr_from_coo_consume(nu, ni, src->n, r, c, v, &cb, R, err, sizeof(err));
+		rc = GM_ENOTSUP;
+		free(gpu_col_ptr);
+		gpu_col_ptr = NULL;
+		gpu_col_ptr_of = NULL;
+		if (gpu != GPUMF_CSR_HOST &&
+			4.0 * src->n <= ((double) nu + ni) * factors * sizeof(float) + 256.0 * 1048576)
+		{
+			int64	   *cp = malloc(sizeof(int64) * ((Size) ni + 1));
+
+			rc = gm_csr_from_coo_device(nu, ni, src->n, &r, &c, &v, gpu == GPUMF_CSR_GPU_KEEP,
+										&cb, R, cp, sec, err, sizeof(err));
+			if (rc == GM_OK)
+			{
+				elog(DEBUG1, "gpumf: the matrix built on the GPU: up %.3f s, sorted and summed %.3f s, down %.3f s%s",
+					 sec[0], sec[1], sec[2], gm_csr_device_kept_bytes() > 0 ? ", a copy kept for the upload" : "");
+				gpu_col_ptr = cp;
+				gpu_col_ptr_of = R->indices;
+				cp = NULL;
+			}
+			else if (r != NULL)
+				elog(DEBUG1, "gpumf: the matrix built on the host: %s", err);
+			free(cp);
+		}
+		if (rc != GM_OK && r != NULL)
+			rc = gm_csr_from_coo_consume(nu, ni, src->n, r, c, v, &cb, R, err, sizeof(err));
 	}
 	if (rc != GM_OK)
 		core_step_failed(rc, err);
@@ -456,6 +496,9 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 	cb.should_stop = interrupt_pending;
 	if (form)
 	{
+		free(gpu_col_ptr);		/* formed whole: its row pointers with it */
+		gpu_col_ptr = NULL;
+		gpu_col_ptr_of = NULL;
 		gpumf_check_memory(gpumf_csr_bytes(R) * 2, "transposing the matrix");
 		rc = gm_csr_transpose_polled(R, &cb, Rt, err, sizeof(err));
 		if (rc != GM_OK)
@@ -465,13 +508,24 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 	/* the row pointers, and each thread's counters: at most half a byte an entry */
 	gpumf_check_memory(gpumf_csr_bytes(R) + 0.5 * (double) R->nnz, "counting the transpose's rows");
 	memset(Rt, 0, sizeof(*Rt));
+	Rt->n_rows = R->n_cols;
+	Rt->n_cols = R->n_rows;
+	Rt->nnz = R->nnz;
+	Rt->of = R;
+	Rt->of_r0 = 0;
+	Rt->of_r1 = R->n_cols;
+	if (gpu_col_ptr && gpu_col_ptr_of == R->indices)
+	{
+		/* counted by the GPU that built R */
+		Rt->indptr = gpu_col_ptr;
+		gpu_col_ptr = NULL;
+		gpu_col_ptr_of = NULL;
+		return;
+	}
 	Rt->indptr = calloc((size_t) R->n_cols + 1, sizeof(int64));
 	if (Rt->indptr == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
 						errmsg("out of memory for the row pointers of a transpose")));
-	Rt->n_rows = R->n_cols;
-	Rt->n_cols = R->n_rows;
-	Rt->nnz = R->nnz;
 	t0 = gm_now();
 	rc = gm_csr_column_pointers(R, gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs(), &cb,
 								Rt->indptr);
@@ -482,9 +536,6 @@ gpumf_csr_transpose_for(const gm_csr *R, gm_csr *Rt, bool form)
 		core_step_failed(rc, "counting the transpose's rows canceled");
 	}
 	elog(DEBUG1, "gpumf: the transpose's row pointers counted in %.3f s", gm_now() - t0);
-	Rt->of = R;
-	Rt->of_r0 = 0;
-	Rt->of_r1 = R->n_cols;
 }
 
 double

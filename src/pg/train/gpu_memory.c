@@ -30,17 +30,20 @@ typedef struct GpuRoom
 static bool
 gpu_room(const gm_mf_params *p, const gm_csr *R, const gm_csr *Rt, GpuRoom *g)
 {
-	int64_t		cap;
+	int64_t		cap,
+				kept;
 
 	if (p->backend != GM_BACKEND_CUDA ||
 		gm_cuda_device_memory(p->gpus > 1 ? p->gpus : 1, &g->free_b, &g->total_b, &cap) != GM_OK)
 		return false;			/* the training service's worker checks its own allocations */
 	gm_mf_device_memory(p, R, Rt, &g->need);
 	g->want = g->need.total * (1 + GPU_SLACK_SHARE) + GPU_SLACK_BYTES;
-	g->avail = (double) g->free_b;
-	g->capped = cap >= 0 && (double) (cap - gm_cuda_memory_held()) < g->avail;
+	/* the copy of R the GPU built and kept for this upload is counted in need */
+	kept = gm_csr_device_kept_bytes();
+	g->avail = (double) (g->free_b + kept);
+	g->capped = cap >= 0 && (double) (cap - gm_cuda_memory_held() + kept) < g->avail;
 	if (g->capped)
-		g->avail = (double) (cap - gm_cuda_memory_held());
+		g->avail = (double) (cap - gm_cuda_memory_held() + kept);
 	return true;
 }
 

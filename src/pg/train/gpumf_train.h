@@ -119,6 +119,17 @@ typedef struct TrainArgs
 	double		ials_loss;
 } TrainArgs;
 
+/*
+ * a->p.backend (gpumf_train_backend: *service when the training service
+ * trains), a->p.gpus; true when the training is lean: implicit ALS on one
+ * or more GPUs in this process, no holdout or search, gpumf.lean_training
+ * (train_device.c).
+ */
+extern bool gpumf_choose_backend(TrainArgs *a, bool try_service, char *name, size_t namelen,
+								 bool *service);
+/* where gpumf_source_to_csr builds the matrix of a training of rows rows so chosen */
+extern int	gpumf_csr_build_where(const TrainArgs *a, bool service, bool lean, int64 rows);
+
 /* The hyper-parameters that apply to a's algorithm, by name, for params (train_params.c) */
 extern Jsonb *gpumf_train_params_jsonb(const TrainArgs *a);
 /* Train and store a model (the body of gpumf_train); returns the catalog row. */

@@ -68,10 +68,7 @@ typedef struct TrainState
 	MemoryContextCallback cb;
 } TrainState;
 
-/*
- * The upload is done: a lean training's R's values are not read again (the
- * store keeps its pattern), and go.
- */
+/* The upload is done: a lean training's R's values are not read again (the store keeps its pattern). */
 static void
 free_uploaded_values(void *arg)
 {
@@ -85,10 +82,7 @@ free_uploaded_values(void *arg)
 	ts->mem_uploaded = gpumf_private_memory_mb();
 }
 
-/*
- * The factors, unless they are the training service's segment's (detached
- * by gpumf_train or the transaction's end).
- */
+/* The factors, unless the training service's segment's (detached by gpumf_train or the transaction's end) */
 static void
 free_factors(TrainState *ts)
 {
@@ -147,6 +141,7 @@ train_state_free(void *arg)
 	gm_csr_free(&ts->part_t);
 	gm_csr_free(&ts->held);
 	free_factors(ts);
+	gm_csr_device_drop_kept();	/* a copy of R the upload did not take */
 }
 
 /* ------------------------------------------------------------ arguments */
@@ -717,7 +712,8 @@ gpumf_train_args(const TrainArgs *args)
 	gm_mf_result res;
 	bool		exists,
 				try_service,
-				service;
+				service,
+				early;
 	double		t,
 				t_read,
 				t_csr,
@@ -770,22 +766,19 @@ gpumf_train_args(const TrainArgs *args)
 						   src->rows_read, src->null_keys, src->null_values),
 				 errhint("The source must have at least one row with a non-NULL user and item.")));
 
-	/* ---- CSR / CSC, keys renumbered in key order */
-	gpumf_source_to_csr(src, &ts->R);
+	/* ---- the device first when the GPU may build the matrix; CSR / CSC, keys renumbered in key order */
+	if ((early = gpumf_gpu_build_rows >= 0 && src->n >= gpumf_gpu_build_rows))
+		ts->lean = gpumf_choose_backend(&a, try_service, devname, sizeof(devname), &service);
+	gpumf_source_to_csr(src, &ts->R, early ? gpumf_csr_build_where(&a, service, ts->lean, src->n) :
+						GPUMF_CSR_HOST, a.p.factors);
 	gpumf_check_summed_values(src, &ts->R);
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
 	mem[1] = gpumf_private_memory_mb();
 
 	/* ---- device and training */
-	a.p.backend = gpumf_train_backend(devname, sizeof(devname), try_service, &service);
-	if (a.p.algorithm == GM_ALG_GRAPH_FILTER && service)
-	{
-		/* graph_filter returns its filter beside the factors: it trains in this process */
-		service = false;
-		a.p.backend = gpumf_training_backend(devname, sizeof(devname));
-	}
-	gpumf_apply_gpus(&a.p);
+	if (!early)
+		ts->lean = gpumf_choose_backend(&a, try_service, devname, sizeof(devname), &service);
 	a.n_items = ts->R.n_cols;
 	if (a.p.algorithm == GM_ALG_GRAPH_FILTER && a.p.factors > ts->R.n_cols)
 	{
@@ -802,8 +795,6 @@ gpumf_train_args(const TrainArgs *args)
 	 * on the GPU in this process) built a slab at a time as it is uploaded
 	 */
 	t = gm_now();
-	ts->lean = gpumf_lean_training && a.p.backend == GM_BACKEND_CUDA && !service &&
-		a.p.algorithm == GM_ALG_ALS_IMPLICIT && a.holdout <= 0 && !a.autotune;
 	gpumf_csr_transpose_for(&ts->R, &ts->Rt, !ts->lean);
 	t_csr += elapsed(&t);
 	mem[2] = gpumf_private_memory_mb();

@@ -251,3 +251,33 @@ gpumf_train_check_rc(int rc, ErrorData *pending, const char *what, const char *e
 				 errmsg("%s failed: %s", what, err),
 				 rc == GM_ENOMEM && oom_hint ? errhint("%s", oom_hint) : 0));
 }
+
+bool
+gpumf_choose_backend(TrainArgs *a, bool try_service, char *name, size_t namelen, bool *service)
+{
+	a->p.backend = gpumf_train_backend(name, namelen, try_service, service);
+	if (a->p.algorithm == GM_ALG_GRAPH_FILTER && *service)
+	{
+		/* graph_filter returns its filter beside the factors: it trains in this process */
+		*service = false;
+		a->p.backend = gpumf_training_backend(name, namelen);
+	}
+	gpumf_apply_gpus(&a->p);
+	return gpumf_lean_training && a->p.backend == GM_BACKEND_CUDA && !*service &&
+		a->p.algorithm == GM_ALG_ALS_IMPLICIT && a->holdout <= 0 && !a->autotune;
+}
+
+/*
+ * On the GPU when the training runs there in this process and reads
+ * gpumf.gpu_build_rows rows or more (the GPU is then idle until the
+ * upload); a lean training on one GPU uploads exactly that CSR, so the GPU
+ * keeps its copy for it.
+ */
+int
+gpumf_csr_build_where(const TrainArgs *a, bool service, bool lean, int64 rows)
+{
+	if (a->p.backend != GM_BACKEND_CUDA || service || gpumf_gpu_build_rows < 0 ||
+		rows < gpumf_gpu_build_rows)
+		return GPUMF_CSR_HOST;
+	return lean && a->p.gpus <= 1 ? GPUMF_CSR_GPU_KEEP : GPUMF_CSR_GPU;
+}

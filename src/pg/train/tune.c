@@ -265,7 +265,7 @@ gpumf_tune(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NO_DATA_FOUND),
 				 errmsg("no rows to tune on in \"%s\"", get_rel_name(relid)),
 				 errhint("The source must have rows with a non-NULL user and item.")));
-	gpumf_source_to_csr(src, &ts->R);
+	gpumf_source_to_csr(src, &ts->R, GPUMF_CSR_HOST, 0);
 	gpumf_csr_transpose_for(&ts->R, &ts->Rt, true);
 	gpumf_check_summed_values(src, &ts->R);
 	SPI_finish();

@@ -31,6 +31,14 @@ extern "C" void gm_cuda_set_chunk_queue(int on);
 extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at, int shares, char *err,
 											  size_t errlen);
 extern "C" int gm_cuda_check_staged_copy(char *err, size_t errlen);
+/* cuda/common/coo_csr.cu: the matrix built on the GPU, the copy it keeps */
+extern "C" int gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows,
+									int32_t **cols, float **vals, int keep, const gm_callbacks *cb,
+									gm_csr *out, int64_t *col_ptr, double *seconds, char *err,
+									size_t errlen);
+extern "C" long long gm_cuda_csr_kept_bytes(void);
+extern "C" void gm_cuda_csr_drop_kept(void);
+extern "C" int gm_cuda_check_upload_equal(const gm_csr *a, int *taken, char *err, size_t errlen);
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -1578,6 +1586,155 @@ test_staged_copy(void)
 		  "staged copies up and down, 32 MB - 1 to 224 MB + 5 bytes, unaligned: cudaMemcpy's bytes %s", e2);
 }
 
+/*
+ * 6f: the matrix built on the GPU from coordinates (gm_cuda_csr_from_coo)
+ * is gm_csr_from_coo's, bit for bit: random pairs with duplicates (summed in
+ * input order), empty rows and columns, one pair repeated 100,000 times, a
+ * single entry; the copy it keeps is what the upload of that CSR takes;
+ * out-of-range pairs and a stop are errors after which nothing is left.
+ */
+static int
+stop_always(void *)
+{
+	return 1;
+}
+
+static void
+coo_case(const char *what, int32_t nr, int32_t nc, int64_t n, double dup_share, int32_t row_skip,
+		 int keep)
+{
+	std::vector<int32_t> r((size_t) n),
+				c((size_t) n);
+	std::vector<float> v((size_t) n);
+	int32_t    *hr = (int32_t *) malloc(sizeof(int32_t) * (size_t) n),
+			   *hc = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	float	   *hv = (float *) malloc(sizeof(float) * (size_t) n);
+	gm_csr		ref,
+				got;
+	char		err[GM_ERRLEN] = "";
+	double		sec[3];
+	int			rc,
+				taken = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (i > 0 && urand() < dup_share)
+		{
+			/* an earlier pair again */
+			int64_t		j = (int64_t) (urand() * i);
+
+			r[i] = r[j];
+			c[i] = c[j];
+		}
+		else
+		{
+			r[i] = (int32_t) (urand() * nr);
+			if (row_skip > 1)
+				r[i] -= r[i] % row_skip;	/* only every row_skip-th row has entries */
+			c[i] = (int32_t) (urand() * nc);
+		}
+		v[i] = (float) (nrand() * 3.0);
+	}
+	memcpy(hr, r.data(), sizeof(int32_t) * (size_t) n);
+	memcpy(hc, c.data(), sizeof(int32_t) * (size_t) n);
+	memcpy(hv, v.data(), sizeof(float) * (size_t) n);
+	memset(&ref, 0, sizeof(ref));
+	GM(gm_csr_from_coo(nr, nc, n, r.data(), c.data(), v.data(), &ref, err, sizeof(err)));
+	std::vector<int64_t> cp((size_t) nc + 1, -1),
+				cref((size_t) nc + 1, -2);
+
+	GM(gm_csr_column_pointers(&ref, 0, NULL, cref.data()));
+	rc = gm_cuda_csr_from_coo(nr, nc, n, &hr, &hc, &hv, keep, NULL, &got, cp.data(), sec, err,
+							  sizeof(err));
+	CHECK(rc == GM_OK && hr == NULL && hc == NULL && hv == NULL && got.nnz == ref.nnz && cp == cref &&
+		  got.n_rows == ref.n_rows && got.n_cols == ref.n_cols &&
+		  memcmp(got.indptr, ref.indptr, sizeof(int64_t) * ((size_t) nr + 1)) == 0 &&
+		  memcmp(got.indices, ref.indices, sizeof(int32_t) * (size_t) ref.nnz) == 0 &&
+		  memcmp(got.data, ref.data, sizeof(float) * (size_t) ref.nnz) == 0,
+		  "CSR built on the GPU, %s (%d x %d, %lld pairs, %lld entries): the host's, bit for bit, "
+		  "and its transpose's row pointers "
+		  "(up %.3f s, sort and sums %.3f s, down %.3f s) %s", what, nr, nc, (long long) n,
+		  (long long) ref.nnz, sec[0], sec[1], sec[2], err);
+	if (keep && rc == GM_OK)
+	{
+		rc = gm_cuda_check_upload_equal(&got, &taken, err, sizeof(err));
+		CHECK(rc == GM_OK && taken && gm_cuda_csr_kept_bytes() == 0,
+			  "the copy kept on the GPU is what the CSR's upload takes (taken %d) %s", taken, err);
+	}
+	free(hr);
+	free(hc);
+	free(hv);
+	gm_csr_free(&ref);
+	gm_csr_free(&got);
+}
+
+static void
+test_coo_csr_device(void)
+{
+	int32_t    *hr,
+			   *hc;
+	float	   *hv;
+	gm_csr		got,
+				plain;
+	gm_callbacks cb;
+	char		err[GM_ERRLEN] = "";
+	int			rc,
+				taken = 1;
+
+	coo_case("random pairs, 10% again", 50000, 20000, 3000000, 0.10, 1, 0);
+	coo_case("every 7th row only, 30% again, kept", 70001, 3001, 2000000, 0.30, 7, 1);
+	coo_case("one entry", 5, 9, 1, 0.0, 1, 0);
+	coo_case("one pair 100,000 times", 3, 4, 100000, 1.0, 1, 1);
+	memset(&cb, 0, sizeof(cb));
+	cb.should_stop = stop_always;
+	hr = (int32_t *) calloc(1000, sizeof(int32_t));
+	hc = (int32_t *) calloc(1000, sizeof(int32_t));
+	hv = (float *) calloc(1000, sizeof(float));
+	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, 1, &cb, &got, NULL, NULL, err, sizeof(err));
+	CHECK(rc == GM_ECANCELED && hr == NULL && got.indptr == NULL && gm_cuda_csr_kept_bytes() == 0,
+		  "a stop after the upload: canceled, the host's arrays freed, nothing kept (%s)", err);
+	hr = (int32_t *) calloc(1000, sizeof(int32_t));
+	hc = (int32_t *) calloc(1000, sizeof(int32_t));
+	hv = (float *) calloc(1000, sizeof(float));
+	hc[999] = 10;
+	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, 1, NULL, &got, NULL, NULL, err, sizeof(err));
+	CHECK(rc == GM_EINVAL && got.indptr == NULL && gm_cuda_csr_kept_bytes() == 0,
+		  "a column out of range: an error, nothing kept (%s)", err);
+	/* another CSR than the kept one's host copy (equal, elsewhere) is copied, not taken */
+	hr = (int32_t *) calloc(100, sizeof(int32_t));
+	hc = (int32_t *) calloc(100, sizeof(int32_t));
+	hv = (float *) calloc(100, sizeof(float));
+	for (int i = 0; i < 100; i++)
+	{
+		hr[i] = i % 10;
+		hc[i] = (i * 7) % 13;
+		hv[i] = 1.0f + i;
+	}
+	rc = gm_cuda_csr_from_coo(10, 13, 100, &hr, &hc, &hv, 1, NULL, &got, NULL, NULL, err, sizeof(err));
+	memset(&plain, 0, sizeof(plain));
+	if (rc == GM_OK)
+	{
+		std::vector<int32_t> r2(100),
+					c2(100);
+		std::vector<float> v2(100);
+
+		for (int i = 0; i < 100; i++)
+		{
+			r2[i] = i % 10;
+			c2[i] = (i * 7) % 13;
+			v2[i] = 1.0f + i;
+		}
+		GM(gm_csr_from_coo(10, 13, 100, r2.data(), c2.data(), v2.data(), &plain, err, sizeof(err)));
+		rc = gm_cuda_check_upload_equal(&plain, &taken, err, sizeof(err));
+	}
+	CHECK(rc == GM_OK && !taken && gm_cuda_csr_kept_bytes() > 0,
+		  "another CSR than the kept one's host copy: uploaded, the kept one left (%s)", err);
+	gm_cuda_csr_drop_kept();
+	CHECK(gm_cuda_csr_kept_bytes() == 0, "the kept CSR dropped");
+	gm_csr_free(&plain);
+	gm_csr_free(&got);
+}
+
 /* 7: ranking metrics with the scores computed on the GPU equal the CPU's */
 static void
 test_rank_eval_gpu(void)
@@ -2037,6 +2194,7 @@ main(int argc, char **argv)
 		test_lean();
 		test_device_transpose();
 		test_staged_copy();
+		test_coo_csr_device();
 		/* the general model: exact solves (one block), block solves */
 		test_general_solve(32, GM_SOLVER_EXACT, 0, 1, 0.1f, 0.7f);
 		test_general_solve(50, GM_SOLVER_EXACT, 0, 1, 0.5f, 0.0f);
