@@ -16,7 +16,8 @@
  *     scan); each head's thread sums its run in input order, as the host
  *     does (the same floats), and writes the column, the sum and the row
  *     pointers of the rows that begin there.
- *  5. The CSR is downloaded into malloc'd arrays (gm_csr_free frees them),
+ *  5. The CSR is downloaded into the arrays of the columns and values (their
+ *     pages already the host's; gm_csr_free frees them),
  *     and, when asked for, its transpose's row pointers: the columns' entries
  *     counted (atomic adds) and summed (a scan).
  *     With keep, a copy stays on the device: the training's upload of that
@@ -59,16 +60,26 @@ bits_for(int64_t n)
 	return b;
 }
 
-/* keys[i] = rows[i] << cbits | cols[i]; *bad = 1 where a pair is out of range */
+/*
+ * keys[i] = row << cbits | column, each through its map where there is one
+ * (an entry outside the map, or mapped to -1, is out of range); *bad = 1
+ * where a pair is out of range
+ */
 __global__ void
 coo_pack_keys(const int32_t *rows, const int32_t *cols, uint64_t *keys, int64_t n,
-			  int32_t n_rows, int32_t n_cols, int cbits, int *bad)
+			  int32_t n_rows, int32_t n_cols, int cbits, const int32_t *rmap, int32_t rmap_n,
+			  const int32_t *cmap, int32_t cmap_n, int *bad)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
 		int32_t		r = rows[i],
 					c = cols[i];
+
+		if (rmap)
+			r = (uint32_t) r < (uint32_t) rmap_n ? rmap[r] : -1;
+		if (cmap)
+			c = (uint32_t) c < (uint32_t) cmap_n ? cmap[c] : -1;
 
 		if (r < 0 || r >= n_rows || c < 0 || c >= n_cols)
 		{
@@ -164,22 +175,29 @@ stop_now(const gm_callbacks *cb)
 /*
  * The CSR of the nnz pairs (*rows, *cols) with values *vals (n_rows x
  * n_cols, duplicates summed), built on the current device: gm_csr_from_coo's
- * CSR.  The arrays are malloc'd; once uploaded they are freed and the
- * pointers set to NULL.  An error with the pointers still set means nothing
+ * CSR.  The arrays are malloc'd; once uploaded they are taken (the rows'
+ * freed, the columns' and values' hold out's entries) and the pointers set
+ * to NULL.  An error with the pointers still set means nothing
  * was uploaded (GM_ENOMEM: the GPU lacks the room, GM_ENOTSUP: more than
  * 2^31 - 1 pairs); the caller builds on the host.  An error with them NULL
  * (the device failed, cb->should_stop said stop: GM_ECANCELED) leaves out
- * empty.  keep: a copy stays on the device for gm_dcsr_upload of out.
+ * empty.  row_map, col_map (row_map_n, col_map_n entries; NULL: none): the
+ * entries' indices, applied as they are packed.  keep: a copy stays on the
+ * device for gm_dcsr_upload of out.
  * col_ptr (n_cols + 1, may be NULL): the row pointers of out's transpose.
  * seconds (may be NULL): uploading, sorting and summing, downloading.
  */
 extern "C" int
 gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows,
-					 int32_t **cols, float **vals, int keep, const gm_callbacks *cb,
+					 int32_t **cols, float **vals, const int32_t *row_map, int32_t row_map_n,
+					 const int32_t *col_map, int32_t col_map_n, int keep, const gm_callbacks *cb,
 					 gm_csr *out, int64_t *col_ptr, double *seconds, char *err, size_t errlen)
 {
-	/* keys[2], vals[2], scratch, indptr, bad flag, column counts; then the kept copy's ind, dat */
-	void	   *p[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	/*
+	 * keys[2], vals[2], scratch, indptr, bad flag, column counts, the row and
+	 * column maps; then the kept copy's ind, dat
+	 */
+	void	   *p[10] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	uint64_t   *keys[2];
 	float	   *v[2];
 	int64_t    *indptr;
@@ -236,10 +254,14 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 		e = gm_dev_malloc(&p[6], sizeof(int));
 	if (e == cudaSuccess && col_ptr)
 		e = gm_dev_malloc(&p[7], sizeof(unsigned long long) * ((size_t) n_cols + 1));
+	if (e == cudaSuccess && row_map)
+		e = gm_dev_malloc(&p[8], sizeof(int32_t) * (size_t) (row_map_n > 0 ? row_map_n : 1));
+	if (e == cudaSuccess && col_map)
+		e = gm_dev_malloc(&p[9], sizeof(int32_t) * (size_t) (col_map_n > 0 ? col_map_n : 1));
 	if (e != cudaSuccess)
 	{
 		(void) cudaGetLastError();
-		free_all(p, 8);
+		free_all(p, 10);
 		snprintf(err, errlen, "the GPU has no room for the matrix's build (%.0f MB): %s",
 				 (24.0 * nnz + temp + 8.0 * n_rows) / 1048576.0, cudaGetErrorString(e));
 		return gm_status_oom(e) ? GM_ENOMEM : GM_EDEVICE;
@@ -264,13 +286,18 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 		} \
 	} while (0)
 
-	/* 2. up: the rows and columns into keys[1]'s two halves, the values into v[0] */
+	/* 2. up: the maps; the rows and columns into keys[1]'s two halves, the values into v[0] */
+	if (row_map && row_map_n > 0)
+		CU(gm_copy_staged(p[8], row_map, sizeof(int32_t) * (size_t) row_map_n, 1));
+	if (col_map && col_map_n > 0)
+		CU(gm_copy_staged(p[9], col_map, sizeof(int32_t) * (size_t) col_map_n, 1));
 	CU(gm_copy_staged(keys[1], *rows, sizeof(int32_t) * (size_t) nnz, 1));
 	CU(gm_copy_staged((int32_t *) keys[1] + nnz, *cols, sizeof(int32_t) * (size_t) nnz, 1));
 	CU(gm_copy_staged(v[0], *vals, sizeof(float) * (size_t) nnz, 1));
+	/* the columns' and values' arrays (their pages the host's already) take the CSR's entries */
 	free(*rows);
-	free(*cols);
-	free(*vals);
+	out->indices = *cols;
+	out->data = *vals;
 	*rows = *cols = NULL;
 	*vals = NULL;
 	t1 = now_s();
@@ -282,7 +309,9 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 	}
 	CU(cudaMemset(bad, 0, sizeof(int)));
 	coo_pack_keys<<<grid_for(nnz), 256>>>((const int32_t *) keys[1], (const int32_t *) keys[1] + nnz,
-										  keys[0], nnz, n_rows, n_cols, cbits, bad);
+										  keys[0], nnz, n_rows, n_cols, cbits,
+										  (const int32_t *) p[8], row_map_n,
+										  (const int32_t *) p[9], col_map_n, bad);
 	CU(cudaGetLastError());
 	CU(cudaMemcpy(&hbad, bad, sizeof(int), cudaMemcpyDeviceToHost));
 	if (hbad)
@@ -338,22 +367,34 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 		}
 		t2 = now_s();
 
-		/* 5. down, into the host's arrays */
+		/*
+		 * 5. down, into the host's arrays: the entries into those of the
+		 * columns and values (no page of them to fault in; m <= nnz), then
+		 * shrunk to m
+		 */
 		out->n_rows = n_rows;
 		out->n_cols = n_cols;
 		out->nnz = m;
 		out->indptr = (int64_t *) malloc(sizeof(int64_t) * ((size_t) n_rows + 1));
-		out->indices = (int32_t *) malloc(sizeof(int32_t) * (size_t) (m > 0 ? m : 1));
-		out->data = (float *) malloc(sizeof(float) * (size_t) (m > 0 ? m : 1));
-		if (!out->indptr || !out->indices || !out->data)
+		if (!out->indptr)
 		{
-			snprintf(err, errlen, "out of memory for the matrix (%lld entries)", (long long) m);
+			snprintf(err, errlen, "out of memory for the matrix's row pointers (%d rows)", n_rows);
 			rc = GM_ENOMEM;
 			goto done;
 		}
 		CU(gm_copy_staged(out->indptr, indptr, sizeof(int64_t) * ((size_t) n_rows + 1), 0));
 		CU(gm_copy_staged(out->indices, ind, sizeof(int32_t) * (size_t) m, 0));
 		CU(gm_copy_staged(out->data, dat, sizeof(float) * (size_t) m, 0));
+		if (m < nnz)
+		{
+			int32_t    *i2 = (int32_t *) realloc(out->indices, sizeof(int32_t) * (size_t) m);
+			float	   *d2 = (float *) realloc(out->data, sizeof(float) * (size_t) m);
+
+			if (i2)
+				out->indices = i2;
+			if (d2)
+				out->data = d2;
+		}
 		if (seconds)
 		{
 			seconds[0] = t1 - t0;
@@ -393,7 +434,7 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 	}
 done:
 #undef CU
-	free_all(p, 8);
+	free_all(p, 10);
 	if (rc != GM_OK)
 		gm_csr_free(out);
 	return rc;

@@ -248,10 +248,13 @@ gm_cuda_symbol(const char *name)
 /* The CSR built on the GPU (see gm_core.h). */
 int
 gm_csr_from_coo_device(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows,
-					   int32_t **cols, float **vals, int keep, const gm_callbacks *cb,
-					   gm_csr *out, int64_t *col_ptr, double *seconds, char *err, size_t errlen)
+					   int32_t **cols, float **vals, const int32_t *row_map, int32_t row_map_n,
+					   const int32_t *col_map, int32_t col_map_n, int keep,
+					   const gm_callbacks *cb, gm_csr *out, int64_t *col_ptr, double *seconds,
+					   char *err, size_t errlen)
 {
-	int			(*fn) (int32_t, int32_t, int64_t, int32_t **, int32_t **, float **, int,
+	int			(*fn) (int32_t, int32_t, int64_t, int32_t **, int32_t **, float **,
+					   const int32_t *, int32_t, const int32_t *, int32_t, int,
 					   const gm_callbacks *, gm_csr *, int64_t *, double *, char *, size_t);
 
 	*(void **) &fn = gm_cuda_symbol("gm_cuda_csr_from_coo");
@@ -260,7 +263,8 @@ gm_csr_from_coo_device(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **ro
 		snprintf(err, errlen, "the CUDA module is not loaded");
 		return GM_ENODEVICE;
 	}
-	return fn(n_rows, n_cols, nnz, rows, cols, vals, keep, cb, out, col_ptr, seconds, err, errlen);
+	return fn(n_rows, n_cols, nnz, rows, cols, vals, row_map, row_map_n, col_map, col_map_n, keep,
+			  cb, out, col_ptr, seconds, err, errlen);
 }
 
 int64_t

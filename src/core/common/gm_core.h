@@ -114,17 +114,22 @@ int			gm_csr_from_coo_consume(int32_t n_rows, int32_t n_cols, int64_t nnz,
 /*
  * The same CSR built on the GPU by the loaded CUDA module (one sort of the
  * pairs there; cuda/common/coo_csr.cu), when it is loaded: the arrays are
- * taken (freed and set to NULL) once uploaded.  An error with them still
+ * taken (set to NULL) once uploaded, the rows' freed, the columns' and
+ * values' made out's entries.  An error with them still
  * set means nothing was uploaded (no module or device: GM_ENODEVICE, no
  * room: GM_ENOMEM, too many pairs: GM_ENOTSUP): build on the host.  keep: a
  * copy stays on the GPU, which the training's upload of out takes instead
  * of copying it (gm_csr_device_kept_bytes says how large; gm_csr_device_drop_kept
- * frees it).  col_ptr (n_cols + 1, may be NULL): the row pointers of out's
- * transpose, as gm_csr_column_pointers counts them.  seconds (3, may be
- * NULL): up, sort and sums, down.
+ * frees it).  row_map, col_map (row_map_n, col_map_n entries; NULL: none):
+ * each entry's index is map[entry] (an entry outside the map, or mapped to
+ * -1, is an error, GM_EINVAL).  col_ptr (n_cols + 1, may be NULL): the row
+ * pointers of out's transpose, as gm_csr_column_pointers counts them.
+ * seconds (3, may be NULL): up, sort and sums, down.
  */
 int			gm_csr_from_coo_device(int32_t n_rows, int32_t n_cols, int64_t nnz,
-								   int32_t **rows, int32_t **cols, float **vals, int keep,
+								   int32_t **rows, int32_t **cols, float **vals,
+								   const int32_t *row_map, int32_t row_map_n,
+								   const int32_t *col_map, int32_t col_map_n, int keep,
 								   const gm_callbacks *cb, gm_csr *out, int64_t *col_ptr,
 								   double *seconds, char *err, size_t errlen);
 int64_t		gm_csr_device_kept_bytes(void);

@@ -250,6 +250,16 @@ typedef struct GpumfSource
 	int64		raw_ilimit;
 	int32		raw_umax;
 	int32		raw_imax;
+	/*
+	 * defer_maps (set before the read; gpumf_source_to_csr then applies the
+	 * maps): a parallel read whose every row came from a worker with a side's
+	 * keys as themselves leaves that side's entries raw, and map[0] (users),
+	 * map[1] (items) their indices (map_n entries, palloc'd), for the GPU to
+	 * apply as it builds the matrix; NULL: the entries are indices
+	 */
+	bool		defer_maps;
+	int32	   *map[2];
+	int32		map_n[2];
 	MemoryContextCallback cb;
 } GpumfSource;
 

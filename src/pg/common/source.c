@@ -288,22 +288,58 @@ identity(const int32 *map, int32 n)
 	return true;
 }
 
-/* e[j] = map[e[j]] for j < n, in parallel for large inputs; nothing when map is NULL */
+/*
+ * e[j] = map[e[j]] for j < n, in parallel for large inputs; nothing when map
+ * is NULL.  An entry outside the map's m entries, or mapped to -1 (a key the
+ * read never numbered), is an ERROR.
+ */
 static void
-renumber(int32 *e, int64 n, const int32 *map)
+renumber(int32 *e, int64 n, const int32 *map, int32 m)
 {
 	if (map == NULL)
 		return;
 	for (int64 b = 0; b < n; b += RENUMBER_CHUNK)
 	{
 		int64		e_end = Min(n, b + RENUMBER_CHUNK);
+		bool		bad = false;
 
-#pragma omp parallel for schedule(static) if (e_end - b > 1000000) \
+#pragma omp parallel for schedule(static) reduction(||:bad) if (e_end - b > 1000000) \
 	num_threads(gpumf_threads > 0 ? gpumf_threads : omp_get_num_procs())
 		for (int64 j = b; j < e_end; j++)
-			e[j] = map[e[j]];
+		{
+			int32		v = (uint32) e[j] < (uint32) m ? map[e[j]] : -1;
+
+			bad = bad || v < 0;
+			e[j] = v;
+		}
+		if (bad)
+			elog(ERROR, "gpumf: a row names a key the read did not number");
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * A side's map from its entries to its indices in key order (*m entries):
+ * the read's deferred map (raw keys to indices; GpumfSource.map) followed by
+ * the sort's, or the sort's alone; NULL when the entries are those already
+ * (a parallel read numbers integer keys in key order).
+ */
+static int32 *
+side_map(GpumfSource *src, int side, const int32 *sorted, int32 n, int32 *m)
+{
+	int32	   *d = src->map[side];
+	bool		same = identity(sorted, n);
+
+	if (d == NULL)
+	{
+		*m = n;
+		return same ? NULL : (int32 *) sorted;
+	}
+	if (!same)
+		for (int32 k = 0; k < src->map_n[side]; k++)
+			d[k] = d[k] >= 0 && d[k] < n ? sorted[d[k]] : -1;
+	*m = src->map_n[side];
+	return d;
 }
 
 /*
@@ -333,13 +369,16 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 	int32		nu = gm_keymap_size(src->users),
 				ni = gm_keymap_size(src->items);
 	int32	   *umap,
-			   *imap;
+			   *imap,
+			   *map[2],
+				map_n[2];
 	gm_callbacks cb;
 	char		err[GM_ERRLEN];
 	int			rc;
 	double		t0,
 				t1,
-				t2;
+				t2,
+				t_ren = 0;
 
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = interrupt_pending;
@@ -363,15 +402,11 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 		core_step_failed(rc, rc == GM_ECANCELED ? "sorting the keys canceled" :
 						 "out of memory sorting the keys");
 	t1 = gm_now();
-	/*
-	 * renumber in place: one lookup an entry, in parallel for large inputs;
-	 * not at all on a side already in key order (a parallel read numbers
-	 * integer keys in key order)
-	 */
-	renumber(src->rows, src->n, identity(umap, nu) ? NULL : umap);
-	renumber(src->cols, src->n, identity(imap, ni) ? NULL : imap);
-	pfree(umap);
-	pfree(imap);
+	map[0] = side_map(src, 0, umap, nu, &map_n[0]);
+	map[1] = side_map(src, 1, imap, ni, &map_n[1]);
+	gpu = gpu != GPUMF_CSR_HOST &&
+		4.0 * src->n <= ((double) nu + ni) * factors * sizeof(float) + 256.0 * 1048576 ? gpu :
+		GPUMF_CSR_HOST;
 	t2 = gm_now();
 	{
 		int32	   *r = src->rows,
@@ -388,13 +423,14 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 		free(gpu_col_ptr);
 		gpu_col_ptr = NULL;
 		gpu_col_ptr_of = NULL;
-		if (gpu != GPUMF_CSR_HOST &&
-			4.0 * src->n <= ((double) nu + ni) * factors * sizeof(float) + 256.0 * 1048576)
+		if (gpu != GPUMF_CSR_HOST)
 		{
 			int64	   *cp = malloc(sizeof(int64) * ((Size) ni + 1));
 
-			rc = gm_csr_from_coo_device(nu, ni, src->n, &r, &c, &v, gpu == GPUMF_CSR_GPU_KEEP,
-										&cb, R, cp, sec, err, sizeof(err));
+			/* the GPU renumbers the entries as it packs them */
+			rc = gm_csr_from_coo_device(nu, ni, src->n, &r, &c, &v, map[0], map_n[0], map[1],
+										map_n[1], gpu == GPUMF_CSR_GPU_KEEP, &cb, R, cp, sec,
+										err, sizeof(err));
 			if (rc == GM_OK)
 			{
 				elog(DEBUG1, "gpumf: the matrix built on the GPU: up %.3f s, sorted and summed %.3f s, down %.3f s%s",
@@ -408,12 +444,21 @@ gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 			free(cp);
 		}
 		if (rc != GM_OK && r != NULL)
+		{
+			/* renumbered in place: one lookup an entry, in parallel for large inputs */
+			t_ren = gm_now();
+			renumber(r, src->n, map[0], map_n[0]);
+			renumber(c, src->n, map[1], map_n[1]);
+			t_ren = gm_now() - t_ren;
 			rc = gm_csr_from_coo_consume(nu, ni, src->n, r, c, v, &cb, R, err, sizeof(err));
+		}
 	}
+	pfree(umap);
+	pfree(imap);
 	if (rc != GM_OK)
 		core_step_failed(rc, err);
 	elog(DEBUG1, "gpumf: the matrix: keys sorted in %.3f s, rows renumbered in %.3f s, CSR built in %.3f s",
-		 t1 - t0, t2 - t1, gm_now() - t2);
+		 t1 - t0, t2 - t1 + t_ren, gm_now() - t2 - t_ren);
 	CHECK_FOR_INTERRUPTS();
 }
 

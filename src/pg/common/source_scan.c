@@ -365,12 +365,39 @@ side_is_identity(const int32 *rank, int32 max, const WorkerFeed *feeds, int nfee
  * usual serial ids) is left as it is.
  */
 static void
-translate_batches(GpumfSource *src, const WorkerFeed *feeds, int nfeeds)
+translate_batches(GpumfSource *src, const WorkerFeed *feeds, int nfeeds, bool all_batches)
 {
 	int32	   *urank = raw_ranks(src, true);
 	int32	   *irank = raw_ranks(src, false);
 	bool		uskip = side_is_identity(urank, batches.umax, feeds, nfeeds, true),
 				iskip = side_is_identity(irank, batches.imax, feeds, nfeeds, false);
+
+	/*
+	 * src->defer_maps, every row a worker's: a side whose keys all came as
+	 * themselves keeps them, its rank map going to the matrix's build
+	 */
+	for (int side = 0; side < 2 && src->defer_maps && all_batches; side++)
+	{
+		int32	   *rank = side == 0 ? urank : irank;
+		bool		raw_only = rank != NULL && !(side == 0 ? uskip : iskip);
+
+		for (int w = 0; w < nfeeds && raw_only; w++)
+			raw_only = (side == 0 ? feeds[w].nu : feeds[w].ni) == 0;
+		if (!raw_only)
+			continue;
+		src->map[side] = rank;
+		src->map_n[side] = (side == 0 ? batches.umax : batches.imax) + 1;
+		if (side == 0)
+		{
+			uskip = true;
+			urank = NULL;
+		}
+		else
+		{
+			iskip = true;
+			irank = NULL;
+		}
+	}
 
 	for (int64 b0 = 0; b0 < batches.n && !(uskip && iskip);)
 	{
@@ -598,7 +625,8 @@ gpumf_source_read_direct(GpumfSource *src)
 	ParallelContext *pcxt = NULL;
 	WorkerFeed *feeds = NULL;
 	ReadShared *shared = NULL;
-	int			active = 0;
+	int			active = 0,
+				active_at_start = 0;
 	TableScanDesc scan;
 	ErrorContextCallback errctx;
 	double		t_read = gm_now(),
@@ -695,6 +723,8 @@ gpumf_source_read_direct(GpumfSource *src)
 		/* with enough workers the leader only merges (LEADER_SCANS_BELOW) */
 		bool		scanning = active < LEADER_SCANS_BELOW;
 
+		active_at_start = active;
+
 		memset(&batches, 0, sizeof(batches));
 		batches.ulimit = shared->raw_ulimit;
 		batches.ilimit = shared->raw_ilimit;
@@ -722,7 +752,7 @@ gpumf_source_read_direct(GpumfSource *src)
 			CHECK_FOR_INTERRUPTS();
 		}
 		numbering = gm_now();
-		translate_batches(src, feeds, nworkers);
+		translate_batches(src, feeds, nworkers, active_at_start >= LEADER_SCANS_BELOW);
 		numbering = gm_now() - numbering;
 		memset(&batches, 0, sizeof(batches));
 	}

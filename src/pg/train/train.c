@@ -732,6 +732,7 @@ gpumf_train_args(const TrainArgs *args)
 	src = gpumf_source_open(a.relid, a.ucol, a.icol, a.vcol,
 					  !gm_algorithm_is_explicit(a.p.algorithm) ? GPUMF_VALUES_IMPLICIT :
 					  GPUMF_VALUES_RATINGS);
+	src->defer_maps = true;		/* the keys' maps applied as the matrix is built (by the GPU) */
 
 	ts = palloc0(sizeof(TrainState));
 	ts->mem_uploaded = -1;

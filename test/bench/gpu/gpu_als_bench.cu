@@ -33,7 +33,9 @@ extern "C" int gm_cuda_check_device_transpose(const gm_csr *a, const gm_csr *at,
 extern "C" int gm_cuda_check_staged_copy(char *err, size_t errlen);
 /* cuda/common/coo_csr.cu: the matrix built on the GPU, the copy it keeps */
 extern "C" int gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows,
-									int32_t **cols, float **vals, int keep, const gm_callbacks *cb,
+									int32_t **cols, float **vals, const int32_t *row_map,
+									int32_t row_map_n, const int32_t *col_map, int32_t col_map_n,
+									int keep, const gm_callbacks *cb,
 									gm_csr *out, int64_t *col_ptr, double *seconds, char *err,
 									size_t errlen);
 extern "C" long long gm_cuda_csr_kept_bytes(void);
@@ -1601,8 +1603,16 @@ stop_always(void *)
 
 static void
 coo_case(const char *what, int32_t nr, int32_t nc, int64_t n, double dup_share, int32_t row_skip,
-		 int keep)
+		 int keep, int mapped)
 {
+	/* mapped: the pairs go up as raw keys (index i as key 3i + 1, other keys -1), the maps with them */
+	std::vector<int32_t> rmap(mapped ? (size_t) nr * 3 + 2 : 0, -1),
+				cmap(mapped ? (size_t) nc * 3 + 2 : 0, -1);
+
+	for (int32_t i = 0; mapped && i < nr; i++)
+		rmap[(size_t) i * 3 + 1] = i;
+	for (int32_t i = 0; mapped && i < nc; i++)
+		cmap[(size_t) i * 3 + 1] = i;
 	std::vector<int32_t> r((size_t) n),
 				c((size_t) n);
 	std::vector<float> v((size_t) n);
@@ -1637,6 +1647,11 @@ coo_case(const char *what, int32_t nr, int32_t nc, int64_t n, double dup_share, 
 	}
 	memcpy(hr, r.data(), sizeof(int32_t) * (size_t) n);
 	memcpy(hc, c.data(), sizeof(int32_t) * (size_t) n);
+	for (int64_t i = 0; mapped && i < n; i++)
+	{
+		hr[i] = r[i] * 3 + 1;
+		hc[i] = c[i] * 3 + 1;
+	}
 	memcpy(hv, v.data(), sizeof(float) * (size_t) n);
 	memset(&ref, 0, sizeof(ref));
 	GM(gm_csr_from_coo(nr, nc, n, r.data(), c.data(), v.data(), &ref, err, sizeof(err)));
@@ -1644,7 +1659,9 @@ coo_case(const char *what, int32_t nr, int32_t nc, int64_t n, double dup_share, 
 				cref((size_t) nc + 1, -2);
 
 	GM(gm_csr_column_pointers(&ref, 0, NULL, cref.data()));
-	rc = gm_cuda_csr_from_coo(nr, nc, n, &hr, &hc, &hv, keep, NULL, &got, cp.data(), sec, err,
+	rc = gm_cuda_csr_from_coo(nr, nc, n, &hr, &hc, &hv, mapped ? rmap.data() : NULL,
+							  (int32_t) rmap.size(), mapped ? cmap.data() : NULL,
+							  (int32_t) cmap.size(), keep, NULL, &got, cp.data(), sec, err,
 							  sizeof(err));
 	CHECK(rc == GM_OK && hr == NULL && hc == NULL && hv == NULL && got.nnz == ref.nnz && cp == cref &&
 		  got.n_rows == ref.n_rows && got.n_cols == ref.n_cols &&
@@ -1681,25 +1698,39 @@ test_coo_csr_device(void)
 	int			rc,
 				taken = 1;
 
-	coo_case("random pairs, 10% again", 50000, 20000, 3000000, 0.10, 1, 0);
-	coo_case("every 7th row only, 30% again, kept", 70001, 3001, 2000000, 0.30, 7, 1);
-	coo_case("one entry", 5, 9, 1, 0.0, 1, 0);
-	coo_case("one pair 100,000 times", 3, 4, 100000, 1.0, 1, 1);
+	coo_case("random pairs, 10% again", 50000, 20000, 3000000, 0.10, 1, 0, 0);
+	coo_case("every 7th row only, 30% again, kept", 70001, 3001, 2000000, 0.30, 7, 1, 0);
+	coo_case("raw keys through maps, 5% again, kept", 40000, 9000, 2000000, 0.05, 1, 1, 1);
+	coo_case("one entry", 5, 9, 1, 0.0, 1, 0, 0);
+	coo_case("one pair 100,000 times", 3, 4, 100000, 1.0, 1, 1, 0);
 	memset(&cb, 0, sizeof(cb));
 	cb.should_stop = stop_always;
 	hr = (int32_t *) calloc(1000, sizeof(int32_t));
 	hc = (int32_t *) calloc(1000, sizeof(int32_t));
 	hv = (float *) calloc(1000, sizeof(float));
-	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, 1, &cb, &got, NULL, NULL, err, sizeof(err));
+	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, NULL, 0, NULL, 0, 1, &cb, &got, NULL, NULL,
+							  err, sizeof(err));
 	CHECK(rc == GM_ECANCELED && hr == NULL && got.indptr == NULL && gm_cuda_csr_kept_bytes() == 0,
 		  "a stop after the upload: canceled, the host's arrays freed, nothing kept (%s)", err);
 	hr = (int32_t *) calloc(1000, sizeof(int32_t));
 	hc = (int32_t *) calloc(1000, sizeof(int32_t));
 	hv = (float *) calloc(1000, sizeof(float));
 	hc[999] = 10;
-	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, 1, NULL, &got, NULL, NULL, err, sizeof(err));
+	rc = gm_cuda_csr_from_coo(10, 10, 1000, &hr, &hc, &hv, NULL, 0, NULL, 0, 1, NULL, &got, NULL, NULL,
+							  err, sizeof(err));
 	CHECK(rc == GM_EINVAL && got.indptr == NULL && gm_cuda_csr_kept_bytes() == 0,
 		  "a column out of range: an error, nothing kept (%s)", err);
+	{
+		int32_t		m[3] = {0, -1, 1};
+
+		hr = (int32_t *) calloc(100, sizeof(int32_t));
+		hc = (int32_t *) calloc(100, sizeof(int32_t));
+		hv = (float *) calloc(100, sizeof(float));
+		hc[50] = 1;				/* mapped to -1: a key never numbered */
+		rc = gm_cuda_csr_from_coo(2, 2, 100, &hr, &hc, &hv, NULL, 0, m, 3, 0, NULL, &got, NULL,
+								  NULL, err, sizeof(err));
+		CHECK(rc == GM_EINVAL && got.indptr == NULL, "an entry its map sends to -1: an error (%s)", err);
+	}
 	/* another CSR than the kept one's host copy (equal, elsewhere) is copied, not taken */
 	hr = (int32_t *) calloc(100, sizeof(int32_t));
 	hc = (int32_t *) calloc(100, sizeof(int32_t));
@@ -1710,7 +1741,8 @@ test_coo_csr_device(void)
 		hc[i] = (i * 7) % 13;
 		hv[i] = 1.0f + i;
 	}
-	rc = gm_cuda_csr_from_coo(10, 13, 100, &hr, &hc, &hv, 1, NULL, &got, NULL, NULL, err, sizeof(err));
+	rc = gm_cuda_csr_from_coo(10, 13, 100, &hr, &hc, &hv, NULL, 0, NULL, 0, 1, NULL, &got, NULL, NULL,
+							  err, sizeof(err));
 	memset(&plain, 0, sizeof(plain));
 	if (rc == GM_OK)
 	{
