@@ -164,15 +164,6 @@ extern bool gpumf_served_warming;	/* a training warms its version before its com
 extern void gpumf_served_warm_on_commit(int64 model_id, int32 version);
 extern bool gpumf_served_warms(int64 model_id);
 extern void gpumf_served_warm_now(const char *name, int64 model_id, const GpumfItemsAtHand *at_hand);
-/*
- * shared_segment.c: a served version's segment, pages mapped (the one made
- * ahead when its size is bytes); a segment made ahead for this transaction
- * (a training, while its store waits on the WAL: see the file)
- */
-extern struct dsm_segment *gpumf_shared_segment_create(Size bytes);
-extern void gpumf_shared_segment_premake(Size bytes);
-/* the segment of a version of n items with fixed-size keys of item_type, in bytes */
-extern Size gpumf_served_segment_bytes(int32 n, int k, Oid item_type, bool bias);
 extern void gpumf_warm_register_at_start(void);
 
 /* ---------------------------------------------------------- serving.c */

@@ -26,6 +26,7 @@
  */
 #include "gpumf_serve.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "access/genam.h"
@@ -459,20 +460,22 @@ segment_layout(SharedItems *h, const SharedKey *key, const GpumfServed *m, int32
 	h->total = off;
 }
 
-/* The size of the segment of a version of n items (fixed-size keys of type item_type). */
-Size
-gpumf_served_segment_bytes(int32 n, int k, Oid item_type, bool bias)
+/*
+ * Create a segment of `bytes` and map all its pages now, in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14): faulting 100 MB in page by page as the
+ * arrays are written costs more than reading them.  Where the call is not
+ * known the pages are faulted in as they are written.
+ */
+static dsm_segment *
+segment_create(Size bytes)
 {
-	SharedItems h;
-	SharedKey	key;
-	GpumfServed m;
+	dsm_segment *seg = dsm_create(bytes, 0);
 
-	memset(&key, 0, sizeof(key));
-	memset(&m, 0, sizeof(m));
-	m.item_type = item_type;
-	m.k = k;
-	segment_layout(&h, &key, &m, n, bias, 0);
-	return h.total;
+#ifdef MADV_POPULATE_WRITE
+	(void) madvise((void *) TYPEALIGN_DOWN(sysconf(_SC_PAGESIZE), dsm_segment_address(seg)),
+				   bytes, MADV_POPULATE_WRITE);
+#endif
+	return seg;
 }
 
 /* Point m at the arrays of a mapped segment; item keys as Datums into it. */
@@ -717,7 +720,7 @@ publish_direct_in(void *p)
 	segment_layout(&hdr, a->key, m, (int32) n, a->cat->has_bias, 0);
 	if (!cap_allows(a->key, hdr.total, &a->refusal))
 		return;
-	seg = gpumf_shared_segment_create(hdr.total);
+	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
 	t1 = gm_now();
@@ -767,7 +770,7 @@ publish_copy_in(void *p)
 	segment_layout(&hdr, a->key, m, n, m->item_bias != NULL, text_bytes);
 	if (!cap_allows(a->key, hdr.total, &a->refusal))
 		return;
-	seg = gpumf_shared_segment_create(hdr.total);
+	seg = segment_create(hdr.total);
 	base = dsm_segment_address(seg);
 	memcpy(base, &hdr, sizeof(hdr));
 	memcpy(base + hdr.y_off, m->Y, sizeof(float) * (Size) n * m->k);

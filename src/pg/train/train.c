@@ -65,7 +65,6 @@ typedef struct TrainState
 								 * on the GPU, R's values freed once uploaded */
 	double		mem_uploaded;	/* the backend's private memory (MB) after the upload */
 	bool		keep_items;		/* Y and the item biases kept past the store, for the warming */
-	Size		premake;		/* the warming's segment, made while the store's WAL is written */
 	MemoryContextCallback cb;
 } TrainState;
 
@@ -102,8 +101,7 @@ free_factors(TrainState *ts)
  * tables.  The factors, R's arrays (R's sizes stay, for the catalog row)
  * and its transpose are not read again and go now, so the index builds'
  * sorts never sit on top of them; but for the item factors and biases
- * that the warming copies (keep_items: k floats an item, not a user), whose
- * segment is made now, the disk still busy with the tables' WAL.
+ * that the warming copies (keep_items: k floats an item, not a user).
  */
 static void
 free_stored(void *arg)
@@ -122,7 +120,6 @@ free_stored(void *arg)
 		free(ts->user_bias);
 		ts->X = ts->user_bias = NULL;
 	}
-	gpumf_shared_segment_premake(ts->premake);
 }
 
 /* item i's key, as the store wrote it (GpumfItemsAtHand.key) */
@@ -861,8 +858,6 @@ gpumf_train_args(const TrainArgs *args)
 	/* the warming copies the items from memory: fixed-size keys, Y as stored */
 	ts->keep_items = gpumf_served_warms(row.m.id) && !ts->service_seg && in.Y && in.Y == ts->Y &&
 		!in.Y2 && src->itype != TEXTOID;
-	ts->premake = !ts->keep_items ? 0 :
-		gpumf_served_segment_bytes(ts->R.n_cols, in.k, src->itype, row.m.has_bias);
 	tables = gpumf_store_write(&in);
 	if (exists)
 	{
