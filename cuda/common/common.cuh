@@ -20,10 +20,21 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+
+/* seconds on the monotonic clock, for the phases the module times itself */
+static inline double
+gm_wall_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ------------------------------------------------------ exported ABI */
 

@@ -28,27 +28,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
-#include <time.h>
 #include <vector>
-
-/* the CSR kept on the device for its upload, and the host arrays it is a copy of */
-static struct
-{
-	gm_dcsr		d;
-	int			dev;
-	const int64_t *indptr;
-	const int32_t *indices;
-	const float *data;
-}			kept;
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int
 bits_for(int64_t n)
@@ -211,7 +191,7 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 				hbad = 0,
 				rc = GM_OK;
 	int64_t		m = 0;
-	double		t0 = now_s(),
+	double		t0 = gm_wall_seconds(),
 				t1,
 				t2;
 	cudaError_t e;
@@ -300,7 +280,7 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 	out->data = *vals;
 	*rows = *cols = NULL;
 	*vals = NULL;
-	t1 = now_s();
+	t1 = gm_wall_seconds();
 	if (stop_now(cb))
 	{
 		snprintf(err, errlen, "building the matrix canceled");
@@ -365,7 +345,7 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 			CU(cudaMemcpy(col_ptr, cnt, sizeof(int64_t) * ((size_t) n_cols + 1),
 						  cudaMemcpyDeviceToHost));
 		}
-		t2 = now_s();
+		t2 = gm_wall_seconds();
 
 		/*
 		 * 5. down, into the host's arrays: the entries into those of the
@@ -399,7 +379,7 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 		{
 			seconds[0] = t1 - t0;
 			seconds[1] = t2 - t1;
-			seconds[2] = now_s() - t2;
+			seconds[2] = gm_wall_seconds() - t2;
 		}
 		if (keep)
 		{
@@ -416,16 +396,15 @@ gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz, int32_t **rows
 				cudaMemcpy(p[0], ind, sizeof(int32_t) * (size_t) m, cudaMemcpyDeviceToDevice) == cudaSuccess &&
 				cudaMemcpy(p[2], dat, sizeof(float) * (size_t) m, cudaMemcpyDeviceToDevice) == cudaSuccess)
 			{
-				kept.d.n_rows = n_rows;
-				kept.d.n_cols = n_cols;
-				kept.d.nnz = m;
-				kept.d.indptr = indptr;
-				kept.d.indices = (int32_t *) p[0];
-				kept.d.data = (float *) p[2];
-				(void) cudaGetDevice(&kept.dev);
-				kept.indptr = out->indptr;
-				kept.indices = out->indices;
-				kept.data = out->data;
+				gm_dcsr		d;
+
+				d.n_rows = n_rows;
+				d.n_cols = n_cols;
+				d.nnz = m;
+				d.indptr = indptr;
+				d.indices = (int32_t *) p[0];
+				d.data = (float *) p[2];
+				gm_dcsr_keep(&d, out);
 				p[0] = p[2] = p[5] = NULL;
 			}
 			else
@@ -438,50 +417,6 @@ done:
 	if (rc != GM_OK)
 		gm_csr_free(out);
 	return rc;
-}
-
-/* Device bytes of the CSR kept for its upload (0: none). */
-extern "C" long long
-gm_cuda_csr_kept_bytes(void)
-{
-	if (kept.d.indptr == NULL)
-		return 0;
-	return (long long) (sizeof(int64_t) * ((size_t) kept.d.n_rows + 1) +
-						(sizeof(int32_t) + sizeof(float)) * (size_t) (kept.d.nnz > 0 ? kept.d.nnz : 1));
-}
-
-/* Free the CSR kept for its upload, if any. */
-extern "C" void
-gm_cuda_csr_drop_kept(void)
-{
-	int			cur = 0;
-
-	if (kept.d.indptr == NULL)
-		return;
-	(void) cudaGetDevice(&cur);
-	(void) cudaSetDevice(kept.dev);
-	gm_dcsr_free(&kept.d);
-	(void) cudaSetDevice(cur);
-	memset(&kept, 0, sizeof(kept));
-}
-
-/*
- * The kept CSR into d when it is a's copy on the current device (a's host
- * arrays those it was downloaded into): true, and it is d's now.
- */
-bool
-gm_dcsr_take_kept(gm_dcsr *d, const gm_csr *a)
-{
-	int			cur = -1;
-
-	if (kept.d.indptr == NULL || a->of != NULL || a->indptr != kept.indptr ||
-		a->indices != kept.indices || a->data != kept.data || a->nnz != kept.d.nnz ||
-		a->n_rows != kept.d.n_rows || a->n_cols != kept.d.n_cols ||
-		cudaGetDevice(&cur) != cudaSuccess || cur != kept.dev)
-		return false;
-	*d = kept.d;
-	memset(&kept, 0, sizeof(kept));
-	return true;
 }
 
 /*

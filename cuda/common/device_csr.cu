@@ -693,6 +693,72 @@ gm_dcsr_upload(gm_dcsr *d, const gm_csr *a, char *err, size_t errlen)
 	return GM_OK;
 }
 
+/* a CSR kept on the device for its upload (gm_dcsr_keep), and the host arrays it is a copy of */
+static struct
+{
+	gm_dcsr		d;
+	int			dev;
+	const int64_t *indptr;
+	const int32_t *indices;
+	const float *data;
+}			kept;
+
+/* Keep d (its arrays now the keeper's) as host's copy on the current device. */
+void
+gm_dcsr_keep(const gm_dcsr *d, const gm_csr *host)
+{
+	gm_cuda_csr_drop_kept();
+	kept.d = *d;
+	(void) cudaGetDevice(&kept.dev);
+	kept.indptr = host->indptr;
+	kept.indices = host->indices;
+	kept.data = host->data;
+}
+
+/* Device bytes of the CSR kept for its upload (0: none). */
+extern "C" long long
+gm_cuda_csr_kept_bytes(void)
+{
+	if (kept.d.indptr == NULL)
+		return 0;
+	return (long long) (sizeof(int64_t) * ((size_t) kept.d.n_rows + 1) +
+						(sizeof(int32_t) + sizeof(float)) * (size_t) (kept.d.nnz > 0 ? kept.d.nnz : 1));
+}
+
+/* Free the CSR kept for its upload, if any. */
+extern "C" void
+gm_cuda_csr_drop_kept(void)
+{
+	int			cur = 0;
+
+	if (kept.d.indptr == NULL)
+		return;
+	(void) cudaGetDevice(&cur);
+	(void) cudaSetDevice(kept.dev);
+	gm_dcsr_free(&kept.d);
+	(void) cudaSetDevice(cur);
+	memset(&kept, 0, sizeof(kept));
+}
+
+/*
+ * The kept CSR into d when it is a's copy on the current device (a's host
+ * arrays those it was downloaded into): true, and it is d's now.
+ */
+bool
+gm_dcsr_take_kept(gm_dcsr *d, const gm_csr *a)
+{
+	int			cur = -1;
+
+	if (kept.d.indptr == NULL || a->of != NULL || a->indptr != kept.indptr ||
+		a->indices != kept.indices || a->data != kept.data || a->nnz != kept.d.nnz ||
+		a->n_rows != kept.d.n_rows || a->n_cols != kept.d.n_cols ||
+		cudaGetDevice(&cur) != cudaSuccess || cur != kept.dev)
+		return false;
+	*d = kept.d;
+	memset(&kept, 0, sizeof(kept));
+	return true;
+}
+
 /* Free d's device arrays. */
 void
 gm_dcsr_free(gm_dcsr *d)

@@ -39,10 +39,14 @@ int			gm_dcsr_upload_of(gm_dcsr *d, const gm_csr *a, const gm_csr *of_host,
 void		gm_dcsr_free(gm_dcsr *d);
 
 /*
- * The CSR gm_cuda_csr_from_coo built on this device and kept (coo_csr.cu),
- * when a is its host copy: true, and d holds it (d's now, no copy made).
+ * A CSR built on the device and kept for its upload (gm_cuda_csr_from_coo,
+ * coo_csr.cu): gm_dcsr_keep keeps d (its arrays the keeper's) as host's copy
+ * on the current device, dropping any kept before; gm_dcsr_take_kept, when a
+ * is that host copy: true, and d holds it (d's now, no copy made).
  */
+void		gm_dcsr_keep(const gm_dcsr *d, const gm_csr *host);
 bool		gm_dcsr_take_kept(gm_dcsr *d, const gm_csr *a);
+extern "C" long long gm_cuda_csr_kept_bytes(void);
 extern "C" void gm_cuda_csr_drop_kept(void);
 
 /*

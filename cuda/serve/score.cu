@@ -302,15 +302,6 @@ typedef struct score_gpu
 				have_events;
 } score_gpu;
 
-static double
-wall_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void
 score_gpu_free(score_gpu *g)
 {
@@ -372,7 +363,7 @@ score_run(score_gpu *g, const gm_score_problem *p, const gm_callbacks *cb,
 	size_t		free_b = 0,
 				total_b = 0;
 	size_t		fixed;
-	double		t0 = wall_now();
+	double		t0 = gm_wall_seconds();
 	float		ms = 0;
 	const float one = 1.0f,
 				zero = 0.0f;
@@ -480,7 +471,7 @@ score_run(score_gpu *g, const gm_score_problem *p, const gm_callbacks *cb,
 	GM_CHECK(cudaMemcpy(r->count, g->out_count, sizeof(int32_t) * (size_t) nu,
 						cudaMemcpyDeviceToHost));
 	r->compute_seconds = ms / 1000.0;
-	r->transfer_seconds = wall_now() - t0 - r->compute_seconds;
+	r->transfer_seconds = gm_wall_seconds() - t0 - r->compute_seconds;
 	r->batches = nbatches;
 	gm_device_name(r->device, sizeof(r->device));
 	return GM_OK;
