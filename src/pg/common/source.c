@@ -343,19 +343,6 @@ side_map(GpumfSource *src, int side, const int32 *sorted, int32 n, int32 *m)
 }
 
 /*
- * R from src's rows, their keys renumbered in key order.  The rows' arrays
- * are taken (src no longer holds them) and given back as the CSR is built
- * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.  The key
- * maps keep their keys, in key order, and nothing else: no key is looked up
- * after this (gm_keymap_sort_final).
- *
- * gpu (GPUMF_CSR_GPU, _KEEP: a training on one GPU in this process): the
- * CSR is built on the GPU instead (gm_csr_from_coo_device, the same CSR),
- * where that takes no more of its memory than 20 bytes an entry, the
- * factors of factors columns and 256 MB would; the host builds it when the
- * GPU lacks the room.  _KEEP leaves a copy there for the training's upload.
- */
-/*
  * The row pointers of the transpose of the last R the GPU built, counted
  * there (gpu_col_ptr, malloc'd), for gpumf_csr_transpose_for of that R (its
  * indices' address): each gpumf_source_to_csr lets the previous ones go.
@@ -363,6 +350,20 @@ side_map(GpumfSource *src, int side, const int32 *sorted, int32 n, int32 *m)
 static int64 *gpu_col_ptr;
 static const int32 *gpu_col_ptr_of;
 
+/*
+ * R from src's rows, their keys renumbered in key order.  The rows' arrays
+ * are taken (src no longer holds them) and given back as the CSR is built
+ * (gm_csr_from_coo_consume): the peak is about 12 bytes an entry.  The key
+ * maps keep their keys, in key order, and nothing else: no key is looked up
+ * after this (gm_keymap_sort_final).  Entries a parallel read left raw go
+ * through their maps here (GpumfSource.map), before the sort's.
+ *
+ * gpu (GPUMF_CSR_GPU, _KEEP: a training on one GPU in this process): the
+ * CSR is built on the GPU instead (gm_csr_from_coo_device, the same CSR),
+ * where that takes no more of its memory than 20 bytes an entry, the
+ * factors of factors columns and 256 MB would; the host builds it when the
+ * GPU lacks the room.  _KEEP leaves a copy there for the training's upload.
+ */
 void
 gpumf_source_to_csr(GpumfSource *src, gm_csr *R, int gpu, int factors)
 {
