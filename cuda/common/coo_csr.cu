@@ -7,21 +7,21 @@
  *     of values, the sort's scratch and the row pointers (24 bytes an entry
  *     and the scratch).  Without the room, nothing is uploaded and the
  *     caller builds on the host.
- *  2. The rows, columns and values are uploaded (gm_copy_staged) and the
- *     host's arrays freed; each pair becomes a key, the row's bits above the
- *     column's.
+ *  2. The keys' maps, then the rows, columns and values are uploaded
+ *     (gm_copy_staged), and the host's rows freed; each pair becomes a key
+ *     (through the maps), the row's bits above the column's.
  *  3. cub::DeviceRadixSort sorts the keys with their values over the bits
  *     they use.  It is stable: equal pairs keep their input order.
  *  4. Runs of equal keys: their heads marked and numbered (an exclusive
  *     scan); each head's thread sums its run in input order, as the host
  *     does (the same floats), and writes the column, the sum and the row
  *     pointers of the rows that begin there.
- *  5. The CSR is downloaded into the arrays of the columns and values (their
- *     pages already the host's; gm_csr_free frees them),
- *     and, when asked for, its transpose's row pointers: the columns' entries
- *     counted (atomic adds) and summed (a scan).
- *     With keep, a copy stays on the device: the training's upload of that
- *     CSR (gm_dcsr_upload) takes it instead of copying it again.
+ *  5. The CSR is downloaded into the host's arrays of the columns and values
+ *     (their pages already mapped; gm_csr_free frees them), and, when asked
+ *     for, its transpose's row pointers: the columns' entries counted (atomic
+ *     adds) and summed (a scan).  With keep, a copy stays on the device
+ *     (gm_dcsr_keep): the training's upload of that CSR takes it instead of
+ *     copying it again.
  */
 #include "device_csr.cuh"
 #include "gm_core.h"
