@@ -131,12 +131,10 @@ typedef struct GpumfStoreInput
 	Oid			itype;
 	int			read_workers;	/* parallel workers the training read with */
 	/*
-	 * Called (when set) once the users' table is filled (items false: R's
-	 * arrays, X and the user biases are not read again, and may go), and
-	 * once the items' table is (items true: nor are Y, Y2 and the item
-	 * biases), each time before that table's indexes are built.
+	 * Called (when set) once both tables are filled, before their indexes are
+	 * built: the factors and R's arrays are not read again, and may go.
 	 */
-	void		(*filled) (void *arg, bool items);
+	void		(*filled) (void *arg);
 	void	   *filled_arg;
 } GpumfStoreInput;
 

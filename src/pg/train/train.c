@@ -97,15 +97,14 @@ free_factors(TrainState *ts)
 }
 
 /*
- * A factor table is filled: its indexes are built next, from the table.
- * After the users' (items false), R's arrays (R's sizes stay, for the
- * catalog row), its transpose, the user factors and biases are not read
- * again and go, so the index builds' sorts never sit on top of them; after
- * the items' (items true), the item factors and biases go too, but for
- * those that the warming copies (keep_items: k floats an item, not a user).
+ * The factor tables are filled: their indexes are built next, from the
+ * tables.  The factors, R's arrays (R's sizes stay, for the catalog row)
+ * and its transpose are not read again and go now, so the index builds'
+ * sorts never sit on top of them; but for the item factors and biases
+ * that the warming copies (keep_items: k floats an item, not a user).
  */
 static void
-free_stored(void *arg, bool items)
+free_stored(void *arg)
 {
 	TrainState *ts = arg;
 	int64		nnz = ts->R.nnz;
@@ -113,9 +112,9 @@ free_stored(void *arg, bool items)
 	gm_csr_free(&ts->R);
 	ts->R.nnz = nnz;
 	gm_csr_free(&ts->Rt);
-	if (items && !ts->keep_items)	/* (never kept in the training service's segment) */
+	if (!ts->keep_items)		/* (never kept in the training service's segment) */
 		free_factors(ts);
-	else if (ts->service_seg == NULL)
+	else
 	{
 		free(ts->X);
 		free(ts->user_bias);
