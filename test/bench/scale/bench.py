@@ -260,6 +260,13 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     # (each trains a new model: the last one's tables are dropped first, so a run of several trainings
     # holds one model's tables on the disk, not three)
     psql("SELECT gpumf_drop_model('scale_model', if_exists => true); CHECKPOINT")
+    # a CHECKPOINT leaves an unlogged table's dirty buffers in shared buffers (the source's, up to
+    # shared_buffers of them just after its generation): the training's read would write them out, and the
+    # kernel write them back during its store. CREATE DATABASE ... STRATEGY FILE_COPY (PostgreSQL 15 and
+    # later) first asks for a checkpoint that writes every dirty buffer, unlogged ones too; where it fails
+    # (an older server, no CREATEDB) the run goes on as before
+    psql("DROP DATABASE IF EXISTS gpumf_scale_flush; CREATE DATABASE gpumf_scale_flush STRATEGY = FILE_COPY; "
+         "DROP DATABASE gpumf_scale_flush", db="postgres", check_rc=False)
     os.sync()
     # ------------------------------------------------------------ 3. the training
     gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
