@@ -41,6 +41,8 @@ predicted need, which must be refused before the upload) GPUS ("1": the GPU coun
 LEAN ("": gpumf.lean_training left on; "on off": one training each), STORE_WRITES ("": gpumf.store_writes
 left at its default; e.g. "ring ring_ahead": one training each, the source read once), READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
 SELECT gets; e.g. "2 15": one training each, gpumf.read_workers = 2, then 15)
+RUNS (1: each training that many times, one table each: the first on a fresh
+server also creates the WAL's segment files, which a retraining finds recycled)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
@@ -67,6 +69,7 @@ KEEP = os.environ.get("KEEP", "") != ""
 OUT = os.environ.get("OUT", "/tmp/gpumf_scale")
 RECOMMEND_ALL = os.environ.get("RECOMMEND_ALL", "") != ""
 REFUSE = os.environ.get("REFUSE", "") != ""
+RUNS = int(os.environ.get("RUNS", "1"))
 CAP_MB = int(os.environ.get("CAP_MB", "0"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORES = os.cpu_count() or 2
@@ -237,7 +240,7 @@ def refused_run(gpus, cap_opt):
     return (tr[0] if tr else None), (msg[0] if msg else last_err[0].strip()[:300])
 
 
-def run_one(gpus, read_workers=None, lean=None, store_writes=None):
+def run_one(gpus, read_workers=None, lean=None, store_writes=None, run=1):
     cap_opt = " -c gpumf.gpu_memory_limit=%d" % CAP_MB if CAP_MB else ""
     if store_writes is not None:
         cap_opt += " -c gpumf.store_writes=%s" % store_writes
@@ -268,6 +271,9 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
     psql("DROP DATABASE IF EXISTS gpumf_scale_flush; CREATE DATABASE gpumf_scale_flush STRATEGY = FILE_COPY; "
          "DROP DATABASE gpumf_scale_flush", db="postgres", check_rc=False)
     os.sync()
+    # the WAL's segment files there are now: a training that writes more WAL than they hold creates (and
+    # zero-fills) new ones as it goes, which a retraining finds recycled (pg_ls_waldir: superuser or pg_monitor)
+    wal_files = psql("SELECT count(*), coalesce(sum(size), 0) FROM pg_catalog.pg_ls_waldir()", check_rc=False)[0]
     # ------------------------------------------------------------ 3. the training
     gpu0 = gpu_used_mb() if DEVICE == "gpu" else None
     peak = {"gpu": gpu0, "rss": None}
@@ -390,16 +396,19 @@ def run_one(gpus, read_workers=None, lean=None, store_writes=None):
         % (format(n_rows, ","), format(n_users, ","), format(n_items, ","), FACTORS, ITERS, DEVICE, device_name, CORES,
            ", gpumf.gpu_memory_limit %d MB" % CAP_MB if CAP_MB else "",
            ", gpumf.lean_training %s" % lean if lean is not None else "") +
-        (", gpumf.store_writes %s" % store_writes if store_writes is not None else ""))
+        (", gpumf.store_writes %s" % store_writes if store_writes is not None else "") +
+        (", run %d of %d" % (run, RUNS) if RUNS > 1 else ""))
     say()
     say("Source: UNLOGGED, %.1f GB of heap, made by %d sessions%s; model tables logged (wal_level %s); "
         "read by the backend and %s parallel workers (gpumf.read_workers %s)."
         % (heap / 1e9, SESSIONS, " in %.1f s" % t_gen if t_gen else " (kept)", one("SHOW wal_level"),
            "?" if launched is None else launched, "-1" if read_workers is None else read_workers))
     say()
-    say("Server: shared_buffers %s, wal_buffers %s, max_wal_size %s, checkpoint_timeout %s; transparent huge pages: %s."
+    say("Server: shared_buffers %s, wal_buffers %s, max_wal_size %s, checkpoint_timeout %s; transparent huge pages: %s; "
+        "pg_wal before the training: %s."
         % (one("SHOW shared_buffers"), one("SHOW wal_buffers"), one("SHOW max_wal_size"), one("SHOW checkpoint_timeout"),
-           thp_mode()))
+           thp_mode(), "%s segment files, %.1f GB" % (wal_files[0][0], int(wal_files[0][1]) / 1e9)
+           if wal_files and len(wal_files[0]) == 2 else "-"))
     say()
     say("| phase | seconds | floor s | what the floor is | phase / floor |")
     say("|---|---|---|---|---|")
@@ -496,7 +505,8 @@ for g in GPUS:
     for rw in READ_WORKERS:
         for ln in LEAN:
             for sw in STORE_WRITES:
-                run_one(int(g), None if rw is None else int(rw), ln, sw)
+                for run in range(1, RUNS + 1):
+                    run_one(int(g), None if rw is None else int(rw), ln, sw, run)
 with open(os.path.join(OUT, "scale_bench.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("%d passed, %d failed" % (passed, failed))
