@@ -397,6 +397,45 @@ done:
 cudaError_t
 gm_copy_staged(void *dst, const void *src, size_t n, int up)
 {
+	return gm_copy_staged_in(dst, src, n, up, NULL);
+}
+
+/*
+ * The two pinned buffers gm_copy_staged_in may be given (GM_STAGE_BYTES
+ * each, portable: any device may copy through them), or NULL; freed by
+ * gm_stage_buffers_free.  Allocated ahead by a thread that then hands them
+ * to another, so that the copying thread makes no allocation of its own.
+ */
+char	  **
+gm_stage_buffers_alloc(void)
+{
+	char	  **bufs = (char **) calloc(2, sizeof(char *));
+
+	for (int i = 0; bufs && i < 2; i++)
+		if (cudaHostAlloc((void **) &bufs[i], GM_STAGE_BYTES, cudaHostAllocPortable) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			gm_stage_buffers_free(bufs);
+			return NULL;
+		}
+	return bufs;
+}
+
+void
+gm_stage_buffers_free(char **bufs)
+{
+	if (bufs == NULL)
+		return;
+	for (int i = 0; i < 2; i++)
+		if (bufs[i])
+			cudaFreeHost(bufs[i]);
+	free(bufs);
+}
+
+/* gm_copy_staged through bufs (gm_stage_buffers_alloc's) when not NULL */
+cudaError_t
+gm_copy_staged_in(void *dst, const void *src, size_t n, int up, char **bufs)
+{
 	char	   *buf[2] = {NULL, NULL};
 	cudaStream_t st = NULL;
 	cudaEvent_t ev[2] = {NULL, NULL};
@@ -409,7 +448,12 @@ gm_copy_staged(void *dst, const void *src, size_t n, int up)
 
 	if (n < GM_STAGE_MIN || getenv("GM_STAGE_OFF") != NULL)
 		return cudaMemcpy(dst, src, n, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-	for (int i = 0; i < 2 && e == cudaSuccess; i++)
+	if (bufs)
+	{
+		buf[0] = bufs[0];
+		buf[1] = bufs[1];
+	}
+	for (int i = 0; i < 2 && e == cudaSuccess && !bufs; i++)
 		e = cudaHostAlloc((void **) &buf[i], GM_STAGE_BYTES, cudaHostAllocDefault);
 	if (e != cudaSuccess)
 	{
@@ -463,7 +507,8 @@ gm_copy_staged(void *dst, const void *src, size_t n, int up)
 	{
 		if (ev[i])
 			cudaEventDestroy(ev[i]);
-		cudaFreeHost(buf[i]);
+		if (!bufs)
+			cudaFreeHost(buf[i]);
 	}
 	return e;
 }

@@ -55,6 +55,9 @@ extern "C" void gm_cuda_csr_drop_kept(void);
  * where n is large (32 MB or more).  Synchronous, as cudaMemcpy.
  */
 cudaError_t gm_copy_staged(void *dst, const void *src, size_t n, int up);
+cudaError_t gm_copy_staged_in(void *dst, const void *src, size_t n, int up, char **bufs);
+char	  **gm_stage_buffers_alloc(void);
+void		gm_stage_buffers_free(char **bufs);
 
 /*
  * Every row split into max(1, ceil(len / GM_CHUNK)) chunks: chunks[j] is

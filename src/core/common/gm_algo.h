@@ -307,6 +307,14 @@ typedef struct gm_algo_ops
 	 */
 	int			(*reset) (void *h, const gm_mf_data *d, const gm_mf_params *p,
 						  char *err, size_t errlen);
+
+	/*
+	 * Optional.  The iteration about to run is the training's last, and
+	 * nothing reads or writes d->X and d->Y on the host before download: a
+	 * side's factors may be copied into d as soon as its last sweep is done,
+	 * while the device works on (download copies what is left).
+	 */
+	void		(*final_iteration) (void *h, gm_mf_data *d);
 } gm_algo_ops;
 
 /*

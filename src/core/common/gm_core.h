@@ -176,6 +176,7 @@ typedef struct gm_mf_result
 	double		train_seconds;
 	double		loss_seconds;	/* of train_seconds: evaluating the loss after each iteration */
 	double		transfer_seconds;	/* setting up and copying back (host <-> device) */
+	double		download_seconds;	/* of transfer_seconds: after the training (copying back) */
 	char		device_name[128];
 } gm_mf_result;
 

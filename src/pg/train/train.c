@@ -693,6 +693,7 @@ train_ials_part(TrainArgs *a, TrainState *ts, gm_mf_result *res)
 	res->train_seconds += r2.train_seconds;
 	res->loss_seconds += r2.loss_seconds;
 	res->transfer_seconds += r2.transfer_seconds;
+	res->download_seconds += r2.download_seconds;
 	return t2;
 }
 
@@ -869,6 +870,8 @@ gpumf_train_args(const TrainArgs *args)
 	elog(DEBUG1, "gpumf: the backend's private memory (MB) after the read %.0f, the matrix %.0f, its transpose %.0f, the upload %.0f, the training %.0f, the store %.0f%s",
 		 mem[0], mem[1], mem[2], ts->mem_uploaded, mem[3], gpumf_private_memory_mb(),
 		 ts->lean ? " (lean)" : "");
+	elog(DEBUG1, "gpumf: transfer %.3f s, of it after the training (the factors' download) %.3f s",
+		 res.transfer_seconds, res.download_seconds);
 	if (ts->service_seg)
 	{
 		/* the factors are in the tables: let the service's segment go */

@@ -39,6 +39,7 @@ extern "C" int gm_cuda_csr_from_coo(int32_t n_rows, int32_t n_cols, int64_t nnz,
 									gm_csr *out, int64_t *col_ptr, double *seconds, char *err,
 									size_t errlen);
 extern "C" long long gm_cuda_csr_kept_bytes(void);
+extern "C" long long gm_cuda_early_downloads(void);
 extern "C" void gm_cuda_csr_drop_kept(void);
 extern "C" int gm_cuda_check_upload_equal(const gm_csr *a, int *taken, char *err, size_t errlen);
 #include <vector>
@@ -1494,6 +1495,101 @@ test_lean(void)
 }
 
 /*
+ * 6c': the early download (gm_algo_ops.final_iteration): in the last
+ * iteration a thread copies the users' factors back while the GPU solves
+ * the items.  The same training with it and without it
+ * (GM_EARLY_DOWNLOAD_OFF), plain and lean, on one GPU and over two and
+ * three shares (of one GPU where fewer are visible), from host memory
+ * filled with a sentinel: every factor is written, by the early copy where
+ * it ran (its counter moves), and the factors are within the noise of two
+ * trainings without it.  Rows shorter than a CG chunk add no atomics, so
+ * the noise here is zero.
+ */
+static void
+test_early_download(void)
+{
+	dataset		d;
+	int			visible = 0;
+
+	cudaGetDeviceCount(&visible);
+	make_dataset(&d, 3000, 1200, 120000, 8, 10, 0.6, 4242, 1.0f);
+	for (int c = 0; c < 4; c++)
+	{
+		gm_mf_params p;
+		const int	shares = c < 2 ? 1 : c == 2 ? 2 : 3;
+		const bool	lean = c == 1 || c == 2;
+		std::vector<float> X[3], Y[3];
+		gm_mf_result r[3];
+		gm_csr		vt = d.At;
+		double		diff[2] = {0.0, 0.0},
+					rel[2],
+					scale = 0.0;
+		bool		written = true;
+		long long	early[3];
+
+		gm_mf_params_defaults(&p, GM_ALG_ALS_IMPLICIT);
+		p.backend = GM_BACKEND_CUDA;
+		p.iterations = 1;		/* CG's atomics-ordered sums: see test_lean */
+		p.factors = 64;
+		p.gpus = shares;
+		if (shares > visible)
+			setenv("GM_GPUS_SHARE_DEVICE", "1", 1);
+		vt.indices = NULL;
+		vt.data = NULL;
+		vt.of = &d.A;
+		vt.of_r0 = 0;
+		vt.of_r1 = d.At.n_rows;
+		/* without twice (the noise), then with */
+		for (int t = 0; t < 3; t++)
+		{
+			gm_mf_data	dd;
+			long long	before = gm_cuda_early_downloads();
+
+			if (t < 2)
+				setenv("GM_EARLY_DOWNLOAD_OFF", "1", 1);
+			else
+				unsetenv("GM_EARLY_DOWNLOAD_OFF");
+			X[t].assign((size_t) d.A.n_rows * p.factors, 12345.0f);
+			Y[t].assign((size_t) d.A.n_cols * p.factors, 12345.0f);
+			memset(&dd, 0, sizeof(dd));
+			dd.R = &d.A;
+			dd.Rt = lean ? &vt : &d.At;
+			dd.X = X[t].data();
+			dd.Y = Y[t].data();
+			dd.start_on_device = lean;
+			GM(gm_mf_train(&p, &dd, NULL, &r[t], err, sizeof(err)));
+			early[t] = gm_cuda_early_downloads() - before;
+		}
+		for (int t = 0; t < 2; t++)
+		{
+			for (size_t i = 0; i < X[0].size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(X[0][i] - X[t + 1][i]));
+				scale = std::max(scale, (double) fabsf(X[0][i]));
+				written = written && X[t + 1][i] != 12345.0f;
+			}
+			for (size_t i = 0; i < Y[0].size(); i++)
+			{
+				diff[t] = std::max(diff[t], (double) fabsf(Y[0][i] - Y[t + 1][i]));
+				scale = std::max(scale, (double) fabsf(Y[0][i]));
+				written = written && Y[t + 1][i] != 12345.0f;
+			}
+			rel[t] = fabs(r[0].final.loss - r[t + 1].final.loss) / fabs(r[0].final.loss);
+		}
+		/* the floor of test_lean: a wrong or missing copy is off by the factors' scale */
+		CHECK(written && early[0] == 0 && early[1] == 0 && early[2] == 1 &&
+			  diff[1] <= std::max(10.0 * diff[0], 1e-4 * scale) && rel[1] <= std::max(10.0 * rel[0], 3e-5),
+			  "early download (%s, %d share%s): factors max abs diff %.2e, loss rel %.1e; without it twice: "
+			  "%.2e, %.1e; scale %.2e; early copies %lld, %lld, %lld (0, 0, 1); every factor written: %d",
+			  lean ? "lean" : "plain", shares, shares > 1 ? "s" : "", diff[1], rel[1], diff[0], rel[0],
+			  scale, early[0], early[1], early[2], (int) written);
+		unsetenv("GM_GPUS_SHARE_DEVICE");
+	}
+	unsetenv("GM_EARLY_DOWNLOAD_OFF");
+	dataset_free(&d);
+}
+
+/*
  * 6d: the transpose a lean upload forms on the GPU from R's copy there
  * (an atomic scatter, then each slab of columns sorted by row) is the
  * host's transpose entry for entry: slabs of the default size, of 7001
@@ -2224,6 +2320,7 @@ main(int argc, char **argv)
 		test_vs_cpu(256, 2, 15);
 		test_train_backend(module, 32);
 		test_lean();
+		test_early_download();
 		test_device_transpose();
 		test_staged_copy();
 		test_coo_csr_device();
