@@ -1558,6 +1558,8 @@ typedef struct als_top
 		int			armed;
 		int			started;
 		float	   *out;
+		float	   *out_y;		/* prefaulted after the users' copy */
+		int64_t		ny;
 		char	  **bufs;
 		cudaEvent_t ev[GM_MAX_GPUS];
 		cudaError_t e;
@@ -1959,6 +1961,20 @@ early_main(void *arg)
 								  sizeof(float) * h->k * (size_t) (h->own1[0] - h->own0[0]), 0,
 								  t->early.bufs);
 	}
+	/*
+	 * the items' pages touched (zeroed) for the download: the first write
+	 * to a fresh page faults, which the download's copy would take alone
+	 */
+	if (e == cudaSuccess)
+	{
+		const int64_t step = (int64_t) 1 << 20; /* floats: 4 MB */
+		float	   *y = t->early.out_y;
+		int64_t		ny = t->early.ny;
+
+#pragma omp parallel for schedule(dynamic, 1)
+		for (int64_t b = 0; b < ny; b += step)
+			memset(y + b, 0, sizeof(float) * (size_t) (ny - b < step ? ny - b : step));
+	}
 	t->early.e = e;
 	if (e == cudaSuccess)
 		early_done++;
@@ -2020,23 +2036,26 @@ early_join(als_top *t)
  * before the download (gm_algo_ops): arm the early download where every
  * device's users are copied in one piece (no padding of the factors).
  */
-static void
+static int
 als_final_iteration(void *ph, gm_mf_data *d)
 {
 	als_top    *t = (als_top *) ph;
 
-	if (t == NULL || d == NULL || d->X == NULL || t->early.started ||
+	if (t == NULL || d == NULL || d->X == NULL || d->Y == NULL || t->early.started ||
 		getenv("GM_EARLY_DOWNLOAD_OFF") != NULL)
-		return;
+		return 0;
 	for (int i = 0; i < t->ndev; i++)
 		if (t->g[i]->kp != t->g[i]->k)
-			return;
+			return 0;
 	early_join(t);
 	t->early.bufs = gm_stage_buffers_alloc();
 	if (t->early.bufs == NULL)
-		return;
+		return 0;
 	t->early.out = d->X;
+	t->early.out_y = d->Y;
+	t->early.ny = (int64_t) t->n[1] * t->g[0]->k;
 	t->early.armed = 1;
+	return 1;
 }
 
 extern const gm_algo_ops gm_cuda_als_implicit_ops = {

@@ -312,9 +312,11 @@ typedef struct gm_algo_ops
 	 * Optional.  The iteration about to run is the training's last, and
 	 * nothing reads or writes d->X and d->Y on the host before download: a
 	 * side's factors may be copied into d as soon as its last sweep is done,
-	 * while the device works on (download copies what is left).
+	 * while the device works on (download copies what is left).  1: it
+	 * will, and every page of d->X and d->Y is touched before download
+	 * returns (the caller need not prefault them); 0: download copies all.
 	 */
-	void		(*final_iteration) (void *h, gm_mf_data *d);
+	int			(*final_iteration) (void *h, gm_mf_data *d);
 } gm_algo_ops;
 
 /*

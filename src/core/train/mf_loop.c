@@ -18,9 +18,6 @@
 #include "gm_util.h"
 
 #include <math.h>
-#include <omp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,87 +106,20 @@ init_model(const gm_mf_params *p, gm_mf_data *d)
 }
 
 /*
- * Touch n floats of F (zeroing them) with nt threads (0: OpenMP's default),
- * a few megabytes each: a lean training's X and Y are first written by the
- * download, whose copy would otherwise take each page's first-touch fault
- * one at a time.
+ * Touch n floats of F (zeroing them) with every thread, a few megabytes
+ * each: a lean training's X and Y are first written by the download, whose
+ * copy would otherwise take each page's first-touch fault one at a time.
  */
 static void
-prefault(float *F, int64_t n, int nt, const int *stop)
+prefault(float *F, int64_t n)
 {
 	const int64_t step = (int64_t) 1 << 20;	/* floats: 4 MB */
 
 	if (F == NULL || n <= 0)
 		return;
-	if (nt <= 0)
-		nt = omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, 1)
 	for (int64_t b = 0; b < n; b += step)
-		if (stop == NULL || !__atomic_load_n(stop, __ATOMIC_RELAXED))
-			memset(F + b, 0, sizeof(float) * (size_t) (n - b < step ? n - b : step));
-}
-
-/*
- * The prefault of a lean training's X and Y, run by a thread of its own
- * while the device trains (the backend's thread only waits on the device
- * then): 5.1 GB at 8M x 2M and 128 factors, 0.2-0.4 s of the transfer
- * phase when it ran after the training.  Only where nothing else writes X
- * and Y before the download (no held-out evaluation).  Every signal is
- * blocked in the thread (and the threads it starts): the server's handlers
- * run on its own thread.
- */
-typedef struct
-{
-	float	   *F[2];
-	int64_t		n[2];
-	int			threads;
-	int			started;
-	int			ran;			/* joined after running: X and Y are prefaulted */
-	int			stop;			/* set by a failed training: the rest is skipped */
-	pthread_t	tid;
-} prefault_job;
-
-static void *
-prefault_main(void *arg)
-{
-	prefault_job *j = (prefault_job *) arg;
-
-	for (int i = 0; i < 2; i++)
-		prefault(j->F[i], j->n[i], j->threads, &j->stop);
-	return NULL;
-}
-
-static void
-prefault_start(prefault_job *j, gm_mf_data *d, const gm_mf_params *p)
-{
-	sigset_t	all,
-				old;
-
-	j->F[0] = d->X;
-	j->F[1] = d->Y;
-	j->n[0] = (int64_t) d->R->n_rows * p->factors;
-	j->n[1] = (int64_t) d->R->n_cols * p->factors;
-	/* half the cores, at most 8: the backend's thread keeps the device fed */
-	j->threads = gm_resolve_threads(p->threads) / 2;
-	j->threads = j->threads < 1 ? 1 : j->threads > 8 ? 8 : j->threads;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	j->started = pthread_create(&j->tid, NULL, prefault_main, j) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-/* Wait for the prefault (cut short by abandon); 1 if it ran, now or before. */
-static int
-prefault_join(prefault_job *j, int abandon)
-{
-	if (!j->started)
-		return j->ran;
-	if (abandon)
-		__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
-	pthread_join(j->tid, NULL);
-	j->started = 0;
-	j->ran = !abandon;
-	return j->ran;
+		memset(F + b, 0, sizeof(float) * (size_t) (n - b < step ? n - b : step));
 }
 
 /* Has the caller asked to stop? */
@@ -448,6 +378,7 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 				since_best = 0,
 				last_eval = 0,
 				downloaded = 0,
+				early = 0,
 				each_loss;
 	double		t0,
 				t1,
@@ -455,7 +386,6 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 				budget,
 				since_poll = 0.0,
 				prev_loss = NAN;
-	prefault_job pf = {0};
 
 	memset(res, 0, sizeof(*res));
 	res->final.loss = NAN;
@@ -518,8 +448,6 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 		return rc;
 	if (d->uploaded)
 		d->uploaded(d->uploaded_arg);
-	if (d->start_on_device && ev == NULL)
-		prefault_start(&pf, d, p);
 	n_sweeps = ops->n_sweeps(s->h);
 	/*
 	 * An iteration's loss is read by a tolerance, a progress callback and
@@ -539,19 +467,11 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 		/*
 		 * the last iteration, unless a cancel ends it (no tolerance, no
 		 * held-out evaluation): the backend may copy a side back as soon as
-		 * it is solved, once the prefault no longer writes X and Y
+		 * it is solved (and then prefaults what it copies later itself)
 		 */
 		if (it + 1 == p->iterations && ops->final_iteration && ev == NULL &&
 			!(p->tolerance > 0.0))
-		{
-			if (d->start_on_device && !prefault_join(&pf, 0))
-			{
-				prefault(d->X, (int64_t) d->R->n_rows * p->factors, 0, NULL);
-				prefault(d->Y, (int64_t) d->R->n_cols * p->factors, 0, NULL);
-				pf.ran = 1;
-			}
-			ops->final_iteration(s->h, d);
-		}
+			early = ops->final_iteration(s->h, d);
 		if ((rc = iteration(ops, s->h, n_sweeps, budget, &since_poll, cb, err, errlen)) != GM_OK)
 			goto fail;
 		res->iterations_run = it + 1;
@@ -590,10 +510,10 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 	}
 	res->train_seconds = gm_now() - t1 - (ev ? ev->eval_seconds : 0.0);
 	t0 = gm_now();
-	if (!prefault_join(&pf, 0) && !downloaded && d->start_on_device)
+	if (!early && !downloaded && d->start_on_device)
 	{
-		prefault(d->X, (int64_t) d->R->n_rows * p->factors, 0, NULL);
-		prefault(d->Y, (int64_t) d->R->n_cols * p->factors, 0, NULL);
+		prefault(d->X, (int64_t) d->R->n_rows * p->factors);
+		prefault(d->Y, (int64_t) d->R->n_cols * p->factors);
 	}
 	if (!downloaded)
 		rc = ops->download(s->h, d, err, errlen);
@@ -612,7 +532,6 @@ gm_mf_session_train(gm_mf_session *s, const gm_mf_params *p, gm_mf_data *d,
 	return rc;
 
 fail:
-	prefault_join(&pf, 1);
 	/* the state may be mid-sweep (or the device in error): never reuse it */
 	session_drop(s);
 	return rc;
