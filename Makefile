@@ -6,7 +6,7 @@ DATA = src/gpumf--0.1.sql src/gpumf--0.1--0.2.sql src/gpumf--0.2--0.3.sql src/gp
 # line (common, model, train: training recommenders, serve: serving and
 # evaluating them, linalg: sparse solves and least squares); ARCHITECTURE.md
 PG_COMMON   = guc extension guard checks device source source_keys source_rows source_exec source_scan source_worker
-PG_MODEL    = model_catalog model_store store_direct model_history
+PG_MODEL    = model_catalog model_store store_direct model_history wal_ahead
 PG_TRAIN    = train train_params train_device gpu_memory train_service autotune tune synth
 PG_SERVE    = model_cache served_tables shared_models warm_worker serving fold_in recommend similar predict model_load batch evaluate split versions vectors
 PG_LINALG   = linalg_device solve ols

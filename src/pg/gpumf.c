@@ -157,6 +157,11 @@ _PG_init(void)
 							 "Faster to store, but after a crash (not a clean shutdown) PostgreSQL empties unlogged tables: such a model must be retrained before it serves again. Unlogged tables are not replicated to standbys.",
 							 &gpumf_unlogged_models, false,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpumf.wal_ahead_workers",
+							"Background workers that make the WAL segment files a training's store will fill while it reads and trains; 0 means none.",
+							"A logged store on a wal_level replica server writes about as much WAL as the factor tables. Where pg_wal has no recycled segment files for it (a new server, or one whose WAL stayed small), the server makes each file when the WAL reaches it, zero-filled and fsynced (wal_init_zero) inside the store. These workers make those files, through the server's own routine, during the training's read, build and training instead; they stop when the transaction ends. Each takes a background worker slot.",
+							&gpumf_wal_ahead_workers, 2, 0, 8,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpumf.lean_training",
 							 "Hold less memory in the backend during a GPU training of implicit ALS.",
 							 "The transpose of the matrix is built in slabs as it is uploaded, the starting factors are drawn on the GPU and the values are freed once uploaded: at most about 16 bytes an interaction instead of 26. Off: the host forms all of them, as the CPU path does (the same model from the same start).",

@@ -23,6 +23,10 @@
 #     files emptied (none of their pages reached the disk), recovery gives
 #     back the same rows, recommendations, index and visibility map from the
 #     WAL (the tables are written straight to their files: store_direct.c);
+#   - on a new cluster, background workers make the WAL segment files a
+#     training's store fills while it trains (gpumf.wal_ahead_workers), and
+#     are gone when its transaction ends; a crash right after such a training
+#     recovers the same model;
 # and prints a new session's first call's latency right after a training
 # committed, after the commit's warm-up, and after a restart with and without
 # the warm-up at start.
@@ -179,6 +183,60 @@ else
   echo "# pg_visibility is not installed with this PostgreSQL: the visibility map is not looked at"
 fi
 stop
+
+# 5. the WAL segment files a store fills, made ahead by gpumf.wal_ahead_workers
+# while the training reads and trains (wal_ahead.c): on a new cluster, which
+# has almost no segment files beyond the one being written, a training whose
+# store writes about 90 MB of WAL finds its workers making them; they are gone
+# once the transaction ends (commit or rollback); with 0 workers none start;
+# and after a crash right after such a training, recovery (which reads past
+# the WAL's end into files made ahead and empty) gives the same model back.
+rm -rf "$DIR/data"
+as_owner "$bindir/initdb -D $DIR/data -A trust -U postgres" >"$DIR/initdb.log" 2>&1 \
+  || { cat "$DIR/initdb.log"; bad "initdb (WAL ahead)"; finish; }
+start "-c gpumf.warm_at_start=off -c checkpoint_timeout=1h -c max_wal_size=4GB -c min_wal_size=32MB"
+q postgres "CREATE EXTENSION gpumf;
+  CREATE UNLOGGED TABLE wal_src AS SELECT user_id, item_id, value FROM gpumf_synthetic(50000, 2000, 1000000);
+  ANALYZE wal_src; CHECKPOINT" >/dev/null
+ahead_files() {  # segment files after the one being written
+  q postgres "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}\$' AND name > pg_walfile_name(pg_current_wal_lsn())"
+}
+wal_train() {  # $1: gpumf.wal_ahead_workers, $2: model, $3: COMMIT or ROLLBACK; the DEBUG lines about the WAL ahead
+  PGOPTIONS="-c gpumf.device=cpu -c gpumf.progress=off -c client_min_messages=debug1 -c gpumf.wal_ahead_workers=$1" \
+    psql -X -qAt -v ON_ERROR_STOP=1 -h /tmp -p "$PORT" -U postgres -d postgres -c "BEGIN" \
+    -c "SELECT count(*) FROM gpumf_train('wal_src', 'user_id', 'item_id', 'value', factors => 384, iterations => 1, model => '$2', autotune => false)" \
+    -c "$3" 2>&1 | grep -o 'gpumf: .*WAL segment files.*'
+}
+workers_left() {  # the WAL-ahead workers still running 5 s after a training's transaction ended (at most)
+  for _ in $(seq 1 50); do
+    [ "$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gpumf WAL ahead'")" = 0 ] && break
+    sleep 0.1
+  done
+  q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gpumf WAL ahead'"
+}
+before=$(ahead_files)
+out=$(wal_train 2 m_wal COMMIT)
+made=$(echo "$out" | sed -n 's/.*ahead of the store: \([0-9]*\) made.*/\1/p')
+check "a new cluster has at most 2 segment files ahead before the training ($before)" "$([ "$before" -le 2 ] && echo yes)" "yes"
+check "the workers made at least 4 segment files during the training (${made:-none})" \
+  "$([ "${made:-0}" -ge 4 ] && echo yes)" "yes"
+[ "${made:-0}" -ge 4 ] || echo "# $out"
+check "no WAL-ahead worker runs after the commit" "$(workers_left)" "0"
+check "the trained model serves" "$(q postgres "SELECT count(*) FROM gpumf_recommend('m_wal', 1, 10)")" "10"
+out=$(wal_train 2 m_wal_rb ROLLBACK)
+check "no WAL-ahead worker runs after a rollback" "$(workers_left)" "0"
+check "the rolled-back model does not exist" "$(q postgres "SELECT count(*) FROM gpumf.models WHERE name = 'm_wal_rb'")" "0"
+check "gpumf.wal_ahead_workers = 0: no worker starts" "$(wal_train 0 m_wal0 COMMIT | wc -l)" "0"
+wal_digest() { q postgres "SELECT md5(string_agg(t::text, ';' ORDER BY key)), count(*) FROM $(q postgres "SELECT user_table FROM gpumf.models WHERE name = 'm_wal'") t"
+  q postgres "SELECT string_agg(item::text, ',') FROM gpumf_recommend('m_wal', 1, 10)"; }
+q postgres "CHECKPOINT" >/dev/null
+wal_train 2 m_wal COMMIT >/dev/null
+before_crash=$(wal_digest)
+as_owner "$bindir/pg_ctl -D $DIR/data -m immediate -w stop" >/dev/null; cat "$DIR/server.log" >>"$DIR/all.log"
+start "-c gpumf.warm_at_start=off"
+check "after a crash right after a training with files made ahead, the same rows and top 10" "$(wal_digest)" "$before_crash"
+stop
+if grep -q 'terminated by signal' "$DIR/all.log"; then bad "no process crashed (WAL ahead)" "$(grep 'terminated by signal' "$DIR/all.log" | head -3)"; else ok "no process crashed (WAL ahead)"; fi
 
 echo "# a new session's first gpumf_recommend ($ITEMS items, factors $FACTORS, $(nproc) cores; ms, psql's connection included):"
 echo "# | when | first call ms |"

@@ -51,6 +51,7 @@ extern double gpumf_autotune_seconds;	/* the search's time budget */
 extern int	gpumf_autotune_max_factors;	/* the largest factors it tries */
 extern int	gpumf_max_memory_mb;	/* -1: half the machine's memory */
 extern bool gpumf_unlogged_models;
+extern int	gpumf_wal_ahead_workers;	/* workers making the store's WAL segment files ahead; 0: none */
 extern bool gpumf_lean_training;	/* a GPU implicit ALS training holds less host memory */
 extern int	gpumf_read_workers;	/* -1: as for a parallel SELECT of the source */
 extern int	gpumf_gpu_build_rows;	/* rows from which the GPU builds a training's CSR; -1: never */

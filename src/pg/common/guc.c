@@ -16,6 +16,7 @@ int			gpumf_autotune_max_factors = 1024;
 int			gpumf_max_memory_mb = -1;
 int			gpumf_shared_models_memory_mb = -1;
 bool		gpumf_unlogged_models = false;
+int			gpumf_wal_ahead_workers = 2;
 bool		gpumf_lean_training = true;
 int			gpumf_read_workers = -1;
 int			gpumf_gpu_build_rows = 1 << 24;

@@ -6,6 +6,7 @@
  *   model_store.c    factor tables: create, fill, grants, retire, drop
  *   store_direct.c   a factor table's pages formed in threads, written to its files
  *   model_history.c  kept versions: their numbers, their catalog rows, pruning
+ *   wal_ahead.c      the store's WAL segment files made while the training runs
  */
 #ifndef GPUMF_MODEL_H
 #define GPUMF_MODEL_H
@@ -180,5 +181,12 @@ extern void gpumf_history_save(int64 id);
 extern void gpumf_history_prune(int64 id);
 /* drop every kept version of a model being dropped */
 extern void gpumf_history_forget(int64 id);
+
+/* ------------------------------------------------------- wal_ahead.c */
+
+/* about the WAL a logged store of these tables writes (bytes) */
+extern double gpumf_store_wal_bytes(double users, double items, double nnz, int k);
+/* the store to come writes about bytes of WAL: its segment files made ahead */
+extern void gpumf_wal_ahead(double bytes);
 
 #endif

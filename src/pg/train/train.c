@@ -719,7 +719,8 @@ gpumf_train_args(const TrainArgs *args)
 				t_read,
 				t_csr,
 				mem[4] = {-1, -1, -1, -1},
-				t_store;
+				t_store,
+				est_rows;
 	char		devname[128] = "";
 	Oid			caller = GetUserId();
 	Datum		result;
@@ -749,7 +750,9 @@ gpumf_train_args(const TrainArgs *args)
 		gpumf_model_check_owner(&old, "retrain");
 
 	/* ---- read, as the caller (the GPU is looked for meanwhile) */
-	try_service = gpumf_device_prefetch(&a.p, gpumf_source_estimate_rows(src));
+	try_service = gpumf_device_prefetch(&a.p, est_rows = gpumf_source_estimate_rows(src));
+	/* the store's WAL files made meanwhile: first guessed at 64 rows a user, then known */
+	gpumf_wal_ahead(gpumf_store_wal_bytes(est_rows / 64, 0, est_rows, a.p.factors + a.ials_factors));
 	t = gm_now();
 	gpumf_source_read(src);
 	t_read = elapsed(&t);
@@ -777,6 +780,7 @@ gpumf_train_args(const TrainArgs *args)
 	ts->keymap_bytes = (double) gm_keymap_memory(src->users) + gm_keymap_memory(src->items);
 	t_csr = elapsed(&t);
 	mem[1] = gpumf_private_memory_mb();
+	gpumf_wal_ahead(gpumf_store_wal_bytes(ts->R.n_rows, ts->R.n_cols, ts->R.nnz, a.p.factors + a.ials_factors));
 
 	/* ---- device and training */
 	if (!early)
