@@ -41,8 +41,9 @@ predicted need, which must be refused before the upload) GPUS ("1": the GPU coun
 LEAN ("": gpumf.lean_training left on; "on off": one training each), STORE_WRITES ("": gpumf.store_writes
 left at its default; e.g. "ring ring_ahead": one training each, the source read once), READ_WORKERS ("": gpumf.read_workers left at -1, as many workers as a parallel
 SELECT gets; e.g. "2 15": one training each, gpumf.read_workers = 2, then 15)
-RUNS (1: each training that many times, one table each: the first on a fresh
-server also creates the WAL's segment files, which a retraining finds recycled)
+RUNS (1: each training that many times, one table each: on a fresh server the
+first training's store needs new WAL segment files, which gpumf.wal_ahead_workers
+make during its read and training, and a retraining finds recycled)
 BENCH_DB (gpumf_scale) KEEP=1 (reuse scale_src of the same size) OUT (a
 directory for the table, default /tmp/gpumf_scale).
 """
