@@ -24,9 +24,10 @@
  * earlier.  The estimate is capped at max_wal_size.
  *
  * The workers stop when the training's transaction ends (commit, abort,
- * prepare) or after 30 s with nothing to make, and never outrun nothing: a
- * file made that the store does not reach is the next WAL's.  No worker slot,
- * or gpumf.wal_ahead_workers = 0, changes nothing but the time.
+ * prepare) or after 30 s with nothing to make.  A file made that the store
+ * does not reach (an estimate too high, a training that failed) is used by
+ * the WAL that follows.  No worker slot, or gpumf.wal_ahead_workers = 0,
+ * changes nothing but the time.
  */
 #include "gpumf_model.h"
 
