@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -4004,6 +4005,105 @@ fail:
 	return 1;
 }
 
+/*
+ * gm_populate_start: its thread maps the arrays' pages (mincore sees them
+ * resident) while this thread writes them, and leaves every entry as
+ * written; a stop before the end gives a point within the range; empty or
+ * bad ranges start nothing.
+ */
+static int
+test_populate(void)
+{
+	const int64_t n = ((int64_t) 24 << 20) + 4097;	/* entries: not a whole page */
+	size_t		elem[3] = {4, 4, 8};
+	char	   *a[3] = {NULL, NULL, NULL};
+	unsigned char *vec = NULL;
+	long		ps = sysconf(_SC_PAGESIZE);
+	gm_populator *p;
+	int64_t		done;
+	int			rc = 1;
+
+	for (int i = 0; i < 3; i++)
+	{
+		a[i] = mmap(NULL, (size_t) n * elem[i], PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(a[i] != MAP_FAILED, "mmap failed");
+	}
+	CHECK(gm_populate_start(a, elem, 3, 10, 10, 0) == NULL, "an empty range started a thread");
+	CHECK(gm_populate_start(a, elem, 0, 0, n, 0) == NULL, "no arrays started a thread");
+	CHECK(gm_populate_start(a, elem, GM_POPULATE_MAX + 1, 0, n, 0) == NULL, "too many arrays");
+	p = gm_populate_start(a, elem, 3, 0, n, 0);
+	if (p == NULL)
+	{
+		/* only a kernel without MADV_POPULATE_WRITE (before 5.14) may say no */
+		CHECK(madvise(a[0], 0, 23) != 0, "no thread although the kernel maps pages ahead");
+		rc = 0;
+		goto fail;
+	}
+	/* write the first half while the thread maps pages */
+	for (int64_t e = 0; e < n / 2; e++)
+	{
+		((int32_t *) a[0])[e] = (int32_t) e;
+		((float *) a[1])[e] = (float) e;
+		((int64_t *) a[2])[e] = -e;
+	}
+	done = gm_populate_stop(p, 1);
+	CHECK(done == n, "the thread stopped at %lld of %lld", (long long) done, (long long) n);
+	vec = xmalloc((size_t) ((size_t) n * 8 / ps + 2));
+	for (int i = 0; i < 3; i++)
+	{
+		size_t		pages = (size_t) n * elem[i] / ps;	/* the whole pages inside */
+
+		CHECK(mincore(a[i], (size_t) pages * ps, vec) == 0, "mincore failed");
+		for (size_t g = 0; g < pages; g++)
+			CHECK(vec[g] & 1, "array %d: page %zu of %zu not mapped", i, g, pages);
+	}
+	for (int64_t e = 0; e < n; e++)
+		CHECK(((int32_t *) a[0])[e] == (e < n / 2 ? (int32_t) e : 0) &&
+			  ((float *) a[1])[e] == (e < n / 2 ? (float) e : 0.0f) &&
+			  ((int64_t *) a[2])[e] == (e < n / 2 ? -e : 0),
+			  "entry %lld changed", (long long) e);
+	/* stopped at once: somewhere in [from, to] */
+	p = gm_populate_start(a, elem, 3, 1000, n, 0);
+	CHECK(p != NULL, "no second thread");
+	done = gm_populate_stop(p, 0);
+	CHECK(done >= 1000 && done <= n, "stopped at %lld, outside [1000, %lld]", (long long) done,
+		  (long long) n);
+	/* a window: never more than it past the writer, then all of it once finished */
+	for (int i = 0; i < 3; i++)
+	{
+		munmap(a[i], (size_t) n * elem[i]);
+		a[i] = mmap(NULL, (size_t) n * elem[i], PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(a[i] != MAP_FAILED, "mmap failed");
+	}
+	{
+		const int64_t window = (int64_t) 1 << 20;
+
+		p = gm_populate_start(a, elem, 3, 0, n, window);
+		CHECK(p != NULL, "no windowed thread");
+		for (int64_t w = 0; w <= n / 2; w += n / 8)
+		{
+			gm_populate_advance(p, w);
+			usleep(20000);
+			CHECK(mincore(a[0] + ((size_t) (w + window) * 4 / ps + 2) * ps,
+						  (size_t) ps, vec) == 0, "mincore failed");
+			CHECK(!(vec[0] & 1), "a page past the writer %lld and the window mapped", (long long) w);
+		}
+		done = gm_populate_stop(p, 1);
+		CHECK(done == n, "the windowed thread finished at %lld of %lld", (long long) done, (long long) n);
+		CHECK(mincore(a[0] + ((size_t) n * 4 / ps - 1) * ps, (size_t) ps, vec) == 0 && (vec[0] & 1),
+			  "the last page not mapped after a finish");
+	}
+	rc = 0;
+fail:
+	free(vec);
+	for (int i = 0; i < 3; i++)
+		if (a[i] && a[i] != MAP_FAILED)
+			munmap(a[i], (size_t) n * elem[i]);
+	return rc;
+}
+
 /* ------------------------------------------------------------ main */
 
 static const gm_test tests[] = {
@@ -4040,6 +4140,7 @@ static const gm_test tests[] = {
 	{"device memory of a training, by part, within 20 bytes an interaction", test_device_memory},
 	{"gpus: one by default, implicit ALS, explicit ALS and CCD++ only, at most GM_MAX_GPUS", test_gpus_param},
 	{"several GPUs: rows cut into shares of equal work, a row weighing its cost", test_cut_rows},
+	{"populate: pages mapped ahead of their writer, nothing written", test_populate},
 };
 
 int

@@ -55,6 +55,23 @@ void		gm_copy_parallel(void *dst, const void *src, size_t n);
 void		gm_copy_threads(void *dst, const void *src, size_t n, int threads);
 
 /*
+ * The pages of n arrays (entry sizes elem[]) holding entries [from, to)
+ * mapped ahead of their writer by a thread of its own (populate.c;
+ * MADV_POPULATE_WRITE: nothing in them is written), at most window entries
+ * ahead of the writer's position (gm_populate_advance; window <= 0: no
+ * limit).  NULL when it cannot start (an older kernel, an empty range): the
+ * writer faults them itself.  gm_populate_stop stops it (finish: once every
+ * page is mapped, the window lifted), waits for it and returns the entry up
+ * to which pages were mapped; the arrays must not move or be freed before.
+ */
+#define GM_POPULATE_MAX 4
+typedef struct gm_populator gm_populator;
+gm_populator *gm_populate_start(char *const *arrays, const size_t *elem, int n, int64_t from,
+								int64_t to, int64_t window);
+void		gm_populate_advance(gm_populator *p, int64_t writer);
+int64_t		gm_populate_stop(gm_populator *p, int finish);
+
+/*
  * gm_lower_bound64 (row pointers) and gm_lower_bound32 (a row's columns, a
  * sorted list of items): the first i of [lo, hi) with a[i] >= v (hi when
  * none), a sorted ascending.
