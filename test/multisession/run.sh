@@ -160,6 +160,8 @@ read=$(grep -oE "read public.wide with a scan of its own, [0-9]+ parallel worker
 asked=$(grep -oE "_users_pkey\" on table \"[^\"]*\" with request for [0-9]+ parallel workers" <<<"$out" | grep -oE "[0-9]+ parallel" | cut -d' ' -f1)
 if [ -n "$read" ] && [ "$read" -ge 2 ] && [ "${asked:-0}" = "$read" ]; then ok "the users' index build asks for the read's $read workers"
 else bad "the users' index build asks for the read's workers" "read by ${read:-?}, index asked for ${asked:-?}: $(grep -E 'gpumf: read|request for' <<<"$out")"; fi
+# the leader only merges (4 workers): a thread maps its arrays' pages ahead of its copies
+check "the parallel read's arrays mapped ahead by a thread" "$(grep -oE "the arrays' pages mapped ahead by a thread \([1-9][0-9]* starts\)" <<<"$out" | grep -c .)" "1"
 check "the settings of the index builds end with the training" "$(q "SET gpumf.read_workers = 4; SELECT 1 FROM gpumf_train('wide', 'user_id', 'item_id', 'value', factors => 4, iterations => 1, model => 'wide'); SHOW min_parallel_table_scan_size" | tail -1)" "8MB"
 q "SELECT gpumf_drop_model('wide'); DROP TABLE wide" >/dev/null
 # integer keys in the workers' raw range go to the leader as themselves, the

@@ -324,13 +324,17 @@ typedef struct RowBatches
 	int32		umax,			/* the largest key any worker sent as itself; -1: none */
 				imax;
 	int64		prefaulted;		/* entries whose pages prefault touched */
+	bool		populate;		/* the leader only merges: populator may run */
+	int			populators;		/* populator threads started */
 	uint64	   *present[2];		/* users, items: the workers' MSG_*_PRESENT, or'ed */
 	int64		words[2];
 } RowBatches;
 
 static RowBatches batches;		/* of the read in progress */
+static gm_populator *populator; /* the arrays' pages mapped ahead of the merges */
 
 #define PREFAULT_ENTRIES	((int64) 1 << 24)	/* entries whose pages are touched at once */
+#define POPULATE_AHEAD		((int64) 1 << 25)	/* entries the thread maps ahead of the merges */
 
 /*
  * Make sure the pages of src's arrays hold entries up to upto (within their
@@ -339,6 +343,7 @@ static RowBatches batches;		/* of the read in progress */
  * write, one fault a page, about 6 GB at 500M rows; on every core at once
  * here rather than in the leader's copies, which every worker waits on.
  * Only entries not written yet (from batches.prefaulted on) are touched.
+ * Not called while populate_begin's thread maps the pages instead.
  */
 static void
 prefault(GpumfSource *src, int64 upto)
@@ -356,6 +361,37 @@ prefault(GpumfSource *src, int64 upto)
 		for (int64 b = from * 4; b < to * 4; b += 4096)
 			arrays[a][b] = 0;
 	batches.prefaulted = to;
+}
+
+/*
+ * While the leader only merges, a thread maps the pages of src's arrays up to
+ * POPULATE_AHEAD entries past its copies (gm_populate_start: none for rows
+ * that never come); where it cannot (an older kernel) prefault does.
+ */
+static void
+populate_begin(GpumfSource *src)
+{
+	char	   *arrays[3] = {(char *) src->rows, (char *) src->cols, (char *) src->vals};
+	size_t		elem[3] = {sizeof(int32), sizeof(int32), sizeof(float)};
+
+	Assert(populator == NULL);
+	populator = gm_populate_start(arrays, elem, 3, Max(batches.prefaulted, src->n), src->cap,
+								  POPULATE_AHEAD);
+	if (populator)
+		batches.populators++;
+}
+
+/* Stop the thread (before the arrays move or are read as a whole). */
+static void
+populate_end(void)
+{
+	if (populator)
+	{
+		int64		done = gm_populate_stop(populator, 0);
+
+		populator = NULL;
+		batches.prefaulted = Max(batches.prefaulted, done);
+	}
 }
 
 static void
@@ -676,16 +712,24 @@ merge_message(GpumfSource *src, WorkerFeed *f, const char *data, Size len)
 					elog(ERROR, "gpumf: bad row message from a parallel read worker");
 				batches.umax = Max(batches.umax, maxes[0]);
 				batches.imax = Max(batches.imax, maxes[1]);
-				while (src->n + h.count > src->cap)
-					gpumf_source_grow(src);
+				if (src->n + h.count > src->cap)
+				{
+					populate_end();
+					while (src->n + h.count > src->cap)
+						gpumf_source_grow(src);
+					if (batches.populate)
+						populate_begin(src);
+				}
 				batches.prefaulted = Max(batches.prefaulted, src->n);
-				prefault(src, src->n + h.count);
+				if (populator == NULL)
+					prefault(src, src->n + h.count);
 				/* as sent: translate_batches makes the indices global at the end */
 				memcpy(src->rows + src->n, lu, sizeof(int32) * (Size) h.count);
 				memcpy(src->cols + src->n, li, sizeof(int32) * (Size) h.count);
 				memcpy(src->vals + src->n, lv, sizeof(float) * (Size) h.count);
 				add_batch(src->n, h.count, f->index);
 				src->n += h.count;
+				gm_populate_advance(populator, src->n);
 				break;
 			}
 		case MSG_USER_PRESENT:
@@ -776,6 +820,7 @@ gpumf_source_read_direct(GpumfSource *src)
 				merging = 0,
 				waiting = 0,
 				numbering = 0;
+	int			populators = 0;
 
 	errctx.callback = gpumf_read_error_context;
 	errctx.arg = src->relname;
@@ -874,29 +919,42 @@ gpumf_source_read_direct(GpumfSource *src)
 		batches.umax = batches.imax = -1;
 		for (int w = 0; w < nworkers; w++)
 			feeds[w].index = w;
+		batches.populate = !scanning;	/* a leader's own scan grows the arrays too */
+		if (batches.populate && src->cap > 0)
+			populate_begin(src);
 
 		/* scan a little, merge what came, until the table and every queue are done */
-		while (scanning || active > 0)
+		PG_TRY();
 		{
-			double		t = gm_now();
-			bool		got = drain_queues(src, feeds, nworkers, &active);
-
-			merging += gm_now() - t;
-			if (scanning)
-				scanning = gpumf_scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
-			else if (!got && active > 0)
+			while (scanning || active > 0)
 			{
-				t = gm_now();
-				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
-								 GM_WAIT_EVENT_MQ_RECEIVE);
-				ResetLatch(MyLatch);
-				waiting += gm_now() - t;
+				double		t = gm_now();
+				bool		got = drain_queues(src, feeds, nworkers, &active);
+
+				merging += gm_now() - t;
+				if (scanning)
+					scanning = gpumf_scan_rows(src, scan, slot, LEADER_CHUNK_ROWS);
+				else if (!got && active > 0)
+				{
+					t = gm_now();
+					(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+									 GM_WAIT_EVENT_MQ_RECEIVE);
+					ResetLatch(MyLatch);
+					waiting += gm_now() - t;
+				}
+				CHECK_FOR_INTERRUPTS();
 			}
-			CHECK_FOR_INTERRUPTS();
 		}
+		PG_FINALLY();
+		{
+			/* before the arrays are read whole, or freed with the source */
+			populate_end();
+		}
+		PG_END_TRY();
 		numbering = gm_now();
 		translate_batches(src, feeds, nworkers, active_at_start >= LEADER_SCANS_BELOW);
 		numbering = gm_now() - numbering;
+		populators = batches.populators;
 		memset(&batches, 0, sizeof(batches));
 	}
 	table_endscan(scan);
@@ -925,8 +983,10 @@ gpumf_source_read_direct(GpumfSource *src)
 			src->vsum += st->vsum;
 		}
 		/* where the time went: the leader merging or waiting, the workers scanning or sending */
-		elog(DEBUG1, "gpumf: the parallel read: %.3f s, the leader %.3f s merging, %.3f s waiting, %.3f s numbering the keys and translating; a worker %.3f s on average, %.3f s of it sending",
-			 gm_now() - t_read, merging, waiting, numbering, wsec, wsend);
+		elog(DEBUG1, "gpumf: the parallel read: %.3f s, the leader %.3f s merging, %.3f s waiting, %.3f s numbering the keys and translating; a worker %.3f s on average, %.3f s of it sending; the arrays' pages %s",
+			 gm_now() - t_read, merging, waiting, numbering, wsec, wsend,
+			 populators > 0 ? psprintf("mapped ahead by a thread (%d starts)", populators) :
+			 "touched by the leader's team");
 		for (int w = 0; w < nworkers; w++)
 			shm_mq_detach(feeds[w].mqh);
 		DestroyParallelContext(pcxt);
