@@ -17,6 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14; older headers lack the name */
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -4036,7 +4039,7 @@ test_populate(void)
 	if (p == NULL)
 	{
 		/* only a kernel without MADV_POPULATE_WRITE (before 5.14) may say no */
-		CHECK(madvise(a[0], 0, 23) != 0, "no thread although the kernel maps pages ahead");
+		CHECK(madvise(a[0], 0, MADV_POPULATE_WRITE) != 0, "no thread although the kernel maps pages ahead");
 		rc = 0;
 		goto fail;
 	}
